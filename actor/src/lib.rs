@@ -1,0 +1,216 @@
+//! The actor: joins the learner, follows the parameter server, steps E
+//! environments with batched inference, and streams T-step trajectory batches
+//! tagged with the policy version that produced them. If the learner goes away
+//! it rejoins with backoff; if the parameter server goes away it keeps acting
+//! with the weights it has.
+
+mod rollout;
+
+use backon::BackoffBuilder;
+use rollout::{Rollout, RolloutSetup};
+use sebulba_core::distribution::ActionDist;
+use sebulba_core::policy::network_from_wire;
+use sebulba_proto::grpc::{MAX_MESSAGE_BYTES, channel};
+use sebulba_proto::learner_client::LearnerClient;
+use sebulba_proto::{JoinRequest, PROTOCOL_VERSION, Role, Weights};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::sync::{Semaphore, mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ActorError {
+    /// Worth retrying: the learner is away or the stream broke.
+    #[error("learner unavailable: {0}")]
+    Unavailable(String),
+    /// Not worth retrying: this actor cannot take part in the run.
+    #[error("cannot take part in the run: {0}")]
+    Fatal(String),
+}
+
+pub struct ActorOptions {
+    pub learner: String,
+    pub param_server: String,
+    /// Name for logs and per-actor accounting.
+    pub name: String,
+    /// Batches sent but not yet acknowledged by the learner (beyond the one being built).
+    pub send_queue: usize,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ActorReport {
+    pub batches_sent: u64,
+    pub env_steps: u64,
+    pub sessions: u32,
+}
+
+enum SessionEnd {
+    RunFinished,
+    Shutdown,
+}
+
+/// Acts until the learner says the run is finished or `shutdown` fires.
+pub async fn run(
+    opts: ActorOptions,
+    shutdown: CancellationToken,
+) -> Result<ActorReport, ActorError> {
+    let (weights_tx, weights_rx) = watch::channel(None);
+    let follower = tokio::spawn(sebulba_proto::follow::follow_weights(
+        opts.param_server.clone(),
+        weights_tx,
+        shutdown.child_token(),
+    ));
+    let mut report = ActorReport::default();
+    let new_backoff = || {
+        backon::ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(100))
+            .with_max_delay(Duration::from_secs(5))
+            .with_jitter()
+            .without_max_times()
+            .build()
+    };
+    let mut backoff = new_backoff();
+    let result = loop {
+        report.sessions += 1;
+        let sent_before = report.batches_sent;
+        match session(&opts, weights_rx.clone(), &shutdown, &mut report).await {
+            Ok(SessionEnd::RunFinished) => {
+                info!(name = %opts.name, batches = report.batches_sent, "run finished");
+                break Ok(report);
+            }
+            Ok(SessionEnd::Shutdown) => break Ok(report),
+            Err(ActorError::Fatal(m)) => break Err(ActorError::Fatal(m)),
+            Err(ActorError::Unavailable(m)) => {
+                if report.batches_sent > sent_before {
+                    backoff = new_backoff();
+                }
+                let delay = backoff.next().unwrap_or(Duration::from_secs(5));
+                if report.sessions > 3 {
+                    warn!(name = %opts.name, "learner unavailable ({m}); retrying in {delay:?}");
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = shutdown.cancelled() => break Ok(report),
+                }
+            }
+        }
+    };
+    follower.abort();
+    result
+}
+
+fn unavailable(s: tonic::Status) -> ActorError {
+    ActorError::Unavailable(format!("{:?}: {}", s.code(), s.message()))
+}
+
+async fn session(
+    opts: &ActorOptions,
+    mut weights: watch::Receiver<Option<Arc<Weights>>>,
+    shutdown: &CancellationToken,
+    report: &mut ActorReport,
+) -> Result<SessionEnd, ActorError> {
+    let ch = channel(&opts.learner)
+        .map_err(|e| ActorError::Fatal(format!("learner address `{}`: {e}", opts.learner)))?;
+    let mut client = LearnerClient::new(ch)
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let mut join = tonic::Request::new(JoinRequest {
+        protocol_version: PROTOCOL_VERSION,
+        name: opts.name.clone(),
+        role: Role::Actor as i32,
+    });
+    join.set_timeout(Duration::from_secs(10));
+    let joined = match client.join(join).await {
+        Ok(r) => r.into_inner(),
+        Err(s)
+            if s.code() == tonic::Code::FailedPrecondition && s.message().contains("finished") =>
+        {
+            return Ok(SessionEnd::RunFinished);
+        }
+        Err(s) if s.code() == tonic::Code::FailedPrecondition => {
+            return Err(ActorError::Fatal(s.message().to_string()));
+        }
+        Err(s) => return Err(unavailable(s)),
+    };
+    let spec = joined
+        .spec
+        .ok_or_else(|| ActorError::Fatal("Join answered without a run spec".into()))?;
+    let env =
+        sebulba_core::env::env_spec(&spec.env_id).map_err(|e| ActorError::Fatal(e.to_string()))?;
+    let dist =
+        ActionDist::for_space(&env.action_space).map_err(|e| ActorError::Fatal(e.to_string()))?;
+    let network = network_from_wire(&spec.network.unwrap_or_default())
+        .map_err(|e| ActorError::Fatal(e.to_string()))?;
+    let span = info_span!("actor", id = %joined.actor_id);
+    info!(parent: &span, env = %spec.env_id, envs = spec.envs_per_actor, steps = spec.rollout_length, "joined");
+
+    // Act only with real weights.
+    tokio::select! {
+        r = weights.wait_for(|w| w.is_some()) => { r.map_err(|_| ActorError::Fatal("weights follower stopped".into()))?; }
+        _ = shutdown.cancelled() => return Ok(SessionEnd::Shutdown),
+    }
+
+    let (batch_tx, batch_rx) = mpsc::channel(opts.send_queue.max(1));
+    let credits = Arc::new(Semaphore::new(opts.send_queue.max(1)));
+    let min_version = Arc::new(AtomicU64::new(0));
+    let stop = shutdown.child_token();
+    let setup = RolloutSetup {
+        actor_id: joined.actor_id.clone(),
+        env,
+        dist,
+        network,
+        num_envs: spec.envs_per_actor as usize,
+        num_steps: spec.rollout_length as usize,
+        seed: spec.seed,
+    };
+    let rollout = Rollout::new(
+        setup,
+        weights,
+        batch_tx,
+        credits.clone(),
+        min_version.clone(),
+        stop.clone(),
+        tokio::runtime::Handle::current(),
+    )
+    .map_err(|e| ActorError::Fatal(e.to_string()))?;
+    let rollout = tokio::task::spawn_blocking(move || rollout.run());
+
+    let outcome = async {
+        let mut acks = client.stream_trajectories(ReceiverStream::new(batch_rx)).await.map_err(unavailable)?.into_inner();
+        loop {
+            tokio::select! {
+                ack = acks.message() => match ack {
+                    Ok(Some(a)) => {
+                        min_version.fetch_max(a.learner_version, Ordering::AcqRel);
+                        credits.add_permits(1);
+                        if a.accepted {
+                            report.batches_sent += 1;
+                        } else if a.code != 0 {
+                            warn!(sequence = a.sequence, code = a.code, "batch refused: {}", a.message);
+                        } else {
+                            debug!(sequence = a.sequence, "batch not used: {}", a.message);
+                        }
+                        if a.run_finished {
+                            return Ok(SessionEnd::RunFinished);
+                        }
+                    }
+                    Ok(None) => return Err(ActorError::Unavailable("learner closed the stream".into())),
+                    Err(s) => return Err(unavailable(s)),
+                },
+                _ = shutdown.cancelled() => return Ok(SessionEnd::Shutdown),
+            }
+        }
+    }
+    .instrument(span)
+    .await;
+    stop.cancel();
+    match rollout.await {
+        Ok(Ok(steps)) => report.env_steps += steps,
+        Ok(Err(e)) => return Err(ActorError::Fatal(e.to_string())),
+        Err(e) => return Err(ActorError::Fatal(format!("rollout thread: {e}"))),
+    }
+    outcome
+}

@@ -1,0 +1,522 @@
+//! The typed run configuration: per-environment presets, overridden by a TOML run
+//! file and then by `--set section.key=value`. Every key must already exist in the
+//! preset and keep its type, so a typo or a bad value is refused with its name.
+
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("unknown config key `{0}`")]
+    UnknownKey(String),
+    #[error("config key `{key}`: expected {expected}, got `{got}`")]
+    WrongType {
+        key: String,
+        expected: &'static str,
+        got: String,
+    },
+    #[error("config key `{key}`: {reason}")]
+    BadValue { key: String, reason: String },
+    #[error("`--set {0}`: expected section.key=value")]
+    BadOverride(String),
+    #[error("reading config file {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("parsing config file {path}: {source}")]
+    Toml {
+        path: String,
+        source: toml::de::Error,
+    },
+    #[error(transparent)]
+    Env(#[from] crate::env::EnvError),
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunConfig {
+    pub env: EnvConfig,
+    pub run: RunSection,
+    pub network: NetworkConfig,
+    pub ppo: PpoConfig,
+    pub learner: LearnerConfig,
+    pub actor: ActorConfig,
+    pub eval: EvalConfig,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvConfig {
+    /// Gymnasium id, e.g. `CartPole-v1`.
+    pub id: String,
+    /// E: environments each actor steps in lockstep.
+    pub envs_per_actor: usize,
+    /// T: steps per env in one trajectory batch.
+    pub rollout_length: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSection {
+    /// Env steps (all actors together) after which training stops.
+    pub total_steps: u64,
+    pub seed: u64,
+    /// Actors started by `sebulba local`.
+    pub local_actors: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkConfig {
+    /// Hidden layer sizes of each torso (actor and critic are separate).
+    pub hidden: Vec<usize>,
+    pub activation: Activation,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Activation {
+    Tanh,
+    Relu,
+}
+
+impl Activation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Activation::Tanh => "tanh",
+            Activation::Relu => "relu",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "tanh" => Some(Activation::Tanh),
+            "relu" => Some(Activation::Relu),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PpoConfig {
+    pub gamma: f64,
+    pub gae_lambda: f64,
+    pub clip_coef: f64,
+    pub vf_coef: f64,
+    pub ent_coef: f64,
+    pub learning_rate: f64,
+    /// Linearly anneal the learning rate to 0 over `total_steps`.
+    pub anneal_lr: bool,
+    pub epochs: usize,
+    pub minibatches: usize,
+    /// Clip the gradient by its global norm (all parameters together).
+    pub max_grad_norm: f64,
+    pub adam_eps: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LearnerConfig {
+    /// Trajectory batches that make one update.
+    pub batches_per_update: usize,
+    /// Capacity of the bounded ingest queue (batches); a full queue blocks actors.
+    pub queue_capacity: usize,
+    /// Batches whose policy version is more than this behind are dropped.
+    pub max_policy_lag: u64,
+    /// How long the learner waits for the final evaluation before writing the summary.
+    pub final_eval_timeout_secs: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ActorConfig {
+    /// Batches an actor may have in flight to the learner.
+    pub send_queue: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EvalConfig {
+    /// Evaluate every this many policy versions (and always the final one).
+    pub interval: u64,
+    /// Deterministic episodes per evaluation.
+    pub episodes: usize,
+}
+
+impl RunConfig {
+    /// The preset for an environment id; every id in `env::ENV_IDS` has one.
+    pub fn preset(env_id: &str) -> Result<Self, ConfigError> {
+        crate::env::env_spec(env_id)?;
+        let mut c = RunConfig {
+            env: EnvConfig {
+                id: env_id.to_string(),
+                envs_per_actor: 8,
+                rollout_length: 32,
+            },
+            run: RunSection {
+                total_steps: 1_000_000,
+                seed: 1,
+                local_actors: 2,
+            },
+            network: NetworkConfig {
+                hidden: vec![64, 64],
+                activation: Activation::Tanh,
+            },
+            ppo: PpoConfig {
+                gamma: 0.99,
+                gae_lambda: 0.95,
+                clip_coef: 0.2,
+                vf_coef: 0.5,
+                ent_coef: 0.0,
+                learning_rate: 3e-4,
+                anneal_lr: true,
+                epochs: 10,
+                minibatches: 4,
+                max_grad_norm: 0.5,
+                adam_eps: 1e-5,
+            },
+            learner: LearnerConfig {
+                batches_per_update: 2,
+                queue_capacity: 2,
+                max_policy_lag: 1,
+                final_eval_timeout_secs: 300,
+            },
+            actor: ActorConfig { send_queue: 1 },
+            eval: EvalConfig {
+                interval: 10,
+                episodes: 10,
+            },
+        };
+        if env_id == "CartPole-v1" {
+            c.run.total_steps = 150_000;
+            c.ppo.gamma = 0.98;
+            c.ppo.gae_lambda = 0.8;
+            c.ppo.learning_rate = 1e-3;
+            c.ppo.epochs = 20;
+            c.ppo.minibatches = 2;
+        }
+        Ok(c)
+    }
+
+    /// Preset for `env_id`, then the TOML file (if any), then `--set` overrides.
+    /// The file may also change `env.id`: the preset is then that env's.
+    pub fn resolve(
+        env_id: Option<&str>,
+        file: Option<&Path>,
+        sets: &[String],
+    ) -> Result<Self, ConfigError> {
+        let file_table = match file {
+            Some(p) => {
+                let text = std::fs::read_to_string(p).map_err(|source| ConfigError::Io {
+                    path: p.display().to_string(),
+                    source,
+                })?;
+                Some(
+                    toml::from_str::<toml::Table>(&text).map_err(|source| ConfigError::Toml {
+                        path: p.display().to_string(),
+                        source,
+                    })?,
+                )
+            }
+            None => None,
+        };
+        let overrides = sets
+            .iter()
+            .map(|s| parse_override(s))
+            .collect::<Result<Vec<_>, _>>()?;
+        // The env id decides the preset: --set env.id beats the file, which beats --env.
+        let from_file = file_table
+            .as_ref()
+            .and_then(|t| t.get("env"))
+            .and_then(|e| e.get("id"))
+            .and_then(|v| v.as_str().map(str::to_string));
+        let from_set = overrides
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "env.id")
+            .and_then(|(_, v)| v.as_str().map(str::to_string));
+        let id = from_set
+            .or(from_file)
+            .or(env_id.map(str::to_string))
+            .unwrap_or_else(|| "CartPole-v1".into());
+        let preset = Self::preset(&id)?;
+        let mut value = toml::Table::try_from(&preset).map_err(|e| ConfigError::BadValue {
+            key: "<preset>".into(),
+            reason: e.to_string(),
+        })?;
+        if let Some(t) = file_table {
+            merge_table(&mut value, t, "")?;
+        }
+        for (key, v) in overrides {
+            set_key(&mut value, &key, v)?;
+        }
+        let config: RunConfig =
+            toml::Value::Table(value)
+                .try_into()
+                .map_err(|e: toml::de::Error| ConfigError::BadValue {
+                    key: "<config>".into(),
+                    reason: e.to_string(),
+                })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Range checks that types alone do not catch.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |key: &str, reason: &str| {
+            Err(ConfigError::BadValue {
+                key: key.into(),
+                reason: reason.into(),
+            })
+        };
+        crate::env::env_spec(&self.env.id)?;
+        if self.env.envs_per_actor == 0 {
+            return bad("env.envs_per_actor", "must be at least 1");
+        }
+        if self.env.rollout_length == 0 {
+            return bad("env.rollout_length", "must be at least 1");
+        }
+        if self.run.total_steps == 0 {
+            return bad("run.total_steps", "must be at least 1");
+        }
+        if self.network.hidden.is_empty() || self.network.hidden.contains(&0) {
+            return bad(
+                "network.hidden",
+                "needs at least one layer, each of size >= 1",
+            );
+        }
+        let p = &self.ppo;
+        if !(p.gamma > 0.0 && p.gamma <= 1.0) {
+            return bad("ppo.gamma", "must be in (0, 1]");
+        }
+        if !(0.0..=1.0).contains(&p.gae_lambda) {
+            return bad("ppo.gae_lambda", "must be in [0, 1]");
+        }
+        for (k, v) in [
+            ("ppo.clip_coef", p.clip_coef),
+            ("ppo.learning_rate", p.learning_rate),
+            ("ppo.max_grad_norm", p.max_grad_norm),
+            ("ppo.adam_eps", p.adam_eps),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return bad(k, "must be a finite number > 0");
+            }
+        }
+        for (k, v) in [("ppo.vf_coef", p.vf_coef), ("ppo.ent_coef", p.ent_coef)] {
+            if !(v.is_finite() && v >= 0.0) {
+                return bad(k, "must be a finite number >= 0");
+            }
+        }
+        if p.epochs == 0 {
+            return bad("ppo.epochs", "must be at least 1");
+        }
+        let samples =
+            self.env.envs_per_actor * self.env.rollout_length * self.learner.batches_per_update;
+        if p.minibatches == 0 || p.minibatches > samples {
+            return bad(
+                "ppo.minibatches",
+                &format!("must be in 1..={samples} (samples per update)"),
+            );
+        }
+        if self.learner.batches_per_update == 0 {
+            return bad("learner.batches_per_update", "must be at least 1");
+        }
+        if self.learner.queue_capacity == 0 {
+            return bad("learner.queue_capacity", "must be at least 1");
+        }
+        if self.actor.send_queue == 0 {
+            return bad("actor.send_queue", "must be at least 1");
+        }
+        if self.eval.interval == 0 {
+            return bad("eval.interval", "must be at least 1");
+        }
+        if self.eval.episodes == 0 {
+            return bad("eval.episodes", "must be at least 1");
+        }
+        Ok(())
+    }
+
+    /// Samples in one update: batches x E x T.
+    pub fn samples_per_update(&self) -> usize {
+        self.learner.batches_per_update * self.env.envs_per_actor * self.env.rollout_length
+    }
+
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).unwrap_or_default()
+    }
+}
+
+/// Seed of the evaluation environments for a run seed: fixed per run, so every
+/// version is scored from the same start states, and apart from the actors' seeds.
+pub fn eval_seed(run_seed: u64) -> u64 {
+    run_seed ^ 0x00E7_A15E_ED00_0000
+}
+
+fn parse_override(s: &str) -> Result<(String, toml::Value), ConfigError> {
+    let (key, raw) = s
+        .split_once('=')
+        .ok_or_else(|| ConfigError::BadOverride(s.into()))?;
+    let key = key.trim();
+    if key.is_empty() || !key.contains('.') {
+        return Err(ConfigError::BadOverride(s.into()));
+    }
+    let raw = raw.trim();
+    // A TOML literal if it parses as one (numbers, bools, arrays, quoted strings), else a bare string.
+    let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.to_string()));
+    Ok((key.to_string(), value))
+}
+
+fn type_name(v: &toml::Value) -> &'static str {
+    match v {
+        toml::Value::String(_) => "a string",
+        toml::Value::Integer(_) => "an integer",
+        toml::Value::Float(_) => "a number",
+        toml::Value::Boolean(_) => "a boolean",
+        toml::Value::Datetime(_) => "a datetime",
+        toml::Value::Array(_) => "an array",
+        toml::Value::Table(_) => "a table",
+    }
+}
+
+/// Replaces `old` with `new` if the types agree (an integer is accepted for a float).
+fn typed_replace(old: &mut toml::Value, new: toml::Value, key: &str) -> Result<(), ConfigError> {
+    let new = match (&*old, new) {
+        (toml::Value::Float(_), toml::Value::Integer(i)) => toml::Value::Float(i as f64),
+        (toml::Value::Table(_), _) => {
+            return Err(ConfigError::WrongType {
+                key: key.into(),
+                expected: "a table of keys",
+                got: "a value".into(),
+            });
+        }
+        (o, n) if std::mem::discriminant(o) == std::mem::discriminant(&n) => n,
+        (o, n) => {
+            return Err(ConfigError::WrongType {
+                key: key.into(),
+                expected: type_name(o),
+                got: n.to_string(),
+            });
+        }
+    };
+    *old = new;
+    Ok(())
+}
+
+fn merge_table(base: &mut toml::Table, over: toml::Table, prefix: &str) -> Result<(), ConfigError> {
+    for (k, v) in over {
+        let key = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
+        let slot = base
+            .get_mut(&k)
+            .ok_or_else(|| ConfigError::UnknownKey(key.clone()))?;
+        match (slot, v) {
+            (toml::Value::Table(b), toml::Value::Table(o)) => merge_table(b, o, &key)?,
+            (slot, v) => typed_replace(slot, v, &key)?,
+        }
+    }
+    Ok(())
+}
+
+fn set_key(base: &mut toml::Table, key: &str, value: toml::Value) -> Result<(), ConfigError> {
+    let mut parts = key.split('.').peekable();
+    let mut table = base;
+    while let Some(part) = parts.next() {
+        let slot = table
+            .get_mut(part)
+            .ok_or_else(|| ConfigError::UnknownKey(key.into()))?;
+        if parts.peek().is_none() {
+            return typed_replace(slot, value, key);
+        }
+        table = match slot {
+            toml::Value::Table(t) => t,
+            _ => return Err(ConfigError::UnknownKey(key.into())),
+        };
+    }
+    Err(ConfigError::UnknownKey(key.into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_env_has_a_valid_preset() {
+        for id in crate::env::ENV_IDS {
+            let c = RunConfig::resolve(Some(id), None, &[]).unwrap();
+            assert_eq!(c.env.id, *id);
+        }
+    }
+
+    #[test]
+    fn set_overrides_and_keeps_types() {
+        let c = RunConfig::resolve(
+            Some("CartPole-v1"),
+            None,
+            &[
+                "ppo.learning_rate=1".into(),
+                "network.hidden=[32, 16]".into(),
+                "network.activation=relu".into(),
+            ],
+        )
+        .unwrap();
+        assert_eq!(c.ppo.learning_rate, 1.0);
+        assert_eq!(c.network.hidden, vec![32, 16]);
+        assert_eq!(c.network.activation, Activation::Relu);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_named() {
+        let e = RunConfig::resolve(Some("CartPole-v1"), None, &["ppo.lerning_rate=0.1".into()])
+            .unwrap_err();
+        assert_eq!(e.to_string(), "unknown config key `ppo.lerning_rate`");
+        let e =
+            RunConfig::resolve(Some("CartPole-v1"), None, &["ppo.epochs=abc".into()]).unwrap_err();
+        assert!(e.to_string().contains("`ppo.epochs`"), "{e}");
+        let e =
+            RunConfig::resolve(Some("CartPole-v1"), None, &["ppo.gamma=1.5".into()]).unwrap_err();
+        assert!(e.to_string().contains("`ppo.gamma`"), "{e}");
+        let e = RunConfig::resolve(
+            Some("CartPole-v1"),
+            None,
+            &["network.activation=gelu".into()],
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("gelu"), "{e}");
+        let e = RunConfig::resolve(Some("Nope-v0"), None, &[]).unwrap_err();
+        assert!(e.to_string().contains("Nope-v0"), "{e}");
+        assert!(matches!(
+            RunConfig::resolve(None, None, &["novalue".into()]),
+            Err(ConfigError::BadOverride(_))
+        ));
+    }
+
+    #[test]
+    fn file_then_set_precedence() {
+        let dir = std::env::temp_dir().join(format!("sebulba-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("run.toml");
+        std::fs::write(
+            &path,
+            "[env]\nid = \"Pendulum-v1\"\n[ppo]\nepochs = 3\nent_coef = 0.01\n",
+        )
+        .unwrap();
+        let c =
+            RunConfig::resolve(Some("CartPole-v1"), Some(&path), &["ppo.epochs=5".into()]).unwrap();
+        assert_eq!(c.env.id, "Pendulum-v1");
+        assert_eq!(c.ppo.epochs, 5);
+        assert_eq!(c.ppo.ent_coef, 0.01);
+        std::fs::write(&path, "[ppo]\nbogus = 1\n").unwrap();
+        let e = RunConfig::resolve(None, Some(&path), &[]).unwrap_err();
+        assert_eq!(e.to_string(), "unknown config key `ppo.bogus`");
+        // The resolved config written to a run dir reads back identically.
+        let c2: RunConfig = toml::from_str(&c.to_toml()).unwrap();
+        assert_eq!(c, c2);
+    }
+}

@@ -1,0 +1,17 @@
+//! Shared pieces of every sebulba role: environments, the policy network and its
+//! action distributions, the run configuration, weight (de)serialisation and
+//! telemetry setup.
+
+pub mod config;
+pub mod distribution;
+pub mod env;
+pub mod files;
+pub mod model;
+pub mod policy;
+pub mod telemetry;
+pub mod weights;
+
+/// The CPU inference backend (actors, evaluator).
+pub type CpuBackend = burn::backend::NdArray<f32>;
+/// The CPU training backend (learner).
+pub type CpuAutodiff = burn::backend::Autodiff<CpuBackend>;

@@ -1,0 +1,14 @@
+//! Logging setup shared by every role: `tracing` with `RUST_LOG`-style filtering
+//! (default `info`), written to stderr.
+
+use tracing_subscriber::EnvFilter;
+
+/// Installs the global subscriber once; later calls are no-ops (tests call it often).
+pub fn init_logging() {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}

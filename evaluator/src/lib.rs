@@ -1,0 +1,211 @@
+//! The evaluator: follows the parameter server and, every `interval` versions
+//! (and always for the final one), plays deterministic (argmax) episodes on its
+//! own environments. Results go to `eval.jsonl`; the best weights to
+//! `best.safetensors`; each score is filed with the parameter server too.
+
+mod episodes;
+
+pub use episodes::{EpisodeResults, play_episodes};
+use sebulba_core::files::{JsonLines, write_atomic};
+use sebulba_core::policy::{InferencePolicy, network_from_wire};
+use sebulba_proto::grpc::channel;
+use sebulba_proto::parameter_server_client::ParameterServerClient;
+use sebulba_proto::{EvalReport, Weights};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, info_span, warn};
+
+#[derive(Debug, thiserror::Error)]
+pub enum EvaluatorError {
+    #[error("{0}: {1}")]
+    Io(String, std::io::Error),
+    #[error("weights of version {version}: {reason}")]
+    BadWeights { version: u64, reason: String },
+    #[error("transport: {0}")]
+    Transport(String),
+    #[error("evaluation task: {0}")]
+    Task(String),
+}
+
+pub struct EvaluatorOptions {
+    pub param_server: String,
+    pub run_dir: PathBuf,
+    /// Evaluate when the version is at least this many past the last evaluated one.
+    pub interval: u64,
+    pub episodes: usize,
+    /// The run seed; evaluation envs use `eval_seed(seed)`, the same start states for every version.
+    pub seed: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EvalLine {
+    pub version: u64,
+    pub env_steps: u64,
+    pub return_mean: f64,
+    pub return_std: f64,
+    pub return_min: f64,
+    pub return_max: f64,
+    pub length_mean: f64,
+    pub episodes: usize,
+    pub r#final: bool,
+    pub eval_seconds: f64,
+    pub wall_seconds: f64,
+}
+
+/// Evaluates until the final version is done or `shutdown` fires; returns the
+/// evaluations made.
+pub async fn run(
+    opts: EvaluatorOptions,
+    shutdown: CancellationToken,
+) -> Result<Vec<EvalLine>, EvaluatorError> {
+    let started = Instant::now();
+    std::fs::create_dir_all(&opts.run_dir)
+        .map_err(|e| EvaluatorError::Io(opts.run_dir.display().to_string(), e))?;
+    let mut out = JsonLines::append_to(&opts.run_dir.join("eval.jsonl"))
+        .map_err(|e| EvaluatorError::Io("eval.jsonl".into(), e))?;
+    let (tx, mut rx) = watch::channel::<Option<Arc<Weights>>>(None);
+    let follower = tokio::spawn(sebulba_proto::follow::follow_weights(
+        opts.param_server.clone(),
+        tx,
+        shutdown.child_token(),
+    ));
+    let client = ParameterServerClient::new(
+        channel(&opts.param_server).map_err(|e| EvaluatorError::Transport(e.to_string()))?,
+    );
+    let mut policy: Option<InferencePolicy> = None;
+    let mut last: Option<u64> = None;
+    let mut best = f64::NEG_INFINITY;
+    let mut lines = Vec::new();
+    loop {
+        tokio::select! {
+            r = rx.changed() => if r.is_err() { break },
+            _ = shutdown.cancelled() => break,
+        }
+        let Some(w) = rx.borrow_and_update().clone() else {
+            continue;
+        };
+        let due = w.r#final || last.is_none_or(|l| w.version >= l + opts.interval);
+        if !due || last == Some(w.version) {
+            continue;
+        }
+        let env =
+            sebulba_core::env::env_spec(&w.env_id).map_err(|e| EvaluatorError::BadWeights {
+                version: w.version,
+                reason: e.to_string(),
+            })?;
+        let network = network_from_wire(&w.network.clone().unwrap_or_default()).map_err(|e| {
+            EvaluatorError::BadWeights {
+                version: w.version,
+                reason: e.to_string(),
+            }
+        })?;
+        let mut p = match policy.take() {
+            Some(p) if p.spec().network == network && p.spec().obs_dim == env.obs_dim => p,
+            _ => InferencePolicy::new(&env, &network),
+        };
+        if let Err(e) = p.load(w.version, w.safetensors.to_vec()) {
+            warn!(version = w.version, "skipping unloadable weights: {e}");
+            policy = Some(p);
+            continue;
+        }
+        let (episodes, seed, env_id) = (
+            opts.episodes,
+            sebulba_core::config::eval_seed(opts.seed),
+            w.env_id.clone(),
+        );
+        let t0 = Instant::now();
+        let span = info_span!("evaluate", version = w.version);
+        let (p, results) = tokio::task::spawn_blocking(move || {
+            let _e = span.enter();
+            let r = play_episodes(&p, &env_id, episodes, seed);
+            (p, r)
+        })
+        .await
+        .map_err(|e| EvaluatorError::Task(e.to_string()))?;
+        policy = Some(p);
+        let results = results.map_err(|e| EvaluatorError::BadWeights {
+            version: w.version,
+            reason: e.to_string(),
+        })?;
+        last = Some(w.version);
+        let line = EvalLine {
+            version: w.version,
+            env_steps: w.env_steps,
+            return_mean: results.mean(),
+            return_std: results.std(),
+            return_min: results
+                .returns
+                .iter()
+                .copied()
+                .fold(f64::INFINITY, f64::min),
+            return_max: results
+                .returns
+                .iter()
+                .copied()
+                .fold(f64::NEG_INFINITY, f64::max),
+            length_mean: results.lengths.iter().map(|&l| l as f64).sum::<f64>()
+                / results.lengths.len().max(1) as f64,
+            episodes: results.returns.len(),
+            r#final: w.r#final,
+            eval_seconds: t0.elapsed().as_secs_f64(),
+            wall_seconds: started.elapsed().as_secs_f64(),
+        };
+        info!(
+            version = line.version,
+            env_steps = line.env_steps,
+            return_mean = format!("{:.1}", line.return_mean),
+            "evaluated"
+        );
+        out.write(&line)
+            .map_err(|e| EvaluatorError::Io("eval.jsonl".into(), e))?;
+        if line.return_mean > best {
+            best = line.return_mean;
+            write_atomic(&opts.run_dir.join("best.safetensors"), &w.safetensors)
+                .map_err(|e| EvaluatorError::Io("best.safetensors".into(), e))?;
+        }
+        let report = EvalReport {
+            version: line.version,
+            env_steps: line.env_steps,
+            return_mean: line.return_mean,
+            return_std: line.return_std,
+            episodes: line.episodes as u32,
+            r#final: line.r#final,
+        };
+        report_eval(client.clone(), report, &shutdown).await;
+        lines.push(line);
+        if w.r#final {
+            break;
+        }
+    }
+    follower.abort();
+    Ok(lines)
+}
+
+/// Files a score with the parameter server, retrying briefly; a failure only costs the summary.
+async fn report_eval(
+    mut client: ParameterServerClient<tonic::transport::Channel>,
+    report: EvalReport,
+    shutdown: &CancellationToken,
+) {
+    for attempt in 0..20u32 {
+        let mut req = tonic::Request::new(report.clone());
+        req.set_timeout(Duration::from_secs(5));
+        match client.report_eval(req).await {
+            Ok(_) => return,
+            Err(e) if attempt == 19 => warn!(
+                version = report.version,
+                "could not report evaluation: {}",
+                e.message()
+            ),
+            Err(_) => {}
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+            _ = shutdown.cancelled() => return,
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! Batch accounting: every batch received is, at any moment, exactly one of
+//! queued, used, dropped (with a reason) or rejected (with a reason), overall and
+//! per actor. One mutex keeps the identity exact at every snapshot.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Counts {
+    pub received: u64,
+    pub used: u64,
+    pub dropped_stale: u64,
+    pub dropped_shutdown: u64,
+    pub rejected: u64,
+    /// Rejections by reason (`shape`, `non_finite`, ...).
+    pub rejected_by_reason: BTreeMap<String, u64>,
+    /// Accepted and waiting in the pipeline.
+    pub queued: u64,
+}
+
+impl Counts {
+    /// received = used + dropped + rejected + queued.
+    pub fn balanced(&self) -> bool {
+        self.received
+            == self.used + self.dropped_stale + self.dropped_shutdown + self.rejected + self.queued
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub enum Outcome {
+    Used,
+    DroppedStale,
+    DroppedShutdown,
+}
+
+#[derive(Default)]
+pub struct Accounting {
+    inner: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    total: Counts,
+    per_actor: BTreeMap<String, Counts>,
+}
+
+impl State {
+    fn both(&mut self, actor: &str, f: impl Fn(&mut Counts)) {
+        f(&mut self.total);
+        f(self.per_actor.entry(actor.to_string()).or_default());
+    }
+}
+
+impl Accounting {
+    fn with<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        // A panic elsewhere while holding the lock must not stop the counting.
+        let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut guard)
+    }
+
+    /// A batch arrived and was queued.
+    pub fn queued(&self, actor: &str) {
+        self.with(|s| {
+            s.both(actor, |c| {
+                c.received += 1;
+                c.queued += 1;
+            })
+        });
+    }
+
+    /// A batch arrived and was refused.
+    pub fn rejected(&self, actor: &str, reason: &str) {
+        self.with(|s| {
+            s.both(actor, |c| {
+                c.received += 1;
+                c.rejected += 1;
+                *c.rejected_by_reason.entry(reason.to_string()).or_default() += 1;
+            })
+        });
+    }
+
+    /// A batch arrived after the run finished: received and dropped at once.
+    pub fn arrived_after_finish(&self, actor: &str) {
+        self.with(|s| {
+            s.both(actor, |c| {
+                c.received += 1;
+                c.dropped_shutdown += 1;
+            })
+        });
+    }
+
+    /// A queued batch left the pipeline.
+    pub fn dequeued(&self, actor: &str, outcome: Outcome) {
+        self.with(|s| {
+            s.both(actor, |c| {
+                c.queued = c.queued.saturating_sub(1);
+                match outcome {
+                    Outcome::Used => c.used += 1,
+                    Outcome::DroppedStale => c.dropped_stale += 1,
+                    Outcome::DroppedShutdown => c.dropped_shutdown += 1,
+                }
+            })
+        });
+    }
+
+    pub fn snapshot(&self) -> (Counts, BTreeMap<String, Counts>) {
+        self.with(|s| (s.total.clone(), s.per_actor.clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identity_holds_through_every_transition() {
+        let a = Accounting::default();
+        a.queued("a");
+        a.queued("a");
+        a.queued("b");
+        a.rejected("b", "shape");
+        a.arrived_after_finish("b");
+        a.dequeued("a", Outcome::Used);
+        a.dequeued("a", Outcome::DroppedStale);
+        let (t, per) = a.snapshot();
+        assert!(t.balanced(), "{t:?}");
+        assert_eq!(
+            (
+                t.received,
+                t.used,
+                t.dropped_stale,
+                t.rejected,
+                t.queued,
+                t.dropped_shutdown
+            ),
+            (5, 1, 1, 1, 1, 1)
+        );
+        assert_eq!(per["b"].rejected_by_reason["shape"], 1);
+        assert!(per.values().all(Counts::balanced));
+    }
+}

@@ -1,0 +1,215 @@
+//! The learner: trajectory ingest service, bounded on-policy pipeline, GAE and PPO
+//! updates, weight publishing, metrics and the run summary.
+
+pub mod accounting;
+pub mod gae;
+pub mod ppo;
+pub mod publish;
+pub mod service;
+pub mod state;
+pub mod summary;
+pub mod update;
+pub mod validate;
+
+use crate::publish::Publisher;
+use crate::service::LearnerService;
+pub use crate::state::LiveStats;
+use crate::state::Shared;
+use crate::summary::Summary;
+use crate::update::UpdateLoop;
+use sebulba_core::config::RunConfig;
+use sebulba_core::distribution::ActionDist;
+use sebulba_core::files::{JsonLines, write_atomic, write_json_atomic};
+use sebulba_core::model::ModelSpec;
+use sebulba_proto::grpc::MAX_MESSAGE_BYTES;
+use sebulba_proto::learner_server::LearnerServer;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot};
+use tokio_stream::wrappers::TcpListenerStream;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+#[derive(Debug, thiserror::Error)]
+pub enum LearnerError {
+    #[error("config: {0}")]
+    Config(String),
+    #[error("{0}: {1}")]
+    Io(String, std::io::Error),
+    #[error("weights: {0}")]
+    Weights(String),
+    #[error("publishing to the parameter server failed: {0}")]
+    Publish(String),
+    #[error("transport: {0}")]
+    Transport(String),
+    #[error("update thread: {0}")]
+    Thread(String),
+}
+
+pub struct LearnerOptions {
+    pub config: RunConfig,
+    pub run_dir: PathBuf,
+    /// Parameter server URL (`http://host:port`).
+    pub param_server: String,
+    pub live: Arc<LiveStats>,
+}
+
+/// Serves `Learner` on `listener` and trains until the step budget is reached or
+/// `shutdown` fires; writes `config.toml`, `metrics.jsonl`, `final.safetensors`
+/// and `summary.json` in the run directory.
+pub async fn run(
+    listener: TcpListener,
+    opts: LearnerOptions,
+    shutdown: CancellationToken,
+) -> Result<Summary, LearnerError> {
+    let started = Instant::now();
+    let cfg = opts.config;
+    cfg.validate()
+        .map_err(|e| LearnerError::Config(e.to_string()))?;
+    let env = sebulba_core::env::env_spec(&cfg.env.id)
+        .map_err(|e| LearnerError::Config(e.to_string()))?;
+    ActionDist::for_space(&env.action_space)
+        .map_err(|e| LearnerError::Config(format!("env.id `{}`: {e}", cfg.env.id)))?;
+    let run_dir = opts.run_dir;
+    std::fs::create_dir_all(&run_dir)
+        .map_err(|e| LearnerError::Io(run_dir.display().to_string(), e))?;
+    write_atomic(&run_dir.join("config.toml"), cfg.to_toml().as_bytes())
+        .map_err(|e| LearnerError::Io("config.toml".into(), e))?;
+    let model_spec = ModelSpec::new(&env, &cfg.network);
+    let shared = Arc::new(Shared::new(cfg.clone(), env));
+
+    let (queue_tx, queue_rx) = mpsc::channel(cfg.learner.queue_capacity);
+    let service = LearnerService {
+        shared: shared.clone(),
+        queue: queue_tx,
+    };
+    let server_stop = CancellationToken::new();
+    let reflection =
+        sebulba_proto::grpc::reflection().map_err(|e| LearnerError::Transport(e.to_string()))?;
+    let health = sebulba_proto::grpc::health(&["sebulba.v1.Learner"]).await;
+    let local = listener
+        .local_addr()
+        .map_err(|e| LearnerError::Io("listener".into(), e))?;
+    let server = {
+        let stop = server_stop.clone();
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(health)
+                .add_service(reflection)
+                .add_service(
+                    LearnerServer::new(service)
+                        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                        .max_encoding_message_size(MAX_MESSAGE_BYTES),
+                )
+                .serve_with_incoming_shutdown(
+                    TcpListenerStream::new(listener),
+                    stop.cancelled_owned(),
+                ),
+        )
+    };
+    info!(%local, env = %cfg.env.id, total_steps = cfg.run.total_steps, "learner serving");
+
+    let publisher =
+        Publisher::new(&opts.param_server).map_err(|e| LearnerError::Transport(e.to_string()))?;
+    let metrics = JsonLines::append_to(&run_dir.join("metrics.jsonl"))
+        .map_err(|e| LearnerError::Io("metrics.jsonl".into(), e))?;
+    let mut update_loop = UpdateLoop {
+        shared: shared.clone(),
+        live: opts.live.clone(),
+        ppo: ppo::Ppo::new(&model_spec, &cfg.ppo, cfg.run.seed, Default::default()),
+        model_spec,
+        publisher: publisher.clone(),
+        rt: tokio::runtime::Handle::current(),
+        metrics,
+        started,
+    };
+    let (done_tx, done_rx) = oneshot::channel();
+    let stop = shutdown.clone();
+    let final_path = run_dir.join("final.safetensors");
+    std::thread::Builder::new()
+        .name("learner-update".into())
+        .spawn(move || {
+            let result = update_loop.run(queue_rx, stop).and_then(|outcome| {
+                let bytes = update_loop.weights_bytes()?;
+                write_atomic(&final_path, &bytes)
+                    .map_err(|e| LearnerError::Io("final.safetensors".into(), e))?;
+                Ok(outcome)
+            });
+            let _ = done_tx.send(result);
+        })
+        .map_err(|e| LearnerError::Thread(e.to_string()))?;
+    let outcome = done_rx
+        .await
+        .map_err(|_| LearnerError::Thread("update thread died".into()))?;
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(e) => {
+            server_stop.cancel();
+            return Err(e);
+        }
+    };
+    let wall = started.elapsed().as_secs_f64();
+
+    // The summary reports the final version's evaluation: wait for it (bounded).
+    let mut evals = Vec::new();
+    if outcome.completed {
+        let deadline = Instant::now() + Duration::from_secs(cfg.learner.final_eval_timeout_secs);
+        loop {
+            match publisher.evals().await {
+                Ok(r) => evals = r,
+                Err(e) => warn!("reading evaluations: {}", e.message()),
+            }
+            if evals.iter().any(|r| r.version == outcome.final_version)
+                || Instant::now() >= deadline
+                || shutdown.is_cancelled()
+            {
+                break;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+                _ = shutdown.cancelled() => {}
+            }
+        }
+    }
+    let final_eval = evals
+        .iter()
+        .find(|r| r.version == outcome.final_version)
+        .map(|r| r.return_mean);
+    if outcome.completed && final_eval.is_none() {
+        warn!(
+            "no evaluation of the final version {} arrived; summary has none",
+            outcome.final_version
+        );
+    }
+    let best = evals
+        .iter()
+        .max_by(|a, b| a.return_mean.total_cmp(&b.return_mean));
+    let (batches, batches_per_actor) = shared.accounting.snapshot();
+    let summary = Summary {
+        env_id: cfg.env.id.clone(),
+        seed: cfg.run.seed,
+        env_steps: outcome.env_steps,
+        wall_seconds: wall,
+        steps_per_second: outcome.env_steps as f64 / wall.max(1e-9),
+        updates: outcome.updates,
+        final_version: outcome.final_version,
+        final_eval_return_mean: final_eval,
+        best_eval_return_mean: best.map(|r| r.return_mean),
+        best_eval_version: best.map(|r| r.version),
+        batches,
+        batches_per_actor,
+    };
+    write_json_atomic(&run_dir.join("summary.json"), &summary)
+        .map_err(|e| LearnerError::Io("summary.json".into(), e))?;
+    info!(env_steps = summary.env_steps, sps = format!("{:.0}", summary.steps_per_second), final_eval = ?summary.final_eval_return_mean, "learner finished");
+
+    server_stop.cancel();
+    match tokio::time::timeout(Duration::from_secs(5), server).await {
+        Ok(Ok(Err(e))) => warn!("learner server: {e}"),
+        Err(_) => warn!("learner server did not stop within 5 s; leaving it"),
+        _ => {}
+    }
+    Ok(summary)
+}

@@ -1,0 +1,56 @@
+//! Publishing weights to the parameter server, and reading evaluation reports
+//! back for the summary. A param-server hiccup is retried, never fatal to training.
+
+use sebulba_proto::grpc::{MAX_MESSAGE_BYTES, channel};
+use sebulba_proto::parameter_server_client::ParameterServerClient;
+use sebulba_proto::{EvalReport, ListEvalsRequest, Weights};
+use std::time::{Duration, Instant};
+use tonic::transport::Channel;
+use tracing::warn;
+
+#[derive(Clone)]
+pub struct Publisher {
+    client: ParameterServerClient<Channel>,
+}
+
+impl Publisher {
+    pub fn new(url: &str) -> Result<Self, tonic::transport::Error> {
+        let client = ParameterServerClient::new(channel(url)?)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        Ok(Self { client })
+    }
+
+    /// Publishes `weights`, retrying with backoff for up to `patience`.
+    pub async fn publish(&self, weights: Weights, patience: Duration) -> Result<(), tonic::Status> {
+        let start = Instant::now();
+        let mut delay = Duration::from_millis(50);
+        loop {
+            let mut client = self.client.clone();
+            let mut req = tonic::Request::new(weights.clone());
+            req.set_timeout(Duration::from_secs(10));
+            match client.publish(req).await {
+                Ok(_) => return Ok(()),
+                Err(e) if e.code() == tonic::Code::FailedPrecondition => return Err(e),
+                Err(e) if start.elapsed() >= patience => return Err(e),
+                Err(e) => {
+                    warn!(
+                        version = weights.version,
+                        "publish failed ({}), retrying in {delay:?}",
+                        e.message()
+                    );
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(2));
+                }
+            }
+        }
+    }
+
+    /// All evaluation reports the parameter server holds.
+    pub async fn evals(&self) -> Result<Vec<EvalReport>, tonic::Status> {
+        let mut client = self.client.clone();
+        let mut req = tonic::Request::new(ListEvalsRequest {});
+        req.set_timeout(Duration::from_secs(10));
+        Ok(client.list_evals(req).await?.into_inner().reports)
+    }
+}

@@ -1,0 +1,101 @@
+//! State shared between the ingest service and the update loop.
+
+use crate::accounting::Accounting;
+use sebulba_core::config::RunConfig;
+use sebulba_core::env::EnvSpec;
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Live progress, readable from outside (the CLI's progress line).
+#[derive(Default, Debug)]
+pub struct LiveStats {
+    pub env_steps: AtomicU64,
+    pub updates: AtomicU64,
+    /// f64 bits of the mean return of the episodes in the latest update (NaN if none yet).
+    last_return_bits: AtomicU64,
+}
+
+impl LiveStats {
+    pub fn new() -> Self {
+        let s = Self::default();
+        s.set_last_return(f64::NAN);
+        s
+    }
+    pub fn set_last_return(&self, r: f64) {
+        self.last_return_bits.store(r.to_bits(), Ordering::Relaxed);
+    }
+    pub fn last_return(&self) -> f64 {
+        f64::from_bits(self.last_return_bits.load(Ordering::Relaxed))
+    }
+}
+
+pub struct Shared {
+    pub config: RunConfig,
+    pub env: EnvSpec,
+    /// The newest published policy version.
+    pub version: AtomicU64,
+    /// Set once the step budget is reached: no more batches are taken.
+    pub finished: AtomicBool,
+    pub accounting: Accounting,
+    actors: Mutex<BTreeSet<String>>,
+    next_participant: AtomicU64,
+}
+
+impl Shared {
+    pub fn new(config: RunConfig, env: EnvSpec) -> Self {
+        Self {
+            config,
+            env,
+            version: AtomicU64::new(0),
+            finished: AtomicBool::new(false),
+            accounting: Accounting::default(),
+            actors: Mutex::new(BTreeSet::new()),
+            next_participant: AtomicU64::new(0),
+        }
+    }
+
+    /// Registers a new actor; returns its id and its own seed.
+    pub fn register_actor(&self, name: &str) -> (String, u64) {
+        let n = self.next_participant.fetch_add(1, Ordering::Relaxed);
+        let clean: String = name
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+            .take(48)
+            .collect();
+        let base = if clean.is_empty() {
+            "actor".to_string()
+        } else {
+            clean
+        };
+        let id = format!("{base}#{n}");
+        self.actors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.clone());
+        (id, participant_seed(self.config.run.seed, n))
+    }
+
+    pub fn is_known_actor(&self, id: &str) -> bool {
+        self.actors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(id)
+    }
+
+    pub fn current_version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.finished.load(Ordering::Acquire)
+    }
+}
+
+/// Distinct, reproducible seeds per participant (SplitMix64 of run seed and index).
+pub fn participant_seed(run_seed: u64, index: u64) -> u64 {
+    let mut z = run_seed.wrapping_add(0x9E37_79B9_7F4A_7C15u64.wrapping_mul(index + 1));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}

@@ -1,0 +1,29 @@
+//! The run's `summary.json`, and the per-update lines of `metrics.jsonl`.
+
+use crate::accounting::Counts;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub env_id: String,
+    pub seed: u64,
+    pub env_steps: u64,
+    pub wall_seconds: f64,
+    pub steps_per_second: f64,
+    pub updates: u64,
+    pub final_version: u64,
+    /// Mean deterministic return of the final version (None if no evaluation came).
+    pub final_eval_return_mean: Option<f64>,
+    pub best_eval_return_mean: Option<f64>,
+    pub best_eval_version: Option<u64>,
+    pub batches: Counts,
+    pub batches_per_actor: BTreeMap<String, Counts>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Lag {
+    pub min: u64,
+    pub mean: f64,
+    pub max: u64,
+}

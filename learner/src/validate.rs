@@ -1,0 +1,338 @@
+//! Decoding and validation of incoming trajectory batches. Anything wrong is
+//! refused with the field named and a reason category for the counters; an
+//! accepted batch is internally consistent, so the update never sees bad data.
+
+use sebulba_core::env::{ActionSpace, EnvSpec};
+use sebulba_proto::{TensorError, TrajectoryBatch, decode_f32, decode_i32, decode_u8};
+use std::time::Instant;
+use tonic::Code;
+
+/// A validated batch, decoded once into the arrays the update reads.
+#[derive(Debug)]
+pub struct DecodedBatch {
+    pub actor_id: String,
+    pub sequence: u64,
+    pub policy_version: u64,
+    pub num_steps: usize,
+    pub num_envs: usize,
+    /// `[(T+1) * E * obs_dim]`
+    pub observations: Vec<f32>,
+    /// `[T * E]`
+    pub actions: Vec<i32>,
+    pub log_probs: Vec<f32>,
+    pub rewards: Vec<f32>,
+    pub terminated: Vec<u8>,
+    pub truncated: Vec<u8>,
+    /// `[K * obs_dim]`, one row per truncated step in (t, e) order.
+    pub final_observations: Vec<f32>,
+    pub episode_returns: Vec<f64>,
+    pub episode_lengths: Vec<u32>,
+    pub received_at: Instant,
+    /// Where the ack goes once the update loop takes the batch. Acking on dequeue
+    /// (not on arrival) is the actors' flow control: an actor holds at most its
+    /// credit of batches the learner has not started on, so none goes stale.
+    pub ack_to: Option<tokio::sync::mpsc::Sender<Result<sebulba_proto::Ack, tonic::Status>>>,
+}
+
+impl DecodedBatch {
+    pub fn env_steps(&self) -> u64 {
+        (self.num_steps * self.num_envs) as u64
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct Rejection {
+    pub code: Code,
+    /// Counter key: `shape`, `non_finite`, `out_of_range`, `unknown_actor`, `version`, `spec`.
+    pub reason: &'static str,
+    pub message: String,
+}
+
+fn reject(code: Code, reason: &'static str, message: impl Into<String>) -> Rejection {
+    Rejection {
+        code,
+        reason,
+        message: message.into(),
+    }
+}
+
+impl From<TensorError> for Rejection {
+    fn from(e: TensorError) -> Self {
+        reject(Code::InvalidArgument, "shape", e.to_string())
+    }
+}
+
+/// What a batch must match: the run's spec and the learner's current state.
+pub struct Expect<'a> {
+    pub env: &'a EnvSpec,
+    pub num_steps: usize,
+    pub num_envs: usize,
+    pub current_version: u64,
+}
+
+fn check_finite(field: &str, values: &[f32]) -> Result<(), Rejection> {
+    match values.iter().position(|v| !v.is_finite()) {
+        Some(i) => Err(reject(
+            Code::InvalidArgument,
+            "non_finite",
+            format!(
+                "field `{field}`: non-finite value {} at flat index {i}",
+                values[i]
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+fn check_flags(field: &str, values: &[u8]) -> Result<(), Rejection> {
+    match values.iter().position(|&v| v > 1) {
+        Some(i) => Err(reject(
+            Code::InvalidArgument,
+            "out_of_range",
+            format!(
+                "field `{field}`: value {} at flat index {i} is not 0 or 1",
+                values[i]
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Decodes and validates `b` against `expect`. The actor id is checked by the caller.
+pub fn decode_batch(b: &TrajectoryBatch, expect: &Expect<'_>) -> Result<DecodedBatch, Rejection> {
+    let (t, e) = (b.num_steps as usize, b.num_envs as usize);
+    if t != expect.num_steps || e != expect.num_envs {
+        return Err(reject(
+            Code::FailedPrecondition,
+            "spec",
+            format!(
+                "fields `num_steps`/`num_envs`: got {t}x{e}, the run spec says {}x{}",
+                expect.num_steps, expect.num_envs
+            ),
+        ));
+    }
+    if b.policy_version > expect.current_version {
+        return Err(reject(
+            Code::InvalidArgument,
+            "version",
+            format!(
+                "field `policy_version`: {} is from the future (learner is at {})",
+                b.policy_version, expect.current_version
+            ),
+        ));
+    }
+    let d = expect.env.obs_dim as u32;
+    let (tu, eu) = (t as u32, e as u32);
+    let observations = decode_f32(b.observations.as_ref(), "observations", &[tu + 1, eu, d])?;
+    check_finite("observations", &observations)?;
+    let actions = match &expect.env.action_space {
+        ActionSpace::Discrete { n } => {
+            let a = decode_i32(b.actions.as_ref(), "actions", &[tu, eu])?;
+            if let Some(i) = a.iter().position(|&x| x < 0 || x as usize >= *n) {
+                return Err(reject(
+                    Code::InvalidArgument,
+                    "out_of_range",
+                    format!(
+                        "field `actions`: action {} at flat index {i} is outside 0..{n}",
+                        a[i]
+                    ),
+                ));
+            }
+            a
+        }
+        other => {
+            return Err(reject(
+                Code::FailedPrecondition,
+                "spec",
+                format!("field `actions`: action space {other:?} is not supported by this learner"),
+            ));
+        }
+    };
+    let log_probs = decode_f32(b.log_probs.as_ref(), "log_probs", &[tu, eu])?;
+    check_finite("log_probs", &log_probs)?;
+    if let Some(i) = log_probs.iter().position(|&lp| lp > 1e-4) {
+        return Err(reject(
+            Code::InvalidArgument,
+            "out_of_range",
+            format!(
+                "field `log_probs`: {} at flat index {i} is a positive log-probability",
+                log_probs[i]
+            ),
+        ));
+    }
+    let rewards = decode_f32(b.rewards.as_ref(), "rewards", &[tu, eu])?;
+    check_finite("rewards", &rewards)?;
+    let terminated = decode_u8(b.terminated.as_ref(), "terminated", &[tu, eu])?;
+    check_flags("terminated", &terminated)?;
+    let truncated = decode_u8(b.truncated.as_ref(), "truncated", &[tu, eu])?;
+    check_flags("truncated", &truncated)?;
+    let k = truncated.iter().filter(|&&x| x == 1).count() as u32;
+    let final_observations =
+        decode_f32(b.final_observations.as_ref(), "final_observations", &[k, d])?;
+    check_finite("final_observations", &final_observations)?;
+    if b.action_masks.is_some() || b.player_ids.is_some() {
+        return Err(reject(
+            Code::FailedPrecondition,
+            "spec",
+            "fields `action_masks`/`player_ids`: this run's environment has none",
+        ));
+    }
+    let mut episode_returns = Vec::with_capacity(b.episodes.len());
+    let mut episode_lengths = Vec::with_capacity(b.episodes.len());
+    for (i, ep) in b.episodes.iter().enumerate() {
+        if !ep.episode_return.is_finite() || ep.length == 0 {
+            return Err(reject(
+                Code::InvalidArgument,
+                "non_finite",
+                format!(
+                    "field `episodes[{i}]`: return {} length {}",
+                    ep.episode_return, ep.length
+                ),
+            ));
+        }
+        episode_returns.push(ep.episode_return);
+        episode_lengths.push(ep.length);
+    }
+    Ok(DecodedBatch {
+        actor_id: b.actor_id.clone(),
+        sequence: b.sequence,
+        policy_version: b.policy_version,
+        num_steps: t,
+        num_envs: e,
+        observations,
+        actions,
+        log_probs,
+        rewards,
+        terminated,
+        truncated,
+        final_observations,
+        episode_returns,
+        episode_lengths,
+        received_at: Instant::now(),
+        ack_to: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sebulba_proto::{encode_f32, encode_i32, encode_u8};
+
+    fn spec() -> EnvSpec {
+        sebulba_core::env::env_spec("CartPole-v1").unwrap()
+    }
+
+    fn good() -> TrajectoryBatch {
+        let (t, e, d) = (2usize, 2usize, 4usize);
+        TrajectoryBatch {
+            actor_id: "a-0".into(),
+            sequence: 0,
+            policy_version: 3,
+            num_steps: t as u32,
+            num_envs: e as u32,
+            observations: Some(encode_f32(&[t + 1, e, d], &vec![0.1; (t + 1) * e * d])),
+            actions: Some(encode_i32(&[t, e], &[0, 1, 1, 0])),
+            log_probs: Some(encode_f32(&[t, e], &[-0.7; 4])),
+            rewards: Some(encode_f32(&[t, e], &[1.0; 4])),
+            terminated: Some(encode_u8(&[t, e], &[0, 0, 1, 0])),
+            truncated: Some(encode_u8(&[t, e], &[0, 1, 0, 0])),
+            final_observations: Some(encode_f32(&[1, d], &[0.2; 4])),
+            ..Default::default()
+        }
+    }
+
+    fn expect(s: &EnvSpec) -> Expect<'_> {
+        Expect {
+            env: s,
+            num_steps: 2,
+            num_envs: 2,
+            current_version: 3,
+        }
+    }
+
+    #[test]
+    fn a_good_batch_decodes() {
+        let s = spec();
+        let d = decode_batch(&good(), &expect(&s)).unwrap();
+        assert_eq!(d.final_observations.len(), 4);
+        assert_eq!(d.env_steps(), 4);
+    }
+
+    #[test]
+    fn each_rule_names_its_field() {
+        let s = spec();
+        let cases: Vec<(Box<dyn Fn(&mut TrajectoryBatch)>, &str, &str)> = vec![
+            (Box::new(|b| b.num_envs = 3), "num_envs", "spec"),
+            (
+                Box::new(|b| b.policy_version = 4),
+                "policy_version",
+                "version",
+            ),
+            (
+                Box::new(|b| b.observations = Some(encode_f32(&[2, 2, 4], &[0.0; 16]))),
+                "observations",
+                "shape",
+            ),
+            (
+                Box::new(|b| b.observations = Some(encode_f32(&[3, 2, 4], &[f32::NAN; 24]))),
+                "observations",
+                "non_finite",
+            ),
+            (
+                Box::new(|b| b.actions = Some(encode_i32(&[2, 2], &[0, 2, 0, 0]))),
+                "actions",
+                "out_of_range",
+            ),
+            (
+                Box::new(|b| b.actions = Some(encode_i32(&[2, 2], &[0, -1, 0, 0]))),
+                "actions",
+                "out_of_range",
+            ),
+            (
+                Box::new(|b| b.actions = Some(encode_f32(&[2, 2], &[0.0; 4]))),
+                "actions",
+                "shape",
+            ),
+            (
+                Box::new(|b| b.log_probs = Some(encode_f32(&[2, 2], &[0.5; 4]))),
+                "log_probs",
+                "out_of_range",
+            ),
+            (
+                Box::new(|b| {
+                    b.rewards = Some(encode_f32(&[2, 2], &[1.0, f32::INFINITY, 1.0, 1.0]))
+                }),
+                "rewards",
+                "non_finite",
+            ),
+            (Box::new(|b| b.rewards = None), "rewards", "shape"),
+            (
+                Box::new(|b| b.terminated = Some(encode_u8(&[2, 2], &[0, 2, 0, 0]))),
+                "terminated",
+                "out_of_range",
+            ),
+            (
+                Box::new(|b| b.final_observations = Some(encode_f32(&[2, 4], &[0.0; 8]))),
+                "final_observations",
+                "shape",
+            ),
+            (
+                Box::new(|b| b.action_masks = Some(encode_u8(&[2, 2, 2], &[1; 8]))),
+                "action_masks",
+                "spec",
+            ),
+        ];
+        for (mutate, field, reason) in cases {
+            let mut b = good();
+            mutate(&mut b);
+            let r = decode_batch(&b, &expect(&s)).unwrap_err();
+            assert!(
+                r.message.contains(&format!("`{field}")),
+                "{field}: {}",
+                r.message
+            );
+            assert_eq!(r.reason, reason, "{field}: {}", r.message);
+        }
+    }
+}

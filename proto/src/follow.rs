@@ -1,0 +1,56 @@
+//! Following the parameter server: keep a `Watch` stream open and hand the newest
+//! weights to a `tokio::sync::watch` channel. If the server goes away the
+//! follower reconnects with backoff; the last weights stay in the channel, so
+//! actors keep acting with them meanwhile.
+
+use crate::grpc::{MAX_MESSAGE_BYTES, channel};
+use crate::parameter_server_client::ParameterServerClient;
+use crate::{WatchRequest, Weights};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+/// Runs until `shutdown` fires or every receiver of `tx` is gone.
+pub async fn follow_weights(
+    url: String,
+    tx: watch::Sender<Option<Arc<Weights>>>,
+    shutdown: CancellationToken,
+) {
+    let mut delay = Duration::from_millis(100);
+    loop {
+        let attempt = async {
+            let ch = channel(&url).map_err(|e| tonic::Status::unavailable(e.to_string()))?;
+            let mut client =
+                ParameterServerClient::new(ch).max_decoding_message_size(MAX_MESSAGE_BYTES);
+            let mut stream = client.watch(WatchRequest {}).await?.into_inner();
+            while let Some(w) = stream.message().await? {
+                debug!(version = w.version, "new weights");
+                if tx.send(Some(Arc::new(w))).is_err() {
+                    return Ok(true);
+                }
+            }
+            Ok::<bool, tonic::Status>(false)
+        };
+        let result = tokio::select! {
+            r = attempt => r,
+            _ = shutdown.cancelled() => return,
+        };
+        match result {
+            Ok(true) => return,
+            Ok(false) => warn!(%url, "parameter-server watch ended; reconnecting"),
+            Err(s) => {
+                // The first failures are normal while the server starts.
+                if delay >= Duration::from_secs(1) {
+                    warn!(%url, "parameter-server watch failed: {}; retrying in {delay:?}", s.message());
+                }
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = shutdown.cancelled() => return,
+        }
+        delay = (delay * 2).min(Duration::from_secs(5));
+    }
+}

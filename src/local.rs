@@ -1,0 +1,111 @@
+//! `sebulba local`: param-server, learner, N actors and the evaluator in one
+//! process, talking real gRPC over loopback on free ports.
+
+use crate::cli::LocalArgs;
+use crate::progress;
+use anyhow::Context;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let config = args.config.resolve()?;
+    let run_dir = args.config.run_dir(&config);
+    let actors = args.actors.unwrap_or(config.run.local_actors);
+    anyhow::ensure!(actors >= 1, "--actors: need at least one actor");
+
+    let ps_listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .context("binding the parameter server")?;
+    let learner_listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .context("binding the learner")?;
+    let ps_url = format!("http://{}", ps_listener.local_addr()?);
+    let learner_url = format!("http://{}", learner_listener.local_addr()?);
+    info!(env = %config.env.id, seed = config.run.seed, actors, run_dir = %run_dir.display(), "local run");
+
+    // Roles stop on `roles`; the learner decides when training is over.
+    let roles = shutdown.child_token();
+    let mut tasks = tokio::task::JoinSet::new();
+    {
+        let t = roles.clone();
+        tasks.spawn(async move {
+            sebulba_param_server::run(ps_listener, t)
+                .await
+                .map_err(anyhow::Error::from)
+                .context("parameter server")
+        });
+    }
+    {
+        let opts = sebulba_evaluator::EvaluatorOptions {
+            param_server: ps_url.clone(),
+            run_dir: run_dir.clone(),
+            interval: config.eval.interval,
+            episodes: config.eval.episodes,
+            seed: config.run.seed,
+        };
+        let t = roles.clone();
+        tasks.spawn(async move {
+            sebulba_evaluator::run(opts, t)
+                .await
+                .map(|_| ())
+                .map_err(anyhow::Error::from)
+                .context("evaluator")
+        });
+    }
+    for i in 0..actors {
+        let opts = sebulba_actor::ActorOptions {
+            learner: learner_url.clone(),
+            param_server: ps_url.clone(),
+            name: format!("local-{i}"),
+            send_queue: config.actor.send_queue,
+        };
+        let t = roles.clone();
+        tasks.spawn(async move {
+            sebulba_actor::run(opts, t)
+                .await
+                .map(|_| ())
+                .map_err(anyhow::Error::from)
+                .with_context(|| format!("actor {i}"))
+        });
+    }
+
+    let live = Arc::new(sebulba_learner::LiveStats::new());
+    let progress = progress::spawn(live.clone(), config.run.total_steps, roles.clone());
+    let opts = sebulba_learner::LearnerOptions {
+        config,
+        run_dir: run_dir.clone(),
+        param_server: ps_url,
+        live,
+    };
+    let result = sebulba_learner::run(learner_listener, opts, shutdown.clone()).await;
+    roles.cancel();
+    let _ = progress.await;
+    let drain = async {
+        while let Some(r) = tasks.join_next().await {
+            match r {
+                Ok(Err(e)) => warn!("{e:#}"),
+                Err(e) => warn!("role task: {e}"),
+                Ok(Ok(())) => {}
+            }
+        }
+    };
+    if tokio::time::timeout(Duration::from_secs(10), drain)
+        .await
+        .is_err()
+    {
+        warn!("some roles did not stop within 10 s");
+    }
+    let summary = result.context("learner")?;
+    info!(
+        run_dir = %run_dir.display(),
+        env_steps = summary.env_steps,
+        sps = format!("{:.0}", summary.steps_per_second),
+        final_eval_return_mean = ?summary.final_eval_return_mean,
+        best_eval_return_mean = ?summary.best_eval_return_mean,
+        "done"
+    );
+    Ok(())
+}

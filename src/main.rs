@@ -1,0 +1,103 @@
+//! `sebulba`: one binary for every role. This file only parses the command line
+//! and hands over to the role crates.
+
+mod cli;
+mod local;
+mod progress;
+
+use anyhow::Context;
+use clap::Parser;
+use cli::{Cli, Command};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    sebulba_core::telemetry::init_logging();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    rt.block_on(run(cli))
+}
+
+/// Cancels `token` on SIGINT or SIGTERM.
+fn cancel_on_signal(token: CancellationToken) {
+    tokio::spawn(async move {
+        #[cfg(unix)]
+        {
+            let mut term =
+                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                    Ok(s) => s,
+                    Err(_) => return,
+                };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+        info!("shutting down");
+        token.cancel();
+    });
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let shutdown = CancellationToken::new();
+    cancel_on_signal(shutdown.clone());
+    match cli.command {
+        Command::Local(args) => local::run(args, shutdown).await,
+        Command::ParamServer(args) => {
+            let listener = tokio::net::TcpListener::bind(&args.listen)
+                .await
+                .with_context(|| format!("binding {}", args.listen))?;
+            sebulba_param_server::run(listener, shutdown).await?;
+            Ok(())
+        }
+        Command::Learner(args) => {
+            let config = args.config.resolve()?;
+            let run_dir = args.config.run_dir(&config);
+            let listener = tokio::net::TcpListener::bind(&args.listen)
+                .await
+                .with_context(|| format!("binding {}", args.listen))?;
+            let opts = sebulba_learner::LearnerOptions {
+                config,
+                run_dir: run_dir.clone(),
+                param_server: args.param_server,
+                live: Arc::new(sebulba_learner::LiveStats::new()),
+            };
+            let summary = sebulba_learner::run(listener, opts, shutdown).await?;
+            info!(run_dir = %run_dir.display(), env_steps = summary.env_steps, final_eval = ?summary.final_eval_return_mean, "summary written");
+            Ok(())
+        }
+        Command::Actor(args) => {
+            let opts = sebulba_actor::ActorOptions {
+                learner: args.learner,
+                param_server: args.param_server,
+                name: args.name,
+                send_queue: args.send_queue,
+            };
+            let report = sebulba_actor::run(opts, shutdown).await?;
+            info!(
+                batches = report.batches_sent,
+                env_steps = report.env_steps,
+                "actor done"
+            );
+            Ok(())
+        }
+        Command::Evaluator(args) => {
+            let opts = sebulba_evaluator::EvaluatorOptions {
+                param_server: args.param_server,
+                run_dir: args.run_dir,
+                interval: args.interval,
+                episodes: args.episodes,
+                seed: args.seed,
+            };
+            let lines = sebulba_evaluator::run(opts, shutdown).await?;
+            info!(evaluations = lines.len(), "evaluator done");
+            Ok(())
+        }
+    }
+}
