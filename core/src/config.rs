@@ -179,7 +179,7 @@ impl RunConfig {
             learner: LearnerConfig {
                 batches_per_update: 2,
                 queue_capacity: 2,
-                max_policy_lag: 1,
+                max_policy_lag: 2,
                 final_eval_timeout_secs: 300,
             },
             actor: ActorConfig { send_queue: 1 },

@@ -58,9 +58,11 @@ pub fn categorical_logp_entropy<B: Backend>(
 /// Numerically stable log-softmax of one row of logits into `out`.
 pub fn log_softmax_row(logits: &[f32], out: &mut [f32]) {
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let lse = max + logits.iter().map(|&l| (l - max).exp()).sum::<f32>().ln();
+    // Subtract the max before the log-sum, not after: `l - (max + ln s)` loses the
+    // low bits of ln s when |max| is large.
+    let ln_sum = logits.iter().map(|&l| (l - max).exp()).sum::<f32>().ln();
     for (o, &l) in out.iter_mut().zip(logits) {
-        *o = l - lse;
+        *o = (l - max) - ln_sum;
     }
 }
 

@@ -192,7 +192,7 @@ async fn report_eval(
     shutdown: &CancellationToken,
 ) {
     for attempt in 0..20u32 {
-        let mut req = tonic::Request::new(report.clone());
+        let mut req = tonic::Request::new(report);
         req.set_timeout(Duration::from_secs(5));
         match client.report_eval(req).await {
             Ok(_) => return,

@@ -127,8 +127,7 @@ impl ParameterServer for Service {
     }
 
     async fn list_evals(&self, _: Request<ListEvalsRequest>) -> Result<Response<EvalList>, Status> {
-        let mut reports: Vec<EvalReport> =
-            self.store.evals.iter().map(|e| e.value().clone()).collect();
+        let mut reports: Vec<EvalReport> = self.store.evals.iter().map(|e| *e.value()).collect();
         reports.sort_by_key(|r| r.version);
         Ok(Response::new(EvalList { reports }))
     }

@@ -1,0 +1,145 @@
+//! Helpers for end-to-end tests: run the real `sebulba` binary, keep children
+//! from outliving a failed test, read run-directory files.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_sebulba"));
+    c.env("RUST_LOG", "info").stdin(Stdio::null());
+    c
+}
+
+/// A fresh, empty directory under the target dir (kept after the test for inspection).
+pub fn run_dir(name: &str) -> PathBuf {
+    let dir =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create run dir");
+    dir
+}
+
+/// A loopback port that was free a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind port 0")
+        .port()
+}
+
+/// A child process that is killed if the test ends before it does; its output
+/// goes to `<log_dir>/<name>.log`.
+pub struct Proc {
+    pub name: String,
+    pub child: Child,
+    pub log: PathBuf,
+}
+
+impl Proc {
+    pub fn spawn(name: &str, mut cmd: Command, log_dir: &Path) -> Proc {
+        let log = log_dir.join(format!("{name}.log"));
+        let f = std::fs::File::create(&log).expect("log file");
+        let child = cmd
+            .stdout(f.try_clone().expect("dup log"))
+            .stderr(f)
+            .spawn()
+            .expect("spawn sebulba");
+        Proc {
+            name: name.into(),
+            child,
+            log,
+        }
+    }
+
+    /// Waits up to `timeout` for the process to exit by itself.
+    pub fn wait(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                return Some(s);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Sends SIGTERM (graceful shutdown) and waits for the exit.
+    pub fn terminate(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        self.wait(timeout)
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+pub fn read_json(path: &Path) -> serde_json::Value {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
+}
+
+pub fn read_jsonl(path: &Path) -> Vec<serde_json::Value> {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    text.lines()
+        .map(|l| {
+            serde_json::from_str(l)
+                .unwrap_or_else(|e| panic!("{}: bad line {l}: {e}", path.display()))
+        })
+        .collect()
+}
+
+/// received = used + dropped + rejected (+ queued, 0 at the end), overall and per actor.
+pub fn assert_accounted(summary: &serde_json::Value) {
+    let check = |c: &serde_json::Value, who: &str| {
+        let n = |k: &str| {
+            c[k].as_u64()
+                .unwrap_or_else(|| panic!("{who}: `{k}` missing in {c}"))
+        };
+        assert_eq!(
+            n("queued"),
+            0,
+            "{who}: batches still queued at the end: {c}"
+        );
+        assert_eq!(
+            n("received"),
+            n("used") + n("dropped_stale") + n("dropped_shutdown") + n("rejected"),
+            "{who}: accounting identity broken: {c}"
+        );
+    };
+    check(&summary["batches"], "total");
+    let per = summary["batches_per_actor"]
+        .as_object()
+        .expect("batches_per_actor");
+    for (actor, c) in per {
+        check(c, actor);
+    }
+    let sum: u64 = per
+        .values()
+        .map(|c| c["received"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(
+        sum,
+        summary["batches"]["received"].as_u64().unwrap_or(0),
+        "per-actor counts do not add up"
+    );
+}

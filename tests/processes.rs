@@ -1,0 +1,135 @@
+//! The four roles as separate OS processes on loopback: param-server, learner,
+//! two actors and the evaluator. Training completes, every batch is accounted
+//! for, both actors' batches are used, and every role exits cleanly.
+
+mod common;
+use common::*;
+use std::time::Duration;
+
+#[test]
+fn four_roles_as_separate_processes() {
+    let dir = run_dir("processes");
+    let run = dir.join("run");
+    let (ps_port, learner_port) = (free_port(), free_port());
+    let ps_url = format!("http://127.0.0.1:{ps_port}");
+    let learner_url = format!("http://127.0.0.1:{learner_port}");
+
+    let mut ps = Proc::spawn(
+        "param-server",
+        {
+            let mut c = bin();
+            c.args(["param-server", "--listen", &format!("127.0.0.1:{ps_port}")]);
+            c
+        },
+        &dir,
+    );
+    // Actors and the evaluator start before the learner: they must wait and retry.
+    let mut actors: Vec<Proc> = (0..2)
+        .map(|i| {
+            let mut c = bin();
+            c.args([
+                "actor",
+                "--learner",
+                &learner_url,
+                "--param-server",
+                &ps_url,
+                "--name",
+                &format!("proc-{i}"),
+            ]);
+            Proc::spawn(&format!("actor-{i}"), c, &dir)
+        })
+        .collect();
+    let mut evaluator = Proc::spawn(
+        "evaluator",
+        {
+            let mut c = bin();
+            c.args([
+                "evaluator",
+                "--param-server",
+                &ps_url,
+                "--interval",
+                "5",
+                "--episodes",
+                "4",
+                "--run-dir",
+            ])
+            .arg(&run);
+            c
+        },
+        &dir,
+    );
+    // Configuration through the environment, as containers do it.
+    let mut learner = Proc::spawn(
+        "learner",
+        {
+            let mut c = bin();
+            c.args(["learner", "--listen", &format!("127.0.0.1:{learner_port}")])
+                .env("SEBULBA_PARAM_SERVER", &ps_url)
+                .env("SEBULBA_ENV", "CartPole-v1")
+                .env("SEBULBA_TOTAL_STEPS", "20000")
+                .env("SEBULBA_SEED", "7")
+                .env("SEBULBA_RUN_DIR", &run);
+            c
+        },
+        &dir,
+    );
+
+    let status = learner
+        .wait(Duration::from_secs(300))
+        .unwrap_or_else(|| panic!("learner did not finish; log:\n{}", learner.log_text()));
+    assert!(
+        status.success(),
+        "learner failed: {status}\n{}",
+        learner.log_text()
+    );
+    for a in actors.iter_mut() {
+        let s = a.wait(Duration::from_secs(30)).unwrap_or_else(|| {
+            panic!(
+                "{} did not stop after the run; log:\n{}",
+                a.name,
+                a.log_text()
+            )
+        });
+        assert!(s.success(), "{} failed: {s}\n{}", a.name, a.log_text());
+    }
+    let s = evaluator
+        .wait(Duration::from_secs(30))
+        .unwrap_or_else(|| panic!("evaluator did not stop; log:\n{}", evaluator.log_text()));
+    assert!(
+        s.success(),
+        "evaluator failed: {s}\n{}",
+        evaluator.log_text()
+    );
+    let s = ps
+        .terminate(Duration::from_secs(10))
+        .expect("param-server ignores SIGTERM");
+    assert!(
+        s.success(),
+        "param-server exit on SIGTERM: {s}\n{}",
+        ps.log_text()
+    );
+
+    let summary = read_json(&run.join("summary.json"));
+    eprintln!("summary: {summary:#}");
+    assert!(summary["env_steps"].as_u64().expect("env_steps") >= 20_000);
+    assert_accounted(&summary);
+    let per = summary["batches_per_actor"].as_object().expect("per actor");
+    assert_eq!(per.len(), 2, "two actors: {per:?}");
+    for (actor, c) in per {
+        assert!(
+            c["used"].as_u64().unwrap_or(0) > 0,
+            "no batch of {actor} was used"
+        );
+    }
+    assert!(
+        summary["final_eval_return_mean"].as_f64().is_some(),
+        "the final version was not evaluated"
+    );
+    let evals = read_jsonl(&run.join("eval.jsonl"));
+    assert_eq!(evals.last().expect("evaluations")["final"], true);
+    assert!(
+        evals.len() >= 2,
+        "evaluations every 5 versions: {}",
+        evals.len()
+    );
+}
