@@ -6,7 +6,6 @@
 
 mod rollout;
 
-use backon::BackoffBuilder;
 use rollout::{Rollout, RolloutSetup};
 use sebulba_core::distribution::ActionDist;
 use sebulba_core::policy::network_from_wire;
@@ -64,14 +63,8 @@ pub async fn run(
         shutdown.child_token(),
     ));
     let mut report = ActorReport::default();
-    let new_backoff = || {
-        backon::ExponentialBuilder::default()
-            .with_min_delay(Duration::from_millis(100))
-            .with_max_delay(Duration::from_secs(5))
-            .with_jitter()
-            .without_max_times()
-            .build()
-    };
+    let new_backoff =
+        || sebulba_proto::grpc::backoff(Duration::from_millis(100), Duration::from_secs(5));
     let mut backoff = new_backoff();
     let result = loop {
         report.sessions += 1;

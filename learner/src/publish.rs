@@ -24,7 +24,8 @@ impl Publisher {
     /// Publishes `weights`, retrying with backoff for up to `patience`.
     pub async fn publish(&self, weights: Weights, patience: Duration) -> Result<(), tonic::Status> {
         let start = Instant::now();
-        let mut delay = Duration::from_millis(50);
+        let mut delays =
+            sebulba_proto::grpc::backoff(Duration::from_millis(50), Duration::from_secs(2));
         loop {
             let mut client = self.client.clone();
             let mut req = tonic::Request::new(weights.clone());
@@ -34,13 +35,13 @@ impl Publisher {
                 Err(e) if e.code() == tonic::Code::FailedPrecondition => return Err(e),
                 Err(e) if start.elapsed() >= patience => return Err(e),
                 Err(e) => {
+                    let delay = delays.next().unwrap_or(Duration::from_secs(2));
                     warn!(
                         version = weights.version,
                         "publish failed ({}), retrying in {delay:?}",
                         e.message()
                     );
                     tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(Duration::from_secs(2));
                 }
             }
         }

@@ -168,3 +168,119 @@ impl Learner for LearnerService {
         Ok(Response::new(Box::pin(ReceiverStream::new(ack_rx))))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sebulba_core::config::RunConfig;
+    use sebulba_proto::{encode_f32, encode_i32, encode_u8};
+
+    fn service() -> (LearnerService, mpsc::Receiver<DecodedBatch>) {
+        let mut cfg = RunConfig::preset("CartPole-v1").unwrap();
+        cfg.env.envs_per_actor = 2;
+        cfg.env.rollout_length = 1;
+        let env = sebulba_core::env::env_spec("CartPole-v1").unwrap();
+        let (tx, rx) = mpsc::channel(4);
+        (
+            LearnerService {
+                shared: Arc::new(Shared::new(cfg, env)),
+                queue: tx,
+            },
+            rx,
+        )
+    }
+
+    fn join_req(version: u32) -> Request<JoinRequest> {
+        Request::new(JoinRequest {
+            protocol_version: version,
+            name: "t".into(),
+            role: Role::Actor as i32,
+        })
+    }
+
+    fn batch(actor: &str) -> TrajectoryBatch {
+        TrajectoryBatch {
+            actor_id: actor.into(),
+            num_steps: 1,
+            num_envs: 2,
+            observations: Some(encode_f32(&[2, 2, 4], &[0.0; 16])),
+            actions: Some(encode_i32(&[1, 2], &[0, 1])),
+            log_probs: Some(encode_f32(&[1, 2], &[-0.69; 2])),
+            rewards: Some(encode_f32(&[1, 2], &[1.0; 2])),
+            terminated: Some(encode_u8(&[1, 2], &[0, 0])),
+            truncated: Some(encode_u8(&[1, 2], &[0, 0])),
+            final_observations: Some(encode_f32(&[0, 4], &[])),
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn join_refuses_another_protocol_version_and_hands_out_the_spec() {
+        let (svc, _rx) = service();
+        let e = svc.join(join_req(PROTOCOL_VERSION + 1)).await.unwrap_err();
+        assert_eq!(e.code(), Code::FailedPrecondition);
+        assert!(e.message().contains("protocol_version"), "{}", e.message());
+        let a = svc
+            .join(join_req(PROTOCOL_VERSION))
+            .await
+            .unwrap()
+            .into_inner();
+        let b = svc
+            .join(join_req(PROTOCOL_VERSION))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_ne!(a.actor_id, b.actor_id);
+        let (sa, sb) = (a.spec.unwrap(), b.spec.unwrap());
+        assert_eq!(sa.env_id, "CartPole-v1");
+        assert_eq!((sa.envs_per_actor, sa.rollout_length), (2, 1));
+        assert_ne!(sa.seed, sb.seed, "actors get their own seeds");
+    }
+
+    #[tokio::test]
+    async fn ingest_queues_good_batches_and_counts_refusals() {
+        let (svc, mut rx) = service();
+        let (ack_tx, _ack_rx) = mpsc::channel(4);
+        let id = svc
+            .join(join_req(PROTOCOL_VERSION))
+            .await
+            .unwrap()
+            .into_inner()
+            .actor_id;
+        // Unknown actor.
+        let ack = LearnerService::ingest(&svc.shared, &svc.queue, batch("stranger"), &ack_tx)
+            .await
+            .unwrap();
+        assert_eq!(ack.code, Code::FailedPrecondition as i32);
+        assert!(ack.message.contains("`actor_id`"));
+        // Malformed.
+        let mut bad = batch(&id);
+        bad.rewards = Some(encode_f32(&[1, 2], &[f32::NAN, 0.0]));
+        let ack = LearnerService::ingest(&svc.shared, &svc.queue, bad, &ack_tx)
+            .await
+            .unwrap();
+        assert_eq!(ack.code, Code::InvalidArgument as i32);
+        assert!(!ack.accepted && ack.message.contains("`rewards`"));
+        // Good: queued, acked later by the update loop.
+        assert!(
+            LearnerService::ingest(&svc.shared, &svc.queue, batch(&id), &ack_tx)
+                .await
+                .is_none()
+        );
+        let queued = rx.try_recv().unwrap();
+        assert!(queued.ack_to.is_some());
+        let (c, per) = svc.shared.accounting.snapshot();
+        assert_eq!((c.received, c.rejected, c.queued), (3, 2, 1));
+        assert_eq!(per["<unknown>"].rejected_by_reason["unknown_actor"], 1);
+        assert_eq!(per[&id].rejected_by_reason["non_finite"], 1);
+        // After the run finished, batches are received and dropped, and the actor is told.
+        svc.shared
+            .finished
+            .store(true, std::sync::atomic::Ordering::Release);
+        let ack = LearnerService::ingest(&svc.shared, &svc.queue, batch(&id), &ack_tx)
+            .await
+            .unwrap();
+        assert!(ack.run_finished && !ack.accepted);
+        assert_eq!(svc.shared.accounting.snapshot().0.dropped_shutdown, 1);
+    }
+}

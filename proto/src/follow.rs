@@ -18,7 +18,9 @@ pub async fn follow_weights(
     tx: watch::Sender<Option<Arc<Weights>>>,
     shutdown: CancellationToken,
 ) {
-    let mut delay = Duration::from_millis(100);
+    let new_backoff = || crate::grpc::backoff(Duration::from_millis(100), Duration::from_secs(5));
+    let mut delays = new_backoff();
+    let mut failures = 0u32;
     loop {
         let attempt = async {
             let ch = channel(&url).map_err(|e| tonic::Status::unavailable(e.to_string()))?;
@@ -26,6 +28,7 @@ pub async fn follow_weights(
                 ParameterServerClient::new(ch).max_decoding_message_size(MAX_MESSAGE_BYTES);
             let mut stream = client.watch(WatchRequest {}).await?.into_inner();
             while let Some(w) = stream.message().await? {
+                failures = 0;
                 debug!(version = w.version, "new weights");
                 if tx.send(Some(Arc::new(w))).is_err() {
                     return Ok(true);
@@ -37,20 +40,23 @@ pub async fn follow_weights(
             r = attempt => r,
             _ = shutdown.cancelled() => return,
         };
+        if failures == 0 {
+            delays = new_backoff();
+        }
+        failures += 1;
+        let delay = delays.next().unwrap_or(Duration::from_secs(5));
         match result {
             Ok(true) => return,
             Ok(false) => warn!(%url, "parameter-server watch ended; reconnecting"),
-            Err(s) => {
-                // The first failures are normal while the server starts.
-                if delay >= Duration::from_secs(1) {
-                    warn!(%url, "parameter-server watch failed: {}; retrying in {delay:?}", s.message());
-                }
+            // The first failures are normal while the server starts.
+            Err(s) if failures > 5 => {
+                warn!(%url, "parameter-server watch failed: {}; retrying in {delay:?}", s.message())
             }
+            Err(_) => {}
         }
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
             _ = shutdown.cancelled() => return,
         }
-        delay = (delay * 2).min(Duration::from_secs(5));
     }
 }

@@ -26,6 +26,18 @@ pub fn channel(url: &str) -> Result<Channel, tonic::transport::Error> {
         .connect_lazy())
 }
 
+/// Jittered exponential backoff delays from `min` to `max`, without end: every
+/// client retry loop (actors rejoining, followers re-watching, publishing) uses it.
+pub fn backoff(min: Duration, max: Duration) -> impl Iterator<Item = Duration> + Send {
+    use backon::BackoffBuilder;
+    backon::ExponentialBuilder::default()
+        .with_min_delay(min)
+        .with_max_delay(max)
+        .with_jitter()
+        .without_max_times()
+        .build()
+}
+
 /// The `grpc.health.v1` service, with `services` marked serving.
 pub async fn health(
     services: &[&str],
