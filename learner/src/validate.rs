@@ -262,7 +262,8 @@ mod tests {
     #[test]
     fn each_rule_names_its_field() {
         let s = spec();
-        let cases: Vec<(Box<dyn Fn(&mut TrajectoryBatch)>, &str, &str)> = vec![
+        type Mutation = Box<dyn Fn(&mut TrajectoryBatch)>;
+        let cases: Vec<(Mutation, &str, &str)> = vec![
             (Box::new(|b| b.num_envs = 3), "num_envs", "spec"),
             (
                 Box::new(|b| b.policy_version = 4),
