@@ -1,4 +1,4 @@
-//! The run's `summary.json`, and the per-update lines of `metrics.jsonl`.
+//! The run's `summary.json`.
 
 use crate::accounting::Counts;
 use serde::Serialize;
