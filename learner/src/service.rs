@@ -5,9 +5,10 @@
 use crate::accounting::Outcome;
 use crate::state::Shared;
 use crate::validate::{DecodedBatch, Expect, decode_batch};
+use sebulba_core::policy::network_to_wire;
 use sebulba_proto::learner_server::Learner;
 use sebulba_proto::{
-    Ack, JoinRequest, JoinResponse, NetworkSpec, PROTOCOL_VERSION, Role, RunSpec, TrajectoryBatch,
+    Ack, JoinRequest, JoinResponse, PROTOCOL_VERSION, Role, RunSpec, TrajectoryBatch,
 };
 use std::pin::Pin;
 use std::sync::Arc;
@@ -31,10 +32,7 @@ impl LearnerService {
             env_id: c.env.id.clone(),
             envs_per_actor: c.env.envs_per_actor as u32,
             rollout_length: c.env.rollout_length as u32,
-            network: Some(NetworkSpec {
-                hidden: c.network.hidden.iter().map(|&h| h as u32).collect(),
-                activation: c.network.activation.as_str().into(),
-            }),
+            network: Some(network_to_wire(&c.network)),
             seed,
             eval_interval: c.eval.interval as u32,
             eval_episodes: c.eval.episodes as u32,

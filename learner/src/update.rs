@@ -14,8 +14,9 @@ use burn::tensor::{Tensor, TensorData};
 use sebulba_core::CpuAutodiff;
 use sebulba_core::files::JsonLines;
 use sebulba_core::model::ModelSpec;
+use sebulba_core::policy::network_to_wire;
 use sebulba_core::weights::to_safetensors;
-use sebulba_proto::{NetworkSpec, Weights};
+use sebulba_proto::Weights;
 use serde::Serialize;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -226,10 +227,7 @@ impl UpdateLoop {
         let weights = Weights {
             version,
             safetensors: bytes.into(),
-            network: Some(NetworkSpec {
-                hidden: c.network.hidden.iter().map(|&h| h as u32).collect(),
-                activation: c.network.activation.as_str().into(),
-            }),
+            network: Some(network_to_wire(&c.network)),
             env_id: c.env.id.clone(),
             env_steps,
             r#final: final_,

@@ -4,7 +4,6 @@
 
 use sebulba_core::env::{ActionSpace, EnvSpec};
 use sebulba_proto::{TensorError, TrajectoryBatch, decode_f32, decode_i32, decode_u8};
-use std::time::Instant;
 use tonic::Code;
 
 /// A validated batch, decoded once into the arrays the update reads.
@@ -27,7 +26,6 @@ pub struct DecodedBatch {
     pub final_observations: Vec<f32>,
     pub episode_returns: Vec<f64>,
     pub episode_lengths: Vec<u32>,
-    pub received_at: Instant,
     /// Where the ack goes once the update loop takes the batch. Acking on dequeue
     /// (not on arrival) is the actors' flow control: an actor holds at most its
     /// credit of batches the learner has not started on, so none goes stale.
@@ -209,7 +207,6 @@ pub fn decode_batch(b: &TrajectoryBatch, expect: &Expect<'_>) -> Result<DecodedB
         final_observations,
         episode_returns,
         episode_lengths,
-        received_at: Instant::now(),
         ack_to: None,
     })
 }
