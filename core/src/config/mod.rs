@@ -2,6 +2,12 @@
 //! file and then by `--set section.key=value`. Every key must already exist in the
 //! preset and keep its type, so a typo or a bad value is refused with its name.
 
+mod overrides;
+mod presets;
+mod sections;
+
+use overrides::{merge_table, parse_override, set_key};
+pub use sections::*;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -45,160 +51,7 @@ pub struct RunConfig {
     pub eval: EvalConfig,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EnvConfig {
-    /// Gymnasium id, e.g. `CartPole-v1`.
-    pub id: String,
-    /// E: environments each actor steps in lockstep.
-    pub envs_per_actor: usize,
-    /// T: steps per env in one trajectory batch.
-    pub rollout_length: usize,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RunSection {
-    /// Env steps (all actors together) after which training stops.
-    pub total_steps: u64,
-    pub seed: u64,
-    /// Actors started by `sebulba local`.
-    pub local_actors: usize,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NetworkConfig {
-    /// Hidden layer sizes of each torso (actor and critic are separate).
-    pub hidden: Vec<usize>,
-    pub activation: Activation,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Activation {
-    Tanh,
-    Relu,
-}
-
-impl Activation {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Activation::Tanh => "tanh",
-            Activation::Relu => "relu",
-        }
-    }
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "tanh" => Some(Activation::Tanh),
-            "relu" => Some(Activation::Relu),
-            _ => None,
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PpoConfig {
-    pub gamma: f64,
-    pub gae_lambda: f64,
-    pub clip_coef: f64,
-    pub vf_coef: f64,
-    pub ent_coef: f64,
-    pub learning_rate: f64,
-    /// Linearly anneal the learning rate to 0 over `total_steps`.
-    pub anneal_lr: bool,
-    pub epochs: usize,
-    pub minibatches: usize,
-    /// Clip the gradient by its global norm (all parameters together).
-    pub max_grad_norm: f64,
-    pub adam_eps: f64,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LearnerConfig {
-    /// Trajectory batches that make one update.
-    pub batches_per_update: usize,
-    /// Capacity of the bounded ingest queue (batches); a full queue blocks actors.
-    pub queue_capacity: usize,
-    /// Batches whose policy version is more than this behind are dropped.
-    pub max_policy_lag: u64,
-    /// How long the learner waits for the final evaluation before writing the summary.
-    pub final_eval_timeout_secs: u64,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ActorConfig {
-    /// Batches an actor may have in flight to the learner.
-    pub send_queue: usize,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EvalConfig {
-    /// Evaluate every this many policy versions (and always the final one).
-    pub interval: u64,
-    /// Deterministic episodes per evaluation.
-    pub episodes: usize,
-}
-
 impl RunConfig {
-    /// The preset for an environment id; every id in `env::ENV_IDS` has one.
-    pub fn preset(env_id: &str) -> Result<Self, ConfigError> {
-        crate::env::env_spec(env_id)?;
-        let mut c = RunConfig {
-            env: EnvConfig {
-                id: env_id.to_string(),
-                envs_per_actor: 8,
-                rollout_length: 32,
-            },
-            run: RunSection {
-                total_steps: 1_000_000,
-                seed: 1,
-                local_actors: 2,
-            },
-            network: NetworkConfig {
-                hidden: vec![64, 64],
-                activation: Activation::Tanh,
-            },
-            ppo: PpoConfig {
-                gamma: 0.99,
-                gae_lambda: 0.95,
-                clip_coef: 0.2,
-                vf_coef: 0.5,
-                ent_coef: 0.0,
-                learning_rate: 3e-4,
-                anneal_lr: true,
-                epochs: 10,
-                minibatches: 4,
-                max_grad_norm: 0.5,
-                adam_eps: 1e-5,
-            },
-            learner: LearnerConfig {
-                batches_per_update: 2,
-                queue_capacity: 2,
-                max_policy_lag: 2,
-                final_eval_timeout_secs: 300,
-            },
-            actor: ActorConfig { send_queue: 1 },
-            eval: EvalConfig {
-                interval: 10,
-                episodes: 10,
-            },
-        };
-        if env_id == "CartPole-v1" {
-            c.run.total_steps = 150_000;
-            c.ppo.gamma = 0.98;
-            c.ppo.gae_lambda = 0.8;
-            c.ppo.learning_rate = 1e-3;
-            c.ppo.epochs = 20;
-            c.ppo.minibatches = 2;
-        }
-        Ok(c)
-    }
-
     /// Preset for `env_id`, then the TOML file (if any), then `--set` overrides.
     /// The file may also change `env.id`: the preset is then that env's.
     pub fn resolve(
@@ -303,10 +156,30 @@ impl RunConfig {
                 return bad(k, "must be a finite number > 0");
             }
         }
-        for (k, v) in [("ppo.vf_coef", p.vf_coef), ("ppo.ent_coef", p.ent_coef)] {
+        for (k, v) in [
+            ("ppo.vf_coef", p.vf_coef),
+            ("ppo.ent_coef", p.ent_coef),
+            ("ppo.target_kl", p.target_kl),
+        ] {
             if !(v.is_finite() && v >= 0.0) {
                 return bad(k, "must be a finite number >= 0");
             }
+        }
+        if !(p.value_clip_coef.is_finite() && p.value_clip_coef > 0.0) {
+            return bad("ppo.value_clip_coef", "must be a finite number > 0");
+        }
+        let n = &self.network;
+        if !(n.obs_clip.is_finite() && n.obs_clip > 0.0) {
+            return bad("network.obs_clip", "must be a finite number > 0");
+        }
+        if !(n.min_std.is_finite() && n.min_std > 0.0) {
+            return bad("network.min_std", "must be a finite number > 0");
+        }
+        if !(n.init_std.is_finite() && n.init_std > n.min_std) {
+            return bad(
+                "network.init_std",
+                "must be a finite number > network.min_std",
+            );
         }
         if p.epochs == 0 {
             return bad("ppo.epochs", "must be at least 1");
@@ -321,6 +194,16 @@ impl RunConfig {
         }
         if self.learner.batches_per_update == 0 {
             return bad("learner.batches_per_update", "must be at least 1");
+        }
+        match crate::devices::LearnerDevices::parse(&self.learner.devices) {
+            Err(reason) => return bad("learner.devices", &reason),
+            Ok(d) if d.count() > samples / p.minibatches => {
+                return bad(
+                    "learner.devices",
+                    "more devices than samples in a minibatch: each device needs a shard",
+                );
+            }
+            Ok(_) => {}
         }
         if self.learner.queue_capacity == 0 {
             return bad("learner.queue_capacity", "must be at least 1");
@@ -351,95 +234,6 @@ impl RunConfig {
 /// version is scored from the same start states, and apart from the actors' seeds.
 pub fn eval_seed(run_seed: u64) -> u64 {
     run_seed ^ 0x00E7_A15E_ED00_0000
-}
-
-fn parse_override(s: &str) -> Result<(String, toml::Value), ConfigError> {
-    let (key, raw) = s
-        .split_once('=')
-        .ok_or_else(|| ConfigError::BadOverride(s.into()))?;
-    let key = key.trim();
-    if key.is_empty() || !key.contains('.') {
-        return Err(ConfigError::BadOverride(s.into()));
-    }
-    let raw = raw.trim();
-    // A TOML literal if it parses as one (numbers, bools, arrays, quoted strings), else a bare string.
-    let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
-        .ok()
-        .and_then(|mut t| t.remove("v"))
-        .unwrap_or_else(|| toml::Value::String(raw.to_string()));
-    Ok((key.to_string(), value))
-}
-
-fn type_name(v: &toml::Value) -> &'static str {
-    match v {
-        toml::Value::String(_) => "a string",
-        toml::Value::Integer(_) => "an integer",
-        toml::Value::Float(_) => "a number",
-        toml::Value::Boolean(_) => "a boolean",
-        toml::Value::Datetime(_) => "a datetime",
-        toml::Value::Array(_) => "an array",
-        toml::Value::Table(_) => "a table",
-    }
-}
-
-/// Replaces `old` with `new` if the types agree (an integer is accepted for a float).
-fn typed_replace(old: &mut toml::Value, new: toml::Value, key: &str) -> Result<(), ConfigError> {
-    let new = match (&*old, new) {
-        (toml::Value::Float(_), toml::Value::Integer(i)) => toml::Value::Float(i as f64),
-        (toml::Value::Table(_), _) => {
-            return Err(ConfigError::WrongType {
-                key: key.into(),
-                expected: "a table of keys",
-                got: "a value".into(),
-            });
-        }
-        (o, n) if std::mem::discriminant(o) == std::mem::discriminant(&n) => n,
-        (o, n) => {
-            return Err(ConfigError::WrongType {
-                key: key.into(),
-                expected: type_name(o),
-                got: n.to_string(),
-            });
-        }
-    };
-    *old = new;
-    Ok(())
-}
-
-fn merge_table(base: &mut toml::Table, over: toml::Table, prefix: &str) -> Result<(), ConfigError> {
-    for (k, v) in over {
-        let key = if prefix.is_empty() {
-            k.clone()
-        } else {
-            format!("{prefix}.{k}")
-        };
-        let slot = base
-            .get_mut(&k)
-            .ok_or_else(|| ConfigError::UnknownKey(key.clone()))?;
-        match (slot, v) {
-            (toml::Value::Table(b), toml::Value::Table(o)) => merge_table(b, o, &key)?,
-            (slot, v) => typed_replace(slot, v, &key)?,
-        }
-    }
-    Ok(())
-}
-
-fn set_key(base: &mut toml::Table, key: &str, value: toml::Value) -> Result<(), ConfigError> {
-    let mut parts = key.split('.').peekable();
-    let mut table = base;
-    while let Some(part) = parts.next() {
-        let slot = table
-            .get_mut(part)
-            .ok_or_else(|| ConfigError::UnknownKey(key.into()))?;
-        if parts.peek().is_none() {
-            return typed_replace(slot, value, key);
-        }
-        table = match slot {
-            toml::Value::Table(t) => t,
-            _ => return Err(ConfigError::UnknownKey(key.into())),
-        };
-    }
-    Err(ConfigError::UnknownKey(key.into()))
 }
 
 #[cfg(test)]

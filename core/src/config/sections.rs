@@ -1,0 +1,203 @@
+//! The sections of a run file. Every field has a default in the presets
+//! (`presets.rs`); doc comments say what each does and name the default.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvConfig {
+    /// Gymnasium id, e.g. `CartPole-v1`.
+    pub id: String,
+    /// E: environments each actor steps in lockstep.
+    pub envs_per_actor: usize,
+    /// T: steps per env in one trajectory batch.
+    pub rollout_length: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSection {
+    /// Env steps (all actors together) after which training stops.
+    pub total_steps: u64,
+    pub seed: u64,
+    /// Actors started by `sebulba local`.
+    pub local_actors: usize,
+}
+
+/// The policy network. Everything here travels with the weights (`NetworkSpec`),
+/// because actors and the evaluator must build the same network.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkConfig {
+    /// Hidden layer sizes of each torso.
+    pub hidden: Vec<usize>,
+    /// Default `tanh`.
+    pub activation: Activation,
+    /// LayerNorm in each hidden layer: `none` (default), `pre` (before the
+    /// activation) or `post` (after it).
+    pub layer_norm: LayerNormPlacement,
+    /// Weight init: `orthogonal` (default; gains sqrt(2) hidden, 0.01 policy head,
+    /// 1.0 value head) or `lecun_uniform`. Biases start at zero.
+    pub init: Init,
+    /// One torso for policy and value (default false: separate torsos).
+    pub shared_torso: bool,
+    /// Normalise observations by running mean/var kept inside the policy
+    /// (default false; on in the continuous presets).
+    pub obs_norm: bool,
+    /// Normalised observations are clipped to +-this (default 10).
+    pub obs_clip: f64,
+    /// Continuous actions: std = softplus(raw) + `min_std` (default 1e-3).
+    pub min_std: f64,
+    /// Continuous actions: the std at initialisation (default 1.0).
+    pub init_std: f64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Activation {
+    Tanh,
+    Relu,
+}
+
+impl Activation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Activation::Tanh => "tanh",
+            Activation::Relu => "relu",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "tanh" => Some(Activation::Tanh),
+            "relu" => Some(Activation::Relu),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LayerNormPlacement {
+    None,
+    Pre,
+    Post,
+}
+
+impl LayerNormPlacement {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Pre => "pre",
+            Self::Post => "post",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "none" => Some(Self::None),
+            "pre" => Some(Self::Pre),
+            "post" => Some(Self::Post),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Init {
+    Orthogonal,
+    LecunUniform,
+}
+
+impl Init {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Orthogonal => "orthogonal",
+            Self::LecunUniform => "lecun_uniform",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "orthogonal" => Some(Self::Orthogonal),
+            "lecun_uniform" => Some(Self::LecunUniform),
+            _ => None,
+        }
+    }
+}
+
+/// Over what advantages are normalised to zero mean and unit std.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AdvantageNorm {
+    /// Once over the whole update batch (default; global across devices).
+    Update,
+    /// Per minibatch, as some implementations do.
+    Minibatch,
+    Off,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PpoConfig {
+    pub gamma: f64,
+    pub gae_lambda: f64,
+    pub clip_coef: f64,
+    /// Linearly anneal `clip_coef` to 0 over `total_steps` (default false).
+    pub anneal_clip: bool,
+    pub vf_coef: f64,
+    /// Clip the value loss: `max((V-R)^2, (V_old + clip(V-V_old, +-value_clip_coef) - R)^2)`
+    /// (default false).
+    pub clip_value_loss: bool,
+    /// Trust region of the clipped value loss (default 0.2).
+    pub value_clip_coef: f64,
+    pub ent_coef: f64,
+    /// Continuous actions: use the plain Gaussian entropy instead of the squashed
+    /// distribution's (default false).
+    pub gaussian_entropy: bool,
+    pub learning_rate: f64,
+    /// Linearly anneal the learning rate to 0 over `total_steps` (default true).
+    pub anneal_lr: bool,
+    pub epochs: usize,
+    pub minibatches: usize,
+    /// Stop an update's remaining minibatch steps once the approximate KL of a
+    /// step exceeds this; 0 turns it off (default 0).
+    pub target_kl: f64,
+    /// `update` (default), `minibatch` or `off`.
+    pub adv_norm: AdvantageNorm,
+    /// Divide rewards by the running std of the discounted return (default false).
+    pub scale_rewards: bool,
+    /// Clip the gradient by its global norm (all parameters together).
+    pub max_grad_norm: f64,
+    pub adam_eps: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LearnerConfig {
+    /// One model replica per device, gradients all-reduced across them:
+    /// `["cpu"]` (default), `["cpu", "cpu"]`, `["cuda:0", "cuda:1"]`.
+    pub devices: Vec<String>,
+    /// Trajectory batches that make one update.
+    pub batches_per_update: usize,
+    /// Capacity of the bounded ingest queue (batches); a full queue blocks actors.
+    pub queue_capacity: usize,
+    /// Batches whose policy version is more than this behind are dropped.
+    pub max_policy_lag: u64,
+    /// How long the learner waits for the final evaluation before writing the summary.
+    pub final_eval_timeout_secs: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ActorConfig {
+    /// Batches an actor may have in flight to the learner.
+    pub send_queue: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EvalConfig {
+    /// Evaluate every this many policy versions (and always the final one).
+    pub interval: u64,
+    /// Deterministic episodes per evaluation.
+    pub episodes: usize,
+}
