@@ -2,7 +2,9 @@
 //! action distributions, the run configuration, weight (de)serialisation and
 //! telemetry setup.
 
+pub mod bench;
 pub mod config;
+pub mod devices;
 pub mod distribution;
 pub mod env;
 pub mod files;
@@ -15,3 +17,6 @@ pub mod weights;
 pub type CpuBackend = burn::backend::NdArray<f32>;
 /// The CPU training backend (learner).
 pub type CpuAutodiff = burn::backend::Autodiff<CpuBackend>;
+/// The CUDA backend (learner replicas and inference on `cuda:N`).
+#[cfg(feature = "cuda")]
+pub type CudaBackend = burn_cuda::Cuda<f32, i32>;

@@ -2,32 +2,64 @@
 //! inference backend, reloaded in place when a new version arrives.
 
 use crate::CpuBackend;
-use crate::config::{Activation, NetworkConfig};
+use crate::config::{Activation, Init, LayerNormPlacement, NetworkConfig};
+use crate::devices::DeviceKind;
 use crate::env::EnvSpec;
 use crate::model::{ActorCritic, ModelSpec};
 use crate::weights::{WeightsError, load_into};
+use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
-    #[error("field `network.activation`: unknown activation `{0}`")]
-    Activation(String),
+    #[error("field `network.{field}`: unknown value `{value}`")]
+    Unknown { field: &'static str, value: String },
     #[error("field `network.hidden`: needs at least one non-zero layer size")]
     Hidden,
+    #[error("field `network.{0}`: must be a finite number > 0 (init_std > min_std)")]
+    Number(&'static str),
     #[error(transparent)]
     Weights(#[from] WeightsError),
+    #[error(transparent)]
+    Dist(#[from] crate::distribution::DistError),
+    #[error("device `{0}`: inference on cuda needs a binary built with `--features cuda`")]
+    Device(DeviceKind),
 }
 
 /// The network spec as it travels in `RunSpec` and `Weights`.
 pub fn network_from_wire(n: &sebulba_proto::NetworkSpec) -> Result<NetworkConfig, PolicyError> {
-    let activation = Activation::parse(&n.activation)
-        .ok_or_else(|| PolicyError::Activation(n.activation.clone()))?;
+    let unknown = |field: &'static str, value: &str| PolicyError::Unknown {
+        field,
+        value: value.to_string(),
+    };
+    let activation =
+        Activation::parse(&n.activation).ok_or_else(|| unknown("activation", &n.activation))?;
+    let layer_norm = LayerNormPlacement::parse(&n.layer_norm)
+        .ok_or_else(|| unknown("layer_norm", &n.layer_norm))?;
+    let init = Init::parse(&n.init).ok_or_else(|| unknown("init", &n.init))?;
     if n.hidden.is_empty() || n.hidden.contains(&0) {
         return Err(PolicyError::Hidden);
+    }
+    let positive = |x: f64| x.is_finite() && x > 0.0;
+    if !positive(n.obs_clip) {
+        return Err(PolicyError::Number("obs_clip"));
+    }
+    if !positive(n.min_std) {
+        return Err(PolicyError::Number("min_std"));
+    }
+    if !(positive(n.init_std) && n.init_std > n.min_std) {
+        return Err(PolicyError::Number("init_std"));
     }
     Ok(NetworkConfig {
         hidden: n.hidden.iter().map(|&h| h as usize).collect(),
         activation,
+        layer_norm,
+        init,
+        shared_torso: n.shared_torso,
+        obs_norm: n.obs_norm,
+        obs_clip: n.obs_clip,
+        min_std: n.min_std,
+        init_std: n.init_std,
     })
 }
 
@@ -35,27 +67,52 @@ pub fn network_to_wire(n: &NetworkConfig) -> sebulba_proto::NetworkSpec {
     sebulba_proto::NetworkSpec {
         hidden: n.hidden.iter().map(|&h| h as u32).collect(),
         activation: n.activation.as_str().into(),
+        layer_norm: n.layer_norm.as_str().into(),
+        init: n.init.as_str().into(),
+        shared_torso: n.shared_torso,
+        obs_norm: n.obs_norm,
+        obs_clip: n.obs_clip,
+        min_std: n.min_std,
+        init_std: n.init_std,
     }
+}
+
+/// The inference model on the backend of its device.
+enum Model {
+    Cpu(ActorCritic<CpuBackend>),
+    #[cfg(feature = "cuda")]
+    Cuda(ActorCritic<crate::CudaBackend>, burn_cuda::CudaDevice),
 }
 
 pub struct InferencePolicy {
     spec: ModelSpec,
-    model: ActorCritic<CpuBackend>,
-    device: burn::tensor::Device<CpuBackend>,
+    model: Model,
     version: Option<u64>,
 }
 
 impl InferencePolicy {
-    pub fn new(env: &EnvSpec, network: &NetworkConfig) -> Self {
+    /// A policy for `env` on `device` (`cuda:N` needs the `cuda` feature).
+    pub fn new(
+        env: &EnvSpec,
+        network: &NetworkConfig,
+        device: DeviceKind,
+    ) -> Result<Self, PolicyError> {
         let spec = ModelSpec::new(env, network);
-        let device = Default::default();
-        let model = spec.init::<CpuBackend>(&device);
-        Self {
+        let model = match device {
+            DeviceKind::Cpu => Model::Cpu(spec.init::<CpuBackend>(&Default::default())),
+            #[cfg(feature = "cuda")]
+            DeviceKind::Cuda(n) => {
+                let dev = burn_cuda::CudaDevice::new(n);
+                Model::Cuda(spec.init::<crate::CudaBackend>(&dev), dev)
+            }
+            #[cfg(not(feature = "cuda"))]
+            DeviceKind::Cuda(_) => return Err(PolicyError::Device(device)),
+        };
+        Ok(Self {
             spec,
             model,
-            device,
             version: None,
-        }
+        })
     }
 
     pub fn spec(&self) -> &ModelSpec {
@@ -69,23 +126,99 @@ impl InferencePolicy {
 
     /// Loads `bytes` as `version`; on error the previous weights stay in use.
     pub fn load(&mut self, version: u64, bytes: Vec<u8>) -> Result<(), PolicyError> {
-        let mut fresh = self.spec.init::<CpuBackend>(&self.device);
-        load_into(&mut fresh, bytes)?;
-        self.model = fresh;
+        match &mut self.model {
+            Model::Cpu(m) => {
+                let mut fresh = self.spec.init::<CpuBackend>(&Default::default());
+                load_into(&mut fresh, bytes)?;
+                *m = fresh;
+            }
+            #[cfg(feature = "cuda")]
+            Model::Cuda(m, dev) => {
+                let mut fresh = self.spec.init::<crate::CudaBackend>(dev);
+                load_into(&mut fresh, bytes)?;
+                *m = fresh;
+            }
+        }
         self.version = Some(version);
         Ok(())
     }
 
     /// Policy-head outputs `[n * head_dim]` for `n` observations `[n * obs_dim]`.
     pub fn head(&self, obs: &[f32], n: usize) -> Vec<f32> {
-        let x = Tensor::<CpuBackend, 2>::from_data(
-            TensorData::new(obs.to_vec(), [n, self.spec.obs_dim]),
-            &self.device,
+        match &self.model {
+            Model::Cpu(m) => head_on(m, &self.spec, obs, n, &Default::default()),
+            #[cfg(feature = "cuda")]
+            Model::Cuda(m, dev) => head_on(m, &self.spec, obs, n, dev),
+        }
+    }
+}
+
+fn head_on<B: Backend>(
+    model: &ActorCritic<B>,
+    spec: &ModelSpec,
+    obs: &[f32],
+    n: usize,
+    device: &B::Device,
+) -> Vec<f32> {
+    let x = Tensor::<B, 2>::from_data(TensorData::new(obs.to_vec(), [n, spec.obs_dim]), device);
+    model
+        .policy(x)
+        .into_data()
+        .into_vec::<f32>()
+        .unwrap_or_else(|_| vec![0.0; n * spec.head_dim()])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_inference_and_cuda_without_the_feature() {
+        let env = crate::env::env_spec("CartPole-v1").unwrap();
+        let net = NetworkConfig::default();
+        let p = InferencePolicy::new(&env, &net, DeviceKind::Cpu).unwrap();
+        assert_eq!(p.head(&[0.0; 8], 2).len(), 4);
+        #[cfg(not(feature = "cuda"))]
+        {
+            let e = InferencePolicy::new(&env, &net, DeviceKind::Cuda(0))
+                .err()
+                .unwrap();
+            assert!(
+                e.to_string().contains("cuda:0") && e.to_string().contains("--features cuda"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_network_spec_survives_the_wire() {
+        let net = NetworkConfig {
+            hidden: vec![32, 16],
+            activation: Activation::Relu,
+            layer_norm: LayerNormPlacement::Pre,
+            init: Init::LecunUniform,
+            shared_torso: true,
+            obs_norm: true,
+            obs_clip: 5.0,
+            min_std: 0.01,
+            init_std: 2.0,
+        };
+        assert_eq!(network_from_wire(&network_to_wire(&net)).unwrap(), net);
+        let mut wire = network_to_wire(&net);
+        wire.layer_norm = "sideways".into();
+        assert!(
+            network_from_wire(&wire)
+                .unwrap_err()
+                .to_string()
+                .contains("network.layer_norm")
         );
-        self.model
-            .policy(x)
-            .into_data()
-            .into_vec::<f32>()
-            .unwrap_or_else(|_| vec![0.0; n * self.spec.head_dim()])
+        let mut wire = network_to_wire(&net);
+        wire.init_std = 0.001;
+        assert!(
+            network_from_wire(&wire)
+                .unwrap_err()
+                .to_string()
+                .contains("init_std")
+        );
     }
 }

@@ -103,6 +103,7 @@ mod tests {
             network: NetworkConfig {
                 hidden,
                 activation: Activation::Tanh,
+                ..Default::default()
             },
         }
     }
@@ -136,5 +137,23 @@ mod tests {
             from_safetensors::<CpuBackend>(&spec(vec![8]), b"not safetensors".to_vec(), &dev)
                 .is_err()
         );
+    }
+
+    #[test]
+    fn obs_norm_statistics_and_layer_norms_travel_with_the_weights() {
+        let dev = Default::default();
+        let mut s = spec(vec![8]);
+        s.network.obs_norm = true;
+        s.network.layer_norm = crate::config::LayerNormPlacement::Post;
+        let mut a = s.init::<CpuBackend>(&dev);
+        let mut stats = crate::model::RunningMeanStd::new(4);
+        stats.update(&[1.0, 2.0, 3.0, 4.0, 3.0, 0.0, -1.0, 8.0]);
+        a.set_obs_stats(&stats);
+        let bytes = to_safetensors(&a, &s).unwrap();
+        let b: ActorCritic<CpuBackend> = from_safetensors(&s, bytes.clone(), &dev).unwrap();
+        let mean: Vec<f32> = b.obs_norm.unwrap().mean.val().into_data().to_vec().unwrap();
+        assert_eq!(mean, vec![2.0, 1.0, 1.0, 6.0]);
+        // A receiver built without the normaliser refuses the file (extra tensors).
+        assert!(from_safetensors::<CpuBackend>(&spec(vec![8]), bytes, &dev).is_err());
     }
 }

@@ -129,6 +129,12 @@ pub trait Env: Send {
     }
     /// Writes the observation of the current state.
     fn observe(&self, obs: &mut [f32]);
+    /// Envs with action masks write which discrete actions are allowed now
+    /// (1 = allowed) and return true; the rest return false.
+    fn action_mask(&self, mask: &mut [u8]) -> bool {
+        let _ = mask;
+        false
+    }
 }
 
 /// A fresh environment `id` whose reset RNG is seeded with `seed`.

@@ -93,6 +93,19 @@ impl VecEnv {
         self.returns.fill(0.0);
     }
 
+    /// Writes every env's current action mask (`[E * n]`); false when the env
+    /// kind has no masks (then `mask` is untouched).
+    pub fn action_masks(&self, mask: &mut [u8]) -> bool {
+        let ActionSpace::Discrete { n } = self.spec.action_space else {
+            return false;
+        };
+        let mut any = false;
+        for (env, m) in self.envs.iter().zip(mask.chunks_exact_mut(n)) {
+            any |= env.env().action_mask(m);
+        }
+        any
+    }
+
     /// Buffers sized for this vec env.
     pub fn new_step_out(&self) -> VecStepOut {
         let (e, d) = (self.num_envs(), self.spec.obs_dim);

@@ -1,0 +1,364 @@
+//! The actor-critic policy: an optional observation normaliser, actor and critic
+//! MLP torsos (or one shared torso), a policy head whose output a
+//! [`crate::distribution::ActionDist`] interprets, and a value head. Orthogonal
+//! init uses the PPO literature's gains (sqrt(2) hidden, 0.01 policy head, 1.0
+//! value head); biases start at zero, except the continuous head's std half,
+//! which starts at `init_std`.
+
+mod mlp;
+mod obs_norm;
+
+pub use mlp::{Mlp, linear};
+pub use obs_norm::{OBS_NORM_EPS, ObsNorm, RunningMeanStd};
+
+use crate::config::NetworkConfig;
+use crate::distribution::{ActionDist, softplus_inverse};
+use crate::env::{ActionSpace, EnvSpec};
+use burn::module::Module;
+use burn::nn::Linear;
+use burn::tensor::{Tensor, backend::Backend};
+use serde::{Deserialize, Serialize};
+
+/// Everything needed to build the network: what the weights' shapes follow from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelSpec {
+    pub obs_dim: usize,
+    pub action_space: ActionSpace,
+    pub network: NetworkConfig,
+}
+
+impl ModelSpec {
+    pub fn new(env: &EnvSpec, network: &NetworkConfig) -> Self {
+        Self {
+            obs_dim: env.obs_dim,
+            action_space: env.action_space.clone(),
+            network: network.clone(),
+        }
+    }
+
+    /// Width of the policy head's output (logits, or means then raw stds).
+    pub fn head_dim(&self) -> usize {
+        crate::distribution::head_dim(&self.action_space)
+    }
+
+    /// How the head's output is read.
+    pub fn dist(&self) -> ActionDist {
+        ActionDist::new(&self.action_space, &self.network)
+    }
+
+    /// A freshly initialised model. Burn's init draws from the backend's global RNG,
+    /// so the caller seeds it (`B::seed`) for reproducible runs.
+    pub fn init<B: Backend>(&self, device: &B::Device) -> ActorCritic<B> {
+        let n = &self.network;
+        let torso = || {
+            Mlp::new(
+                self.obs_dim,
+                &n.hidden,
+                n.activation,
+                n.layer_norm,
+                n.init,
+                device,
+            )
+        };
+        let width = n.hidden.last().copied().unwrap_or(self.obs_dim);
+        let head_bias = match &self.action_space {
+            ActionSpace::Discrete { .. } => None,
+            ActionSpace::Box { low, .. } => {
+                let raw = softplus_inverse(n.init_std - n.min_std) as f32;
+                let mut b = vec![0.0f32; 2 * low.len()];
+                b[low.len()..].iter_mut().for_each(|x| *x = raw);
+                Some(b)
+            }
+        };
+        let model = ActorCritic {
+            obs_norm: n
+                .obs_norm
+                .then(|| ObsNorm::new(self.obs_dim, n.obs_clip, device)),
+            actor: torso(),
+            critic: (!n.shared_torso).then(torso),
+            policy_head: linear(width, self.head_dim(), n.init, 0.01, head_bias, device),
+            value_head: linear(width, 1, n.init, 1.0, None, device),
+        };
+        materialize(&model);
+        model
+    }
+}
+
+/// Draws every lazily initialised parameter now. Burn defers initialisation to
+/// first use, and a clone (or a `valid()` copy) of a still-lazy parameter draws
+/// its own values: the published weights would then differ from the ones trained.
+fn materialize<B: Backend>(model: &ActorCritic<B>) {
+    struct Touch;
+    impl<B: Backend> burn::module::ModuleVisitor<B> for Touch {
+        fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<Tensor<B, D>>) {
+            let _ = param.val();
+        }
+    }
+    model.visit(&mut Touch);
+}
+
+#[derive(Module, Debug)]
+pub struct ActorCritic<B: Backend> {
+    pub obs_norm: Option<ObsNorm<B>>,
+    pub actor: Mlp<B>,
+    /// `None`: the critic shares the actor's torso.
+    pub critic: Option<Mlp<B>>,
+    pub policy_head: Linear<B>,
+    pub value_head: Linear<B>,
+}
+
+impl<B: Backend> ActorCritic<B> {
+    /// Observations as the torsos see them (normalised when the normaliser is on).
+    pub fn input(&self, obs: Tensor<B, 2>) -> Tensor<B, 2> {
+        match &self.obs_norm {
+            Some(n) => n.forward(obs),
+            None => obs,
+        }
+    }
+
+    /// Raw policy-head output `[N, head_dim]` for observations `[N, obs_dim]`.
+    pub fn policy(&self, obs: Tensor<B, 2>) -> Tensor<B, 2> {
+        self.policy_head
+            .forward(self.actor.forward(self.input(obs)))
+    }
+
+    /// State values `[N]` for observations `[N, obs_dim]`.
+    pub fn value(&self, obs: Tensor<B, 2>) -> Tensor<B, 1> {
+        let x = self.input(obs);
+        let h = match &self.critic {
+            Some(c) => c.forward(x),
+            None => self.actor.forward(x),
+        };
+        flatten(self.value_head.forward(h))
+    }
+
+    /// Policy head and values together: one normalisation, and one torso pass
+    /// when the torso is shared.
+    pub fn policy_value(&self, obs: Tensor<B, 2>) -> (Tensor<B, 2>, Tensor<B, 1>) {
+        let x = self.input(obs);
+        let ha = self.actor.forward(x.clone());
+        let hv = match &self.critic {
+            Some(c) => c.forward(x),
+            None => ha.clone(),
+        };
+        (
+            self.policy_head.forward(ha),
+            flatten(self.value_head.forward(hv)),
+        )
+    }
+
+    /// Sets the observation normaliser's statistics (no-op when it is off).
+    pub fn set_obs_stats(&mut self, stats: &RunningMeanStd) {
+        if let Some(n) = &mut self.obs_norm {
+            n.set(&stats.mean_f32(), &stats.var_f32());
+        }
+    }
+}
+
+fn flatten<B: Backend>(v: Tensor<B, 2>) -> Tensor<B, 1> {
+    let n = v.dims()[0];
+    v.reshape([n])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::CpuBackend;
+    use crate::config::{Activation, Init, LayerNormPlacement};
+    use burn::tensor::TensorData;
+
+    fn spec() -> ModelSpec {
+        ModelSpec {
+            obs_dim: 4,
+            action_space: ActionSpace::Discrete { n: 2 },
+            network: NetworkConfig::default(),
+        }
+    }
+
+    #[test]
+    fn shapes_and_init_gains() {
+        let dev = Default::default();
+        let m = spec().init::<CpuBackend>(&dev);
+        let obs =
+            Tensor::<CpuBackend, 2>::from_data(TensorData::new(vec![0.1f32; 12], [3, 4]), &dev);
+        assert_eq!(m.policy(obs.clone()).dims(), [3, 2]);
+        assert_eq!(m.value(obs).dims(), [3]);
+        // Orthogonal [64, 64] with gain sqrt(2): W^T W = 2 I.
+        let w = m.actor.layers[1].weight.val();
+        let wtw: Vec<f32> = w
+            .clone()
+            .transpose()
+            .matmul(w)
+            .into_data()
+            .to_vec()
+            .unwrap();
+        for i in 0..64 {
+            for j in 0..64 {
+                let want = if i == j { 2.0 } else { 0.0 };
+                assert!(
+                    (wtw[i * 64 + j] - want).abs() < 1e-4,
+                    "({i},{j}) = {}",
+                    wtw[i * 64 + j]
+                );
+            }
+        }
+        // Policy head gain 0.01: columns have norm 0.01, so initial logits are near zero.
+        let h: Vec<f32> = m.policy_head.weight.val().into_data().to_vec().unwrap();
+        let col0: f32 = (0..64).map(|r| h[r * 2] * h[r * 2]).sum::<f32>().sqrt();
+        assert!((col0 - 0.01).abs() < 1e-5, "{col0}");
+        let b: Vec<f32> = m
+            .value_head
+            .bias
+            .as_ref()
+            .unwrap()
+            .val()
+            .into_data()
+            .to_vec()
+            .unwrap();
+        assert_eq!(b, vec![0.0]);
+    }
+
+    fn pendulum_spec(network: NetworkConfig) -> ModelSpec {
+        let env = crate::env::env_spec("Pendulum-v1").unwrap();
+        ModelSpec::new(&env, &network)
+    }
+
+    #[test]
+    fn a_fresh_model_and_its_copies_agree() {
+        let dev = Default::default();
+        let m = spec().init::<crate::CpuAutodiff>(&dev);
+        let copy = m.clone();
+        let inference = burn::module::AutodiffModule::valid(&m);
+        let obs = [0.1f32, -0.3, 0.7, 0.2];
+        let x = || Tensor::from_data(TensorData::new(obs.to_vec(), [1, 4]), &dev);
+        let a: Vec<f32> = m.policy(x()).into_data().to_vec().unwrap();
+        let b: Vec<f32> = copy.policy(x()).into_data().to_vec().unwrap();
+        let c: Vec<f32> = inference
+            .policy(Tensor::from_data(
+                TensorData::new(obs.to_vec(), [1, 4]),
+                &dev,
+            ))
+            .into_data()
+            .to_vec()
+            .unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a, c);
+    }
+
+    #[test]
+    fn continuous_head_starts_at_init_std() {
+        let dev = Default::default();
+        let net = NetworkConfig {
+            init_std: 0.5,
+            min_std: 1e-3,
+            ..Default::default()
+        };
+        let m = pendulum_spec(net).init::<CpuBackend>(&dev);
+        let obs =
+            Tensor::<CpuBackend, 2>::from_data(TensorData::new(vec![0.0f32; 3], [1, 3]), &dev);
+        let head: Vec<f32> = m.policy(obs).into_data().to_vec().unwrap();
+        // Zero input: the head is its bias: mean 0, softplus(raw) + min_std = 0.5.
+        assert_eq!(head[0], 0.0);
+        let std = crate::distribution::softplus(head[1] as f64) + 1e-3;
+        assert!((std - 0.5).abs() < 1e-6, "{std}");
+    }
+
+    #[test]
+    fn network_options_build_and_differ() {
+        let dev = Default::default();
+        let obs = Tensor::<CpuBackend, 2>::from_data(
+            TensorData::new(vec![0.3f32, -0.2, 0.5, 1.0, 2.0, -1.0], [2, 3]),
+            &dev,
+        );
+        for layer_norm in [
+            LayerNormPlacement::None,
+            LayerNormPlacement::Pre,
+            LayerNormPlacement::Post,
+        ] {
+            for init in [Init::Orthogonal, Init::LecunUniform] {
+                for shared_torso in [false, true] {
+                    let net = NetworkConfig {
+                        hidden: vec![16, 8],
+                        activation: Activation::Relu,
+                        layer_norm,
+                        init,
+                        shared_torso,
+                        obs_norm: true,
+                        ..Default::default()
+                    };
+                    let m = pendulum_spec(net).init::<CpuBackend>(&dev);
+                    assert_eq!(m.critic.is_none(), shared_torso);
+                    assert_eq!(
+                        m.actor.norms.len(),
+                        if layer_norm == LayerNormPlacement::None {
+                            0
+                        } else {
+                            2
+                        }
+                    );
+                    let (p, v) = m.policy_value(obs.clone());
+                    assert_eq!(p.dims(), [2, 2]);
+                    let v2: Vec<f32> = m.value(obs.clone()).into_data().to_vec().unwrap();
+                    assert_eq!(v.into_data().to_vec::<f32>().unwrap(), v2);
+                }
+            }
+        }
+        // LeCun uniform: |w| <= sqrt(3 / fan_in) and not orthogonal-scaled.
+        let net = NetworkConfig {
+            hidden: vec![256],
+            init: Init::LecunUniform,
+            ..Default::default()
+        };
+        let m = pendulum_spec(net).init::<CpuBackend>(&dev);
+        let w: Vec<f32> = m.actor.layers[0].weight.val().into_data().to_vec().unwrap();
+        let bound = (3.0f32 / 3.0).sqrt();
+        assert!(w.iter().all(|x| x.abs() <= bound + 1e-6));
+        assert!(w.iter().any(|x| x.abs() > 0.9 * bound));
+    }
+
+    #[test]
+    fn obs_norm_applies_to_every_observation_and_is_not_trained() {
+        let dev = Default::default();
+        let net = NetworkConfig {
+            obs_norm: true,
+            obs_clip: 5.0,
+            ..Default::default()
+        };
+        let mut m = pendulum_spec(net.clone()).init::<CpuBackend>(&dev);
+        let mut stats = RunningMeanStd::new(3);
+        stats.update(&[1.0, 0.0, 8.0, -1.0, 2.0, -8.0]);
+        m.set_obs_stats(&stats);
+        // A reset observation and its normalised form give identical outputs from a
+        // model whose normaliser is off.
+        let reset_obs = [0.9f32, 0.1, 0.5];
+        let normed: Vec<f32> = reset_obs
+            .iter()
+            .zip(&stats.mean)
+            .zip(&stats.var)
+            .map(|((&x, &m), &v)| {
+                ((x as f64 - m) / (v + OBS_NORM_EPS).sqrt()).clamp(-5.0, 5.0) as f32
+            })
+            .collect();
+        let plain = ModelSpec {
+            network: NetworkConfig {
+                obs_norm: false,
+                ..net
+            },
+            ..pendulum_spec(NetworkConfig::default())
+        };
+        let x = |v: &[f32]| {
+            Tensor::<CpuBackend, 2>::from_data(TensorData::new(v.to_vec(), [1, 3]), &dev)
+        };
+        let a: Vec<f32> = m.policy(x(&reset_obs)).into_data().to_vec().unwrap();
+        let mut bare = plain.init::<CpuBackend>(&dev);
+        bare.actor = m.actor.clone();
+        bare.policy_head = m.policy_head.clone();
+        let b: Vec<f32> = bare.policy(x(&normed)).into_data().to_vec().unwrap();
+        for (p, q) in a.iter().zip(&b) {
+            assert!((p - q).abs() < 1e-6, "{a:?} vs {b:?}");
+        }
+        // The statistics are parameters without gradients: an optimizer leaves them.
+        let n = m.obs_norm.as_ref().unwrap();
+        assert!(!n.mean.val().is_require_grad() && !n.var.val().is_require_grad());
+    }
+}
