@@ -66,3 +66,24 @@ pub fn reflection() -> Result<
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()
 }
+
+/// Asks `url`'s `grpc.health.v1` whether `service` ("" = the whole server) is
+/// serving: what container healthchecks run (`sebulba health`).
+pub async fn check_health(url: &str, service: &str, timeout: Duration) -> Result<(), String> {
+    use tonic_health::pb::HealthCheckRequest;
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::health_client::HealthClient;
+    let channel = channel(url).map_err(|e| format!("{url}: {e}"))?;
+    let mut client = HealthClient::new(channel);
+    let request = HealthCheckRequest {
+        service: service.to_string(),
+    };
+    let response = tokio::time::timeout(timeout, client.check(request))
+        .await
+        .map_err(|_| format!("{url}: no answer within {timeout:?}"))?
+        .map_err(|s| format!("{url}: {} ({:?})", s.message(), s.code()))?;
+    match ServingStatus::try_from(response.into_inner().status) {
+        Ok(ServingStatus::Serving) => Ok(()),
+        other => Err(format!("{url}: status {other:?}")),
+    }
+}
