@@ -2,9 +2,13 @@
 //! updates, weight publishing, metrics and the run summary.
 
 pub mod accounting;
+pub mod bench;
+pub mod bench_transport;
 pub mod gae;
 pub mod ppo;
+pub mod prepare;
 pub mod publish;
+pub mod reward_scale;
 pub mod service;
 pub mod state;
 pub mod summary;
@@ -17,8 +21,9 @@ pub use crate::state::LiveStats;
 use crate::state::Shared;
 use crate::summary::Summary;
 use crate::update::UpdateLoop;
+use burn::tensor::backend::AutodiffBackend;
 use sebulba_core::config::RunConfig;
-use sebulba_core::distribution::ActionDist;
+use sebulba_core::devices::LearnerDevices;
 use sebulba_core::files::{JsonLines, write_atomic, write_json_atomic};
 use sebulba_core::model::ModelSpec;
 use sebulba_proto::grpc::MAX_MESSAGE_BYTES;
@@ -46,6 +51,8 @@ pub enum LearnerError {
     Transport(String),
     #[error("update thread: {0}")]
     Thread(String),
+    #[error("update: {0}")]
+    Update(String),
 }
 
 pub struct LearnerOptions {
@@ -70,8 +77,6 @@ pub async fn run(
         .map_err(|e| LearnerError::Config(e.to_string()))?;
     let env = sebulba_core::env::env_spec(&cfg.env.id)
         .map_err(|e| LearnerError::Config(e.to_string()))?;
-    ActionDist::for_space(&env.action_space)
-        .map_err(|e| LearnerError::Config(format!("env.id `{}`: {e}", cfg.env.id)))?;
     let run_dir = opts.run_dir;
     std::fs::create_dir_all(&run_dir)
         .map_err(|e| LearnerError::Io(run_dir.display().to_string(), e))?;
@@ -115,31 +120,39 @@ pub async fn run(
         Publisher::new(&opts.param_server).map_err(|e| LearnerError::Transport(e.to_string()))?;
     let metrics = JsonLines::append_to(&run_dir.join("metrics.jsonl"))
         .map_err(|e| LearnerError::Io("metrics.jsonl".into(), e))?;
-    let mut update_loop = UpdateLoop {
+    let devices = LearnerDevices::parse(&cfg.learner.devices)
+        .map_err(|e| LearnerError::Config(format!("learner.devices: {e}")))?;
+    let parts = LoopParts {
         shared: shared.clone(),
         live: opts.live.clone(),
-        ppo: ppo::Ppo::new(&model_spec, &cfg.ppo, cfg.run.seed, Default::default()),
+        normalizers: prepare::Normalizers::new(&cfg, model_spec.obs_dim),
         model_spec,
         publisher: publisher.clone(),
-        rt: tokio::runtime::Handle::current(),
         metrics,
         started,
+        queue_rx,
+        stop: shutdown.clone(),
+        final_path: run_dir.join("final.safetensors"),
     };
-    let (done_tx, done_rx) = oneshot::channel();
-    let stop = shutdown.clone();
-    let final_path = run_dir.join("final.safetensors");
-    std::thread::Builder::new()
-        .name("learner-update".into())
-        .spawn(move || {
-            let result = update_loop.run(queue_rx, stop).and_then(|outcome| {
-                let bytes = update_loop.weights_bytes()?;
-                write_atomic(&final_path, &bytes)
-                    .map_err(|e| LearnerError::Io("final.safetensors".into(), e))?;
-                Ok(outcome)
-            });
-            let _ = done_tx.send(result);
-        })
-        .map_err(|e| LearnerError::Thread(e.to_string()))?;
+    info!(devices = ?cfg.learner.devices, "learner replicas");
+    let done_rx = match devices {
+        LearnerDevices::Cpu(n) => {
+            spawn_update_loop::<sebulba_core::CpuAutodiff>(parts, vec![Default::default(); n])?
+        }
+        #[cfg(feature = "cuda")]
+        LearnerDevices::Cuda(ids) => {
+            spawn_update_loop::<burn::backend::Autodiff<burn_cuda::Cuda<f32, i32>>>(
+                parts,
+                ids.into_iter().map(burn_cuda::CudaDevice::new).collect(),
+            )?
+        }
+        #[cfg(not(feature = "cuda"))]
+        LearnerDevices::Cuda(_) => {
+            return Err(LearnerError::Config(
+                "learner.devices: cuda devices need a binary built with `--features cuda`".into(),
+            ));
+        }
+    };
     let outcome = done_rx
         .await
         .map_err(|_| LearnerError::Thread("update thread died".into()))?;
@@ -212,4 +225,56 @@ pub async fn run(
         _ => {}
     }
     Ok(summary)
+}
+
+/// Everything the update thread takes, whatever the backend.
+struct LoopParts {
+    shared: Arc<Shared>,
+    live: Arc<LiveStats>,
+    normalizers: prepare::Normalizers,
+    model_spec: ModelSpec,
+    publisher: Publisher,
+    metrics: JsonLines,
+    started: Instant,
+    queue_rx: mpsc::Receiver<validate::DecodedBatch>,
+    stop: CancellationToken,
+    final_path: PathBuf,
+}
+
+type LoopResult = Result<update::LoopOutcome, LearnerError>;
+
+/// Starts the update loop on its own thread with one replica per device.
+fn spawn_update_loop<B: AutodiffBackend>(
+    p: LoopParts,
+    devices: Vec<B::Device>,
+) -> Result<oneshot::Receiver<LoopResult>, LearnerError> {
+    let cfg = p.shared.config.clone();
+    let ppo = ppo::Ppo::<B>::new(&p.model_spec, &cfg.ppo, cfg.run.seed, devices)
+        .map_err(|e| LearnerError::Config(e.to_string()))?;
+    let mut update_loop = UpdateLoop {
+        shared: p.shared,
+        live: p.live,
+        ppo,
+        normalizers: p.normalizers,
+        model_spec: p.model_spec,
+        publisher: p.publisher,
+        rt: tokio::runtime::Handle::current(),
+        metrics: p.metrics,
+        started: p.started,
+    };
+    let (done_tx, done_rx) = oneshot::channel();
+    let (queue_rx, stop, final_path) = (p.queue_rx, p.stop, p.final_path);
+    std::thread::Builder::new()
+        .name("learner-update".into())
+        .spawn(move || {
+            let result = update_loop.run(queue_rx, stop).and_then(|outcome| {
+                let bytes = update_loop.weights_bytes()?;
+                write_atomic(&final_path, &bytes)
+                    .map_err(|e| LearnerError::Io("final.safetensors".into(), e))?;
+                Ok(outcome)
+            });
+            let _ = done_tx.send(result);
+        })
+        .map_err(|e| LearnerError::Thread(e.to_string()))?;
+    Ok(done_rx)
 }

@@ -16,8 +16,9 @@ pub struct DecodedBatch {
     pub num_envs: usize,
     /// `[(T+1) * E * obs_dim]`
     pub observations: Vec<f32>,
-    /// `[T * E]`
-    pub actions: Vec<i32>,
+    pub actions: BatchActions,
+    /// `[T * E * n]`, 1 = allowed, when the env has action masks.
+    pub action_masks: Option<Vec<u8>>,
     pub log_probs: Vec<f32>,
     pub rewards: Vec<f32>,
     pub terminated: Vec<u8>,
@@ -32,6 +33,15 @@ pub struct DecodedBatch {
     pub ack_to: Option<tokio::sync::mpsc::Sender<Result<sebulba_proto::Ack, tonic::Status>>>,
 }
 
+/// The actions of a batch, by action-space kind.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BatchActions {
+    /// `[T * E]` indices.
+    Discrete(Vec<i32>),
+    /// `[T * E * dim]` pre-tanh samples.
+    Continuous(Vec<f32>),
+}
+
 impl DecodedBatch {
     pub fn env_steps(&self) -> u64 {
         (self.num_steps * self.num_envs) as u64
@@ -42,7 +52,7 @@ impl DecodedBatch {
 #[error("{message}")]
 pub struct Rejection {
     pub code: Code,
-    /// Counter key: `shape`, `non_finite`, `out_of_range`, `unknown_actor`, `version`, `spec`.
+    /// Counter key: `shape`, `non_finite`, `out_of_range`, `mask`, `unknown_actor`, `version`, `spec`.
     pub reason: &'static str,
     pub message: String,
 }
@@ -137,19 +147,51 @@ pub fn decode_batch(b: &TrajectoryBatch, expect: &Expect<'_>) -> Result<DecodedB
                     ),
                 ));
             }
-            a
+            BatchActions::Discrete(a)
         }
-        other => {
+        ActionSpace::Box { low, .. } => {
+            let a = decode_f32(b.actions.as_ref(), "actions", &[tu, eu, low.len() as u32])?;
+            check_finite("actions", &a)?;
+            BatchActions::Continuous(a)
+        }
+    };
+    let action_masks = match (&b.action_masks, &expect.env.action_space, &actions) {
+        (None, _, _) => None,
+        (Some(m), ActionSpace::Discrete { n }, BatchActions::Discrete(taken)) => {
+            let m = decode_u8(Some(m), "action_masks", &[tu, eu, *n as u32])?;
+            check_flags("action_masks", &m)?;
+            for (i, &a) in taken.iter().enumerate() {
+                let row = &m[i * n..(i + 1) * n];
+                if row.iter().all(|&x| x == 0) {
+                    return Err(reject(
+                        Code::InvalidArgument,
+                        "mask",
+                        format!("field `action_masks`: step {i} allows no action"),
+                    ));
+                }
+                if row[a as usize] == 0 {
+                    return Err(reject(
+                        Code::InvalidArgument,
+                        "mask",
+                        format!("field `action_masks`: step {i} forbids the taken action {a}"),
+                    ));
+                }
+            }
+            Some(m)
+        }
+        (Some(_), _, _) => {
             return Err(reject(
                 Code::FailedPrecondition,
                 "spec",
-                format!("field `actions`: action space {other:?} is not supported by this learner"),
+                "field `action_masks`: masks need a discrete action space",
             ));
         }
     };
     let log_probs = decode_f32(b.log_probs.as_ref(), "log_probs", &[tu, eu])?;
     check_finite("log_probs", &log_probs)?;
-    if let Some(i) = log_probs.iter().position(|&lp| lp > 1e-4) {
+    // A probability is at most 1; a density (continuous actions) may exceed it.
+    let discrete = matches!(actions, BatchActions::Discrete(_));
+    if let Some(i) = log_probs.iter().position(|&lp| discrete && lp > 1e-4) {
         return Err(reject(
             Code::InvalidArgument,
             "out_of_range",
@@ -169,11 +211,11 @@ pub fn decode_batch(b: &TrajectoryBatch, expect: &Expect<'_>) -> Result<DecodedB
     let final_observations =
         decode_f32(b.final_observations.as_ref(), "final_observations", &[k, d])?;
     check_finite("final_observations", &final_observations)?;
-    if b.action_masks.is_some() || b.player_ids.is_some() {
+    if b.player_ids.is_some() {
         return Err(reject(
             Code::FailedPrecondition,
             "spec",
-            "fields `action_masks`/`player_ids`: this run's environment has none",
+            "field `player_ids`: this run's environment has one player",
         ));
     }
     let mut episode_returns = Vec::with_capacity(b.episodes.len());
@@ -200,6 +242,7 @@ pub fn decode_batch(b: &TrajectoryBatch, expect: &Expect<'_>) -> Result<DecodedB
         num_envs: e,
         observations,
         actions,
+        action_masks,
         log_probs,
         rewards,
         terminated,
@@ -316,8 +359,35 @@ mod tests {
                 "shape",
             ),
             (
-                Box::new(|b| b.action_masks = Some(encode_u8(&[2, 2, 2], &[1; 8]))),
+                Box::new(|b| b.action_masks = Some(encode_u8(&[2, 2, 3], &[1; 12]))),
                 "action_masks",
+                "shape",
+            ),
+            (
+                // Step 1 took action 1, which its mask forbids.
+                Box::new(|b| {
+                    b.action_masks = Some(encode_u8(&[2, 2, 2], &[1, 1, 1, 0, 1, 1, 1, 1]))
+                }),
+                "action_masks",
+                "mask",
+            ),
+            (
+                Box::new(|b| {
+                    b.action_masks = Some(encode_u8(&[2, 2, 2], &[1, 1, 0, 0, 1, 1, 1, 1]))
+                }),
+                "action_masks",
+                "mask",
+            ),
+            (
+                Box::new(|b| {
+                    b.action_masks = Some(encode_u8(&[2, 2, 2], &[1, 1, 2, 1, 1, 1, 1, 1]))
+                }),
+                "action_masks",
+                "out_of_range",
+            ),
+            (
+                Box::new(|b| b.player_ids = Some(encode_i32(&[2, 2], &[0; 4]))),
+                "player_ids",
                 "spec",
             ),
         ];
@@ -332,5 +402,39 @@ mod tests {
             );
             assert_eq!(r.reason, reason, "{field}: {}", r.message);
         }
+    }
+
+    #[test]
+    fn masks_and_continuous_actions_decode() {
+        let s = spec();
+        let mut b = good();
+        b.action_masks = Some(encode_u8(&[2, 2, 2], &[1, 0, 0, 1, 1, 1, 1, 0]));
+        let d = decode_batch(&b, &expect(&s)).unwrap();
+        assert_eq!(
+            d.action_masks.as_deref(),
+            Some(&[1, 0, 0, 1, 1, 1, 1, 0][..])
+        );
+
+        let p = sebulba_core::env::env_spec("Pendulum-v1").unwrap();
+        let mut b = good();
+        b.observations = Some(encode_f32(&[3, 2, 3], &[0.1; 18]));
+        b.final_observations = Some(encode_f32(&[1, 3], &[0.2; 3]));
+        b.actions = Some(encode_f32(&[2, 2, 1], &[0.5, -3.0, 9.0, 0.0]));
+        // A density can exceed 1: positive log-probabilities are fine here.
+        b.log_probs = Some(encode_f32(&[2, 2], &[1.5, -0.2, 0.3, 2.0]));
+        let d = decode_batch(&b, &expect(&p)).unwrap();
+        assert_eq!(
+            d.actions,
+            BatchActions::Continuous(vec![0.5, -3.0, 9.0, 0.0])
+        );
+        b.actions = Some(encode_f32(&[2, 2, 1], &[0.5, f32::NAN, 9.0, 0.0]));
+        let r = decode_batch(&b, &expect(&p)).unwrap_err();
+        assert!(
+            r.message.contains("`actions`") && r.reason == "non_finite",
+            "{}",
+            r.message
+        );
+        b.actions = Some(encode_i32(&[2, 2], &[0; 4]));
+        assert_eq!(decode_batch(&b, &expect(&p)).unwrap_err().reason, "shape");
     }
 }

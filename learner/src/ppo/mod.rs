@@ -1,41 +1,53 @@
-//! The PPO update on one device: clipped surrogate, value loss
-//! `0.5 * vf_coef * mean((V - R)^2)`, entropy bonus, gradient clipping by the
-//! global norm over all parameters together, Adam; epochs x shuffled minibatches.
+//! The PPO update on one device: epochs x shuffled minibatches of the loss in
+//! [`losses`], gradients clipped by their global norm ([`clip`]), Adam; the
+//! clip range may be annealed and a target KL may end the update early.
 
-use burn::module::{AutodiffModule, ModuleVisitor, Param};
-use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{ElementConversion, Int, Tensor, TensorData};
-use burn_optim::adaptor::OptimizerAdaptor;
-use burn_optim::{Adam, AdamConfig, GradientsParams, Optimizer};
-use rand::SeedableRng;
+mod clip;
+mod losses;
+mod replica;
+
+pub use clip::clip_global_norm;
+pub use losses::{Losses, MbActions, Minibatch, ppo_losses};
+pub use replica::{CollectiveFailure, Replica, Shard, ShardStats};
+
+use crate::validate::BatchActions;
+use burn::module::Module;
+use burn::tensor::backend::AutodiffBackend;
+use burn_collective::{CollectiveConfig, PeerId};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
-use sebulba_core::config::PpoConfig;
-use sebulba_core::distribution::categorical_logp_entropy;
-use sebulba_core::model::{ActorCritic, ModelSpec};
+use rand::{Rng, SeedableRng};
+use sebulba_core::config::{AdvantageNorm, PpoConfig};
+use sebulba_core::distribution::ActionDist;
+use sebulba_core::model::{ActorCritic, ModelSpec, RunningMeanStd};
 
-/// Flat training data of one update (N samples), advantages already normalised.
-#[derive(Debug, Default, Clone)]
+/// Flat training data of one update (N samples); advantages already normalised
+/// when `adv_norm = update`.
+#[derive(Debug, Clone)]
 pub struct UpdateData {
     pub obs_dim: usize,
     /// `[N * obs_dim]`
     pub observations: Vec<f32>,
-    pub actions: Vec<i32>,
+    pub actions: BatchActions,
+    /// `[N * n]` allowed actions, when the env has masks.
+    pub masks: Option<Vec<u8>>,
     pub old_log_probs: Vec<f32>,
     pub advantages: Vec<f32>,
     pub returns: Vec<f32>,
+    /// The critic's values the returns were computed with.
+    pub old_values: Vec<f32>,
 }
 
 impl UpdateData {
     pub fn len(&self) -> usize {
-        self.actions.len()
+        self.old_log_probs.len()
     }
     pub fn is_empty(&self) -> bool {
-        self.actions.is_empty()
+        self.old_log_probs.is_empty()
     }
 }
 
-/// Averages over all minibatch steps of one update.
+/// Averages over the minibatch steps of one update.
 #[derive(Debug, Default, Clone, Copy, serde::Serialize)]
 pub struct PpoStats {
     pub policy_loss: f64,
@@ -46,66 +58,195 @@ pub struct PpoStats {
     /// Global gradient norm before clipping.
     pub grad_norm: f64,
     pub learning_rate: f64,
+    /// The ratio clip range used (after annealing).
+    pub clip_coef: f64,
+    /// Optimizer steps taken (epochs x minibatches unless stopped early).
+    pub minibatch_steps: usize,
+    /// A step's approximate KL exceeded `target_kl`, ending the update.
+    pub early_stopped: bool,
 }
 
+#[derive(Debug, thiserror::Error)]
+pub enum PpoError {
+    #[error("field `learner.devices`: needs at least one device")]
+    NoDevices,
+    #[error("registering learner replica {peer} with burn-collective: {reason}")]
+    Register { peer: usize, reason: String },
+    #[error(transparent)]
+    Collective(#[from] CollectiveFailure),
+}
+
+/// PPO over D replicas of the model, one per device. Each minibatch is split
+/// into D contiguous shards; every replica runs its shard concurrently, the
+/// gradients are summed by all-reduce, and every replica takes the same Adam
+/// step, so the replicas never drift. With one device there is no collective.
 pub struct Ppo<B: AutodiffBackend> {
-    model: Option<ActorCritic<B>>,
-    optim: OptimizerAdaptor<Adam, ActorCritic<B>, B>,
-    device: B::Device,
+    replicas: Vec<Replica<B>>,
+    dist: ActionDist,
     rng: StdRng,
 }
 
 impl<B: AutodiffBackend> Ppo<B> {
-    /// A fresh model (backend RNG seeded with `seed`) and Adam.
-    pub fn new(spec: &ModelSpec, cfg: &PpoConfig, seed: u64, device: B::Device) -> Self {
-        B::seed(&device, seed);
-        let model = spec.init::<B>(&device);
-        let optim = AdamConfig::new().with_epsilon(cfg.adam_eps as f32).init();
-        Self {
-            model: Some(model),
-            optim,
-            device,
-            rng: StdRng::seed_from_u64(seed ^ 0x5eb0_15ba),
-        }
+    /// A fresh model (backend RNG seeded with `seed`) on the first device, copied
+    /// to the others (same parameter ids, which the all-reduce pairs up by).
+    pub fn new(
+        spec: &ModelSpec,
+        cfg: &PpoConfig,
+        seed: u64,
+        devices: Vec<B::Device>,
+    ) -> Result<Self, PpoError> {
+        let first = devices.first().ok_or(PpoError::NoDevices)?.clone();
+        B::seed(&first, seed);
+        let model = spec.init::<B>(&first);
+        Self::with_model(spec, model, cfg, seed, devices)
     }
 
+    /// Replicas of `model` (on the first device) on every device. `seed` drives
+    /// the minibatch shuffles and the entropy noise.
+    pub fn with_model(
+        spec: &ModelSpec,
+        model: ActorCritic<B>,
+        cfg: &PpoConfig,
+        seed: u64,
+        devices: Vec<B::Device>,
+    ) -> Result<Self, PpoError> {
+        if devices.is_empty() {
+            return Err(PpoError::NoDevices);
+        }
+        let d = devices.len();
+        if d > 1 {
+            // One collective per backend per process: forget any earlier run's.
+            burn_collective::reset_collective::<B::InnerBackend>();
+            let config = CollectiveConfig::default().with_num_devices(d);
+            // Registration is a barrier: every peer registers from its own thread.
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = devices
+                    .iter()
+                    .enumerate()
+                    .map(|(i, dev)| {
+                        // The inner backend shares the autodiff backend's device type.
+                        let (dev, config) = (dev.clone(), config.clone());
+                        scope.spawn(move || {
+                            burn_collective::register::<B::InnerBackend>(
+                                PeerId::from(i),
+                                dev,
+                                config,
+                            )
+                            .map_err(|e| PpoError::Register {
+                                peer: i,
+                                reason: format!("{e:?}"),
+                            })
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join().unwrap_or_else(|_| {
+                            Err(PpoError::Register {
+                                peer: usize::MAX,
+                                reason: "registration thread panicked".into(),
+                            })
+                        })
+                    })
+                    .collect::<Result<Vec<()>, PpoError>>()
+            })?;
+        }
+        let replicas = devices
+            .into_iter()
+            .enumerate()
+            .map(|(i, dev)| {
+                let peer = (d > 1).then(|| PeerId::from(i));
+                Replica::new(model.clone().fork(&dev), cfg, dev, peer)
+            })
+            .collect();
+        Ok(Self {
+            replicas,
+            dist: spec.dist(),
+            rng: StdRng::seed_from_u64(seed ^ 0x5eb0_15ba),
+        })
+    }
+
+    /// Replica 0's model: the one that is published (all are identical).
     pub fn model(&self) -> &ActorCritic<B> {
-        self.model
-            .as_ref()
-            .expect("model is only taken during a step")
+        self.replicas[0].model()
+    }
+
+    /// Every replica (for tests that check they stay identical).
+    pub fn replicas(&self) -> &[Replica<B>] {
+        &self.replicas
     }
 
     /// The model without autodiff, for value estimates and publishing.
     pub fn inference_model(&self) -> ActorCritic<B::InnerBackend> {
-        self.model().valid()
+        self.replicas[0].inference_model()
     }
 
     pub fn device(&self) -> &B::Device {
-        &self.device
+        self.replicas[0].device()
     }
 
-    /// Epochs x minibatches of PPO over `data` at learning rate `lr`.
-    pub fn update(&mut self, data: &UpdateData, cfg: &PpoConfig, lr: f64) -> PpoStats {
+    /// Sets the observation normaliser's statistics on every replica (before SGD).
+    pub fn set_obs_stats(&mut self, stats: &RunningMeanStd) {
+        for r in &mut self.replicas {
+            r.set_obs_stats(stats);
+        }
+    }
+
+    /// Epochs x minibatches of PPO over `data` at learning rate `lr` and ratio
+    /// clip range `clip`.
+    pub fn update(
+        &mut self,
+        data: &UpdateData,
+        cfg: &PpoConfig,
+        lr: f64,
+        clip: f64,
+    ) -> Result<PpoStats, PpoError> {
         let n = data.len();
         let mb_size = n / cfg.minibatches;
         let mut order: Vec<usize> = (0..n).collect();
         let mut sum = PpoStats::default();
         let mut steps = 0usize;
-        for _ in 0..cfg.epochs {
+        let mut early_stopped = false;
+        let width = self.dist.action_width();
+        let continuous = matches!(self.dist, ActionDist::TanhNormal { .. });
+        let mut adv = Vec::with_capacity(mb_size);
+        let mut noise = Vec::new();
+        'epochs: for _ in 0..cfg.epochs {
             order.shuffle(&mut self.rng);
             for mb in order.chunks_exact(mb_size).take(cfg.minibatches) {
-                let s = self.minibatch_step(data, mb, cfg, lr);
-                sum.policy_loss += s.policy_loss;
-                sum.value_loss += s.value_loss;
-                sum.entropy += s.entropy;
-                sum.approx_kl += s.approx_kl;
-                sum.clip_fraction += s.clip_fraction;
-                sum.grad_norm += s.grad_norm;
+                // Minibatch statistics and noise are drawn here, once, so they
+                // are global and do not depend on the number of devices.
+                adv.clear();
+                adv.extend(mb.iter().map(|&i| data.advantages[i]));
+                if cfg.adv_norm == AdvantageNorm::Minibatch {
+                    crate::prepare::normalize(&mut adv);
+                }
+                noise.clear();
+                if continuous {
+                    noise.extend((0..mb.len() * width).map(|_| {
+                        let z: f32 = self.rng.sample(rand_distr::StandardNormal);
+                        z
+                    }));
+                }
+                let shards = self.step_all(data, mb, &adv, &noise, cfg, lr, clip)?;
+                if shards.iter().any(|s| !s.stepped) {
+                    early_stopped = true;
+                    break 'epochs;
+                }
+                for s in &shards {
+                    sum.policy_loss += s.policy_loss;
+                    sum.value_loss += s.value_loss;
+                    sum.entropy += s.entropy;
+                    sum.approx_kl += s.approx_kl;
+                    sum.clip_fraction += s.clip_fraction;
+                }
+                sum.grad_norm += shards[0].grad_norm;
                 steps += 1;
             }
         }
         let k = steps.max(1) as f64;
-        PpoStats {
+        Ok(PpoStats {
             policy_loss: sum.policy_loss / k,
             value_loss: sum.value_loss / k,
             entropy: sum.entropy / k,
@@ -113,154 +254,77 @@ impl<B: AutodiffBackend> Ppo<B> {
             clip_fraction: sum.clip_fraction / k,
             grad_norm: sum.grad_norm / k,
             learning_rate: lr,
-        }
+            clip_coef: clip,
+            minibatch_steps: steps,
+            early_stopped,
+        })
     }
 
-    fn minibatch_step(
+    /// One minibatch step on every replica, concurrently when there are several.
+    #[allow(clippy::too_many_arguments)]
+    fn step_all(
         &mut self,
         data: &UpdateData,
-        idx: &[usize],
+        mb: &[usize],
+        adv: &[f32],
+        noise: &[f32],
         cfg: &PpoConfig,
         lr: f64,
-    ) -> PpoStats {
-        let m = idx.len();
-        let d = data.obs_dim;
-        let mut obs = Vec::with_capacity(m * d);
-        for &i in idx {
-            obs.extend_from_slice(&data.observations[i * d..(i + 1) * d]);
+        clip: f64,
+    ) -> Result<Vec<ShardStats>, PpoError> {
+        let d = self.replicas.len();
+        let width = self.dist.action_width();
+        let dist = &self.dist;
+        // Contiguous shards: replica i takes [i*m/d, (i+1)*m/d).
+        let bounds: Vec<(usize, usize)> = (0..d)
+            .map(|i| (i * mb.len() / d, (i + 1) * mb.len() / d))
+            .collect();
+        let shard = |(a, b): (usize, usize)| Shard {
+            data,
+            idx: &mb[a..b],
+            adv: &adv[a..b],
+            noise: if noise.is_empty() {
+                &[]
+            } else {
+                &noise[a * width..b * width]
+            },
+            minibatch: mb.len(),
+        };
+        if d == 1 {
+            return Ok(vec![self.replicas[0].step(
+                &shard(bounds[0]),
+                dist,
+                cfg,
+                lr,
+                clip,
+            )?]);
         }
-        let gather = |v: &[f32]| idx.iter().map(|&i| v[i]).collect::<Vec<f32>>();
-        let dev = &self.device;
-        let obs = Tensor::<B, 2>::from_data(TensorData::new(obs, [m, d]), dev);
-        let actions = Tensor::<B, 1, Int>::from_data(
-            TensorData::new(
-                idx.iter()
-                    .map(|&i| data.actions[i] as i64)
-                    .collect::<Vec<_>>(),
-                [m],
-            ),
-            dev,
-        );
-        let old_logp =
-            Tensor::<B, 1>::from_data(TensorData::new(gather(&data.old_log_probs), [m]), dev);
-        let adv = Tensor::<B, 1>::from_data(TensorData::new(gather(&data.advantages), [m]), dev);
-        let ret = Tensor::<B, 1>::from_data(TensorData::new(gather(&data.returns), [m]), dev);
-
-        let model = self.model.take().expect("model present between steps");
-        let losses = ppo_losses(&model, obs, actions, old_logp, adv, ret, cfg);
-        let grads = losses.total.backward();
-        let mut grads = GradientsParams::from_grads(grads, &model);
-        let grad_norm = clip_global_norm(&model, &mut grads, cfg.max_grad_norm);
-        self.model = Some(self.optim.step(lr, model, grads));
-        PpoStats {
-            policy_loss: scalar(losses.policy),
-            value_loss: scalar(losses.value),
-            entropy: scalar(losses.entropy),
-            approx_kl: scalar(losses.approx_kl),
-            clip_fraction: scalar(losses.clip_fraction),
-            grad_norm,
-            learning_rate: lr,
-        }
+        let results: Vec<Result<ShardStats, CollectiveFailure>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = self
+                .replicas
+                .iter_mut()
+                .zip(&bounds)
+                .map(|(r, &b)| {
+                    let s = shard(b);
+                    scope.spawn(move || r.step(&s, dist, cfg, lr, clip))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(CollectiveFailure("a replica panicked".into())))
+                })
+                .collect()
+        });
+        Ok(results.into_iter().collect::<Result<Vec<_>, _>>()?)
     }
 }
 
-fn scalar<B: Backend>(t: Tensor<B, 1>) -> f64 {
-    t.into_scalar().elem::<f64>()
-}
-
-/// The loss terms of one minibatch; `total` carries the graph.
-pub struct Losses<B: AutodiffBackend> {
-    pub total: Tensor<B, 1>,
-    pub policy: Tensor<B::InnerBackend, 1>,
-    pub value: Tensor<B::InnerBackend, 1>,
-    pub entropy: Tensor<B::InnerBackend, 1>,
-    pub approx_kl: Tensor<B::InnerBackend, 1>,
-    pub clip_fraction: Tensor<B::InnerBackend, 1>,
-}
-
-/// PPO losses for one minibatch: `total = policy - ent_coef * entropy + vf_coef * value`
-/// with `value = 0.5 * mean((V - R)^2)`.
-pub fn ppo_losses<B: AutodiffBackend>(
-    model: &ActorCritic<B>,
-    obs: Tensor<B, 2>,
-    actions: Tensor<B, 1, Int>,
-    old_logp: Tensor<B, 1>,
-    adv: Tensor<B, 1>,
-    ret: Tensor<B, 1>,
-    cfg: &PpoConfig,
-) -> Losses<B> {
-    let logits = model.policy(obs.clone());
-    let (logp, entropy) = categorical_logp_entropy(logits, actions);
-    let log_ratio = logp - old_logp;
-    let ratio = log_ratio.clone().exp();
-    let clip = cfg.clip_coef;
-    let pg1 = -adv.clone() * ratio.clone();
-    let pg2 = -adv * ratio.clone().clamp(1.0 - clip, 1.0 + clip);
-    let policy = pg1.max_pair(pg2).mean();
-    let v = model.value(obs);
-    let value = (v - ret).powi_scalar(2).mean() * 0.5;
-    let entropy = entropy.mean();
-    let total = policy.clone() - entropy.clone() * cfg.ent_coef + value.clone() * cfg.vf_coef;
-    // Schulman's low-variance KL estimator: E[(r - 1) - ln r].
-    let ratio_in = ratio.inner();
-    let approx_kl = ((ratio_in.clone() - 1.0) - log_ratio.inner()).mean();
-    let clip_fraction = (ratio_in - 1.0).abs().greater_elem(clip).float().mean();
-    Losses {
-        total,
-        policy: policy.inner(),
-        value: value.inner(),
-        entropy: entropy.inner(),
-        approx_kl,
-        clip_fraction,
-    }
-}
-
-/// Scales all gradients together so their global L2 norm is at most `max_norm`
-/// (per-parameter clipping would distort the direction). Returns the norm before.
-pub fn clip_global_norm<B: AutodiffBackend, M: AutodiffModule<B>>(
-    model: &M,
-    grads: &mut GradientsParams,
-    max_norm: f64,
-) -> f64 {
-    struct SumSq<'a, B: AutodiffBackend> {
-        grads: &'a GradientsParams,
-        total: Option<Tensor<B::InnerBackend, 1>>,
-    }
-    impl<B: AutodiffBackend> ModuleVisitor<B> for SumSq<'_, B> {
-        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
-            if let Some(g) = self.grads.get::<B::InnerBackend, D>(param.id) {
-                let s = g.powi_scalar(2).sum();
-                self.total = Some(match self.total.take() {
-                    Some(t) => t + s,
-                    None => s,
-                });
-            }
-        }
-    }
-    struct Scale<'a> {
-        grads: &'a mut GradientsParams,
-        factor: f64,
-    }
-    impl<B: AutodiffBackend> ModuleVisitor<B> for Scale<'_> {
-        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
-            if let Some(g) = self.grads.remove::<B::InnerBackend, D>(param.id) {
-                self.grads
-                    .register::<B::InnerBackend, D>(param.id, g * self.factor);
-            }
-        }
-    }
-    let mut sum = SumSq::<B> { grads, total: None };
-    model.visit(&mut sum);
-    let norm = sum
-        .total
-        .map(|t| t.into_scalar().elem::<f64>().sqrt())
-        .unwrap_or(0.0);
-    if norm > max_norm && norm.is_finite() {
-        let factor = max_norm / (norm + 1e-6);
-        model.visit(&mut Scale { grads, factor });
-    }
-    norm
-}
+/// burn-collective keeps one collective per backend per process: tests that
+/// build several replicas take turns.
+#[cfg(test)]
+pub(crate) static COLLECTIVE_TEST_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 #[cfg(test)]
 mod tests;

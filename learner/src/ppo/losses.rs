@@ -1,0 +1,102 @@
+//! The PPO loss of one minibatch: clipped surrogate, value loss (optionally
+//! clipped, with the max of the two errors), entropy bonus; plus the approximate
+//! KL and clip fraction for the metrics.
+
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{Bool, Int, Tensor};
+use sebulba_core::config::PpoConfig;
+use sebulba_core::distribution::{ActionDist, categorical_logp_entropy, tanh_normal_logp_entropy};
+use sebulba_core::model::ActorCritic;
+
+/// The actions of a minibatch as tensors.
+pub enum MbActions<B: Backend> {
+    /// `[M]` indices.
+    Discrete(Tensor<B, 1, Int>),
+    /// `[M, dim]` pre-tanh samples.
+    Continuous(Tensor<B, 2>),
+}
+
+/// One minibatch, on the device.
+pub struct Minibatch<B: Backend> {
+    pub obs: Tensor<B, 2>,
+    pub actions: MbActions<B>,
+    /// `[M, n]` allowed actions, when the env has masks.
+    pub valid: Option<Tensor<B, 2, Bool>>,
+    pub old_logp: Tensor<B, 1>,
+    pub adv: Tensor<B, 1>,
+    pub ret: Tensor<B, 1>,
+    /// The values the returns were computed with (for value clipping).
+    pub old_values: Tensor<B, 1>,
+    /// `[M, dim]` standard-normal draws for the squashed entropy estimate.
+    pub noise: Option<Tensor<B, 2>>,
+}
+
+/// The loss terms of one minibatch; `total` carries the graph.
+pub struct Losses<B: AutodiffBackend> {
+    pub total: Tensor<B, 1>,
+    pub policy: Tensor<B::InnerBackend, 1>,
+    pub value: Tensor<B::InnerBackend, 1>,
+    pub entropy: Tensor<B::InnerBackend, 1>,
+    pub approx_kl: Tensor<B::InnerBackend, 1>,
+    pub clip_fraction: Tensor<B::InnerBackend, 1>,
+}
+
+/// `total = policy - ent_coef * entropy + vf_coef * value`, where
+/// `value = 0.5 * mean((V - R)^2)`, or with `clip_value_loss`
+/// `0.5 * mean(max((V - R)^2, (V_old + clip(V - V_old, +-eps_v) - R)^2))`.
+/// `clip` is the (possibly annealed) ratio clip range.
+pub fn ppo_losses<B: AutodiffBackend>(
+    model: &ActorCritic<B>,
+    mb: Minibatch<B>,
+    dist: &ActionDist,
+    cfg: &PpoConfig,
+    clip: f64,
+) -> Losses<B> {
+    let (head, v) = model.policy_value(mb.obs);
+    let (logp, entropy) = match (dist, mb.actions) {
+        (ActionDist::Categorical { .. }, MbActions::Discrete(a)) => {
+            categorical_logp_entropy(head, a, mb.valid)
+        }
+        (
+            ActionDist::TanhNormal {
+                squash, min_std, ..
+            },
+            MbActions::Continuous(u),
+        ) => {
+            let noise = mb.noise.unwrap_or_else(|| u.zeros_like());
+            tanh_normal_logp_entropy(head, u, noise, *min_std, squash, cfg.gaussian_entropy)
+        }
+        _ => unreachable!("minibatch actions are built from the same distribution"),
+    };
+    // Per-minibatch normalisation, when asked, happened on the whole minibatch
+    // before it was sharded across devices (so its statistics are global).
+    let adv = mb.adv;
+    let log_ratio = logp - mb.old_logp;
+    let ratio = log_ratio.clone().exp();
+    let pg1 = -adv.clone() * ratio.clone();
+    let pg2 = -adv * ratio.clone().clamp(1.0 - clip, 1.0 + clip);
+    let policy = pg1.max_pair(pg2).mean();
+    let err = (v.clone() - mb.ret.clone()).powi_scalar(2);
+    let value_err = if cfg.clip_value_loss {
+        let eps = cfg.value_clip_coef;
+        let clipped = mb.old_values.clone() + (v - mb.old_values).clamp(-eps, eps);
+        err.max_pair((clipped - mb.ret).powi_scalar(2))
+    } else {
+        err
+    };
+    let value = value_err.mean() * 0.5;
+    let entropy = entropy.mean();
+    let total = policy.clone() - entropy.clone() * cfg.ent_coef + value.clone() * cfg.vf_coef;
+    // Schulman's low-variance KL estimator: E[(r - 1) - ln r].
+    let ratio_in = ratio.inner();
+    let approx_kl = ((ratio_in.clone() - 1.0) - log_ratio.inner()).mean();
+    let clip_fraction = (ratio_in - 1.0).abs().greater_elem(clip).float().mean();
+    Losses {
+        total,
+        policy: policy.inner(),
+        value: value.inner(),
+        entropy: entropy.inner(),
+        approx_kl,
+        clip_fraction,
+    }
+}

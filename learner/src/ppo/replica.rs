@@ -1,0 +1,216 @@
+//! One model replica on one device: builds its shard of a minibatch, computes
+//! the shard's share of the loss, and (with several replicas) sums gradients
+//! with its peers through burn-collective's all-reduce before an optimizer step
+//! that is then identical on every replica.
+
+use super::losses::{MbActions, Minibatch, ppo_losses};
+use super::{UpdateData, clip_global_norm};
+use crate::validate::BatchActions;
+use burn::module::AutodiffModule;
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{Bool, ElementConversion, Int, Tensor, TensorData, TensorPrimitive};
+use burn_collective::{PeerId, ReduceOperation};
+use burn_optim::adaptor::OptimizerAdaptor;
+use burn_optim::{Adam, AdamConfig, GradientsParams, Optimizer};
+use sebulba_core::config::PpoConfig;
+use sebulba_core::distribution::ActionDist;
+use sebulba_core::model::{ActorCritic, RunningMeanStd};
+
+/// A shard's share of one minibatch step, already weighted by `shard / minibatch`,
+/// so the sum over replicas is the whole minibatch's mean.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ShardStats {
+    pub policy_loss: f64,
+    pub value_loss: f64,
+    pub entropy: f64,
+    pub approx_kl: f64,
+    pub clip_fraction: f64,
+    pub grad_norm: f64,
+    /// False when the global approximate KL was past the target: no step taken.
+    pub stepped: bool,
+}
+
+/// What one replica works on in one minibatch step.
+pub struct Shard<'a> {
+    pub data: &'a UpdateData,
+    /// Sample indices of this shard.
+    pub idx: &'a [usize],
+    /// Advantages for `idx` (normalised per minibatch when asked).
+    pub adv: &'a [f32],
+    /// `[idx.len() * action_dim]` standard-normal draws (continuous actions).
+    pub noise: &'a [f32],
+    /// Samples in the whole minibatch (all shards).
+    pub minibatch: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("gradient all-reduce failed: {0}")]
+pub struct CollectiveFailure(pub String);
+
+pub struct Replica<B: AutodiffBackend> {
+    model: Option<ActorCritic<B>>,
+    optim: OptimizerAdaptor<Adam, ActorCritic<B>, B>,
+    device: B::Device,
+    /// This replica's id in the collective; `None` with a single replica.
+    peer: Option<PeerId>,
+}
+
+impl<B: AutodiffBackend> Replica<B> {
+    pub fn new(
+        model: ActorCritic<B>,
+        cfg: &PpoConfig,
+        device: B::Device,
+        peer: Option<PeerId>,
+    ) -> Self {
+        Self {
+            model: Some(model),
+            optim: AdamConfig::new().with_epsilon(cfg.adam_eps as f32).init(),
+            device,
+            peer,
+        }
+    }
+
+    pub fn model(&self) -> &ActorCritic<B> {
+        self.model
+            .as_ref()
+            .expect("model is only taken during a step")
+    }
+
+    pub fn device(&self) -> &B::Device {
+        &self.device
+    }
+
+    pub fn set_obs_stats(&mut self, stats: &RunningMeanStd) {
+        if let Some(m) = self.model.as_mut() {
+            m.set_obs_stats(stats);
+        }
+    }
+
+    pub fn inference_model(&self) -> ActorCritic<B::InnerBackend> {
+        self.model().valid()
+    }
+
+    /// The shard as tensors on this replica's device (the one copy it makes).
+    pub fn minibatch(&self, s: &Shard<'_>, dist: &ActionDist) -> Minibatch<B> {
+        let (data, idx) = (s.data, s.idx);
+        let m = idx.len();
+        let d = data.obs_dim;
+        let dev = &self.device;
+        let mut obs = Vec::with_capacity(m * d);
+        for &i in idx {
+            obs.extend_from_slice(&data.observations[i * d..(i + 1) * d]);
+        }
+        let f1 = |v: Vec<f32>| Tensor::<B, 1>::from_data(TensorData::new(v, [m]), dev);
+        let gather = |v: &[f32]| idx.iter().map(|&i| v[i]).collect::<Vec<f32>>();
+        let (actions, noise) = match &data.actions {
+            BatchActions::Discrete(a) => (
+                MbActions::Discrete(Tensor::<B, 1, Int>::from_data(
+                    TensorData::new(idx.iter().map(|&i| a[i] as i64).collect::<Vec<_>>(), [m]),
+                    dev,
+                )),
+                None,
+            ),
+            BatchActions::Continuous(a) => {
+                let w = dist.action_width();
+                let mut u = Vec::with_capacity(m * w);
+                for &i in idx {
+                    u.extend_from_slice(&a[i * w..(i + 1) * w]);
+                }
+                (
+                    MbActions::Continuous(Tensor::from_data(TensorData::new(u, [m, w]), dev)),
+                    Some(Tensor::from_data(
+                        TensorData::new(s.noise.to_vec(), [m, w]),
+                        dev,
+                    )),
+                )
+            }
+        };
+        let valid = data.masks.as_ref().map(|masks| {
+            let n = masks.len() / data.len().max(1);
+            let mut v = Vec::with_capacity(m * n);
+            for &i in idx {
+                v.extend(masks[i * n..(i + 1) * n].iter().map(|&x| x != 0));
+            }
+            Tensor::<B, 2, Bool>::from_data(TensorData::new(v, [m, n]), dev)
+        });
+        Minibatch {
+            obs: Tensor::from_data(TensorData::new(obs, [m, d]), dev),
+            actions,
+            valid,
+            old_logp: f1(gather(&data.old_log_probs)),
+            adv: f1(s.adv.to_vec()),
+            ret: f1(gather(&data.returns)),
+            old_values: f1(gather(&data.old_values)),
+            noise,
+        }
+    }
+
+    /// One minibatch step on this replica's shard. Every replica of the update
+    /// calls this together: the target-KL decision and the gradients are
+    /// all-reduced, so all replicas step (or stop) identically.
+    pub fn step(
+        &mut self,
+        shard: &Shard<'_>,
+        dist: &ActionDist,
+        cfg: &PpoConfig,
+        lr: f64,
+        clip: f64,
+    ) -> Result<ShardStats, CollectiveFailure> {
+        let weight = shard.idx.len() as f64 / shard.minibatch as f64;
+        let mb = self.minibatch(shard, dist);
+        let model = self.model.take().expect("model present between steps");
+        let losses = ppo_losses(&model, mb, dist, cfg, clip);
+        let inner_device = losses.approx_kl.device();
+        let local_kl = scalar(losses.approx_kl) * weight;
+        let approx_kl = match self.peer {
+            Some(peer) if cfg.target_kl > 0.0 => {
+                sum_scalar::<B::InnerBackend>(peer, local_kl, &inner_device)?
+            }
+            _ => local_kl,
+        };
+        if cfg.target_kl > 0.0 && approx_kl > cfg.target_kl {
+            self.model = Some(model);
+            return Ok(ShardStats {
+                approx_kl: local_kl,
+                ..Default::default()
+            });
+        }
+        let grads = (losses.total * weight).backward();
+        let mut grads = GradientsParams::from_grads(grads, &model);
+        if let Some(peer) = self.peer {
+            grads = grads
+                .all_reduce::<B::InnerBackend>(peer, ReduceOperation::Sum)
+                .map_err(|e| CollectiveFailure(format!("{e:?}")))?;
+        }
+        let grad_norm = clip_global_norm(&model, &mut grads, cfg.max_grad_norm);
+        self.model = Some(self.optim.step(lr, model, grads));
+        Ok(ShardStats {
+            policy_loss: scalar(losses.policy) * weight,
+            value_loss: scalar(losses.value) * weight,
+            entropy: scalar(losses.entropy) * weight,
+            approx_kl: local_kl,
+            clip_fraction: scalar(losses.clip_fraction) * weight,
+            grad_norm,
+            stepped: true,
+        })
+    }
+}
+
+/// Sum of one number over all replicas.
+fn sum_scalar<I: Backend>(
+    peer: PeerId,
+    x: f64,
+    device: &I::Device,
+) -> Result<f64, CollectiveFailure> {
+    let t = Tensor::<I, 1>::from_data(TensorData::new(vec![x as f32], [1]), device);
+    let summed =
+        burn_collective::all_reduce::<I>(peer, t.into_primitive().tensor(), ReduceOperation::Sum)
+            .map_err(|e| CollectiveFailure(format!("{e:?}")))?;
+    Ok(scalar(Tensor::<I, 1>::from_primitive(
+        TensorPrimitive::Float(summed),
+    )))
+}
+
+pub(super) fn scalar<B: Backend>(t: Tensor<B, 1>) -> f64 {
+    t.into_scalar().elem::<f64>()
+}
