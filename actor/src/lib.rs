@@ -4,6 +4,7 @@
 //! it rejoins with backoff; if the parameter server goes away it keeps acting
 //! with the weights it has.
 
+mod actions;
 mod rollout;
 
 use rollout::{Rollout, RolloutSetup};
@@ -37,6 +38,8 @@ pub struct ActorOptions {
     pub name: String,
     /// Batches sent but not yet acknowledged by the learner (beyond the one being built).
     pub send_queue: usize,
+    /// Inference device (`cpu`, or `cuda:N` with the `cuda` feature).
+    pub device: sebulba_core::devices::DeviceKind,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -133,10 +136,9 @@ async fn session(
         .ok_or_else(|| ActorError::Fatal("Join answered without a run spec".into()))?;
     let env =
         sebulba_core::env::env_spec(&spec.env_id).map_err(|e| ActorError::Fatal(e.to_string()))?;
-    let dist =
-        ActionDist::for_space(&env.action_space).map_err(|e| ActorError::Fatal(e.to_string()))?;
     let network = network_from_wire(&spec.network.unwrap_or_default())
         .map_err(|e| ActorError::Fatal(e.to_string()))?;
+    let dist = ActionDist::new(&env.action_space, &network);
     let span = info_span!("actor", id = %joined.actor_id);
     info!(parent: &span, env = %spec.env_id, envs = spec.envs_per_actor, steps = spec.rollout_length, "joined");
 
@@ -158,6 +160,7 @@ async fn session(
         num_envs: spec.envs_per_actor as usize,
         num_steps: spec.rollout_length as usize,
         seed: spec.seed,
+        device: opts.device,
     };
     let rollout = Rollout::new(
         setup,
@@ -168,7 +171,7 @@ async fn session(
         stop.clone(),
         tokio::runtime::Handle::current(),
     )
-    .map_err(|e| ActorError::Fatal(e.to_string()))?;
+    .map_err(ActorError::Fatal)?;
     let rollout = tokio::task::spawn_blocking(move || rollout.run());
 
     let outcome = async {

@@ -3,13 +3,15 @@
 //! and reused. The policy is refreshed between batches, so each batch carries
 //! exactly one policy version.
 
+use crate::actions::Actions;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use sebulba_core::config::NetworkConfig;
-use sebulba_core::distribution::{ActionDist, sample_categorical};
-use sebulba_core::env::{ActionBatch, EnvError, EnvSpec, VecEnv, VecStepOut};
+use sebulba_core::devices::DeviceKind;
+use sebulba_core::distribution::ActionDist;
+use sebulba_core::env::{EnvError, EnvSpec, VecEnv, VecStepOut};
 use sebulba_core::policy::InferencePolicy;
-use sebulba_proto::{EpisodeStats, TrajectoryBatch, Weights, encode_f32, encode_i32, encode_u8};
+use sebulba_proto::{EpisodeStats, TrajectoryBatch, Weights, encode_f32, encode_u8};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use tokio::sync::{Semaphore, mpsc, watch};
@@ -24,6 +26,8 @@ pub struct RolloutSetup {
     pub num_envs: usize,
     pub num_steps: usize,
     pub seed: u64,
+    /// Where inference runs.
+    pub device: DeviceKind,
 }
 
 pub struct Rollout {
@@ -50,9 +54,11 @@ impl Rollout {
         min_version: Arc<AtomicU64>,
         stop: CancellationToken,
         rt: tokio::runtime::Handle,
-    ) -> Result<Self, EnvError> {
-        let venv = VecEnv::new(&setup.env.id, setup.num_envs, setup.seed)?;
-        let policy = InferencePolicy::new(&setup.env, &setup.network);
+    ) -> Result<Self, String> {
+        let venv =
+            VecEnv::new(&setup.env.id, setup.num_envs, setup.seed).map_err(|e| e.to_string())?;
+        let policy = InferencePolicy::new(&setup.env, &setup.network, setup.device)
+            .map_err(|e| e.to_string())?;
         let rng = StdRng::seed_from_u64(setup.seed ^ 0xAC70_12AC);
         Ok(Self {
             setup,
@@ -121,20 +127,17 @@ impl Rollout {
             self.setup.num_envs,
             self.setup.env.obs_dim,
         );
-        let ActionDist::Categorical { n: n_actions } = self.setup.dist;
+        let mut actions = Actions::new(&self.setup.dist, &self.venv, t_len);
         let mut obs = vec![0.0f32; e_len * d];
         self.venv.reset(&mut obs);
         let mut step_out: VecStepOut = self.venv.new_step_out();
         let mut obs_rows = vec![0.0f32; (t_len + 1) * e_len * d];
-        let mut actions = vec![0i32; t_len * e_len];
-        let mut step_actions = vec![0u32; e_len];
         let mut log_probs = vec![0.0f32; t_len * e_len];
         let mut rewards = vec![0.0f32; t_len * e_len];
         let mut terminated = vec![0u8; t_len * e_len];
         let mut truncated = vec![0u8; t_len * e_len];
         let mut final_obs: Vec<f32> = Vec::new();
         let mut episodes: Vec<EpisodeStats> = Vec::new();
-        let mut scratch = vec![0.0f32; n_actions];
         let mut sequence = 0u64;
         let mut env_steps = 0u64;
         while !self.stop.is_cancelled() {
@@ -152,19 +155,20 @@ impl Rollout {
             episodes.clear();
             for t in 0..t_len {
                 let head = self.policy.head(&obs, e_len);
-                for e in 0..e_len {
-                    let (a, lp) = sample_categorical(
-                        &head[e * n_actions..(e + 1) * n_actions],
-                        &mut scratch,
-                        &mut self.rng,
-                    );
-                    step_actions[e] = a as u32;
-                    actions[t * e_len + e] = a as i32;
-                    log_probs[t * e_len + e] = lp;
-                }
-                self.venv
-                    .step(ActionBatch::Discrete(&step_actions), &mut step_out)?;
                 let row = t * e_len;
+                let batch = actions
+                    .sample(
+                        t,
+                        &head,
+                        &self.venv,
+                        &mut log_probs[row..row + e_len],
+                        &mut self.rng,
+                    )
+                    .map_err(|e| EnvError::BadAction {
+                        id: self.setup.env.id.clone(),
+                        reason: e.to_string(),
+                    })?;
+                self.venv.step(batch, &mut step_out)?;
                 rewards[row..row + e_len].copy_from_slice(&step_out.reward);
                 for e in 0..e_len {
                     terminated[row + e] = step_out.terminated[e] as u8;
@@ -181,6 +185,7 @@ impl Rollout {
                 obs_rows[(t + 1) * e_len * d..(t + 2) * e_len * d].copy_from_slice(&obs);
             }
             env_steps += (t_len * e_len) as u64;
+            let (actions_tensor, action_masks) = actions.encode(t_len, e_len);
             let batch = TrajectoryBatch {
                 actor_id: self.setup.actor_id.clone(),
                 sequence,
@@ -188,13 +193,13 @@ impl Rollout {
                 num_steps: t_len as u32,
                 num_envs: e_len as u32,
                 observations: Some(encode_f32(&[t_len + 1, e_len, d], &obs_rows)),
-                actions: Some(encode_i32(&[t_len, e_len], &actions)),
+                actions: Some(actions_tensor),
                 log_probs: Some(encode_f32(&[t_len, e_len], &log_probs)),
                 rewards: Some(encode_f32(&[t_len, e_len], &rewards)),
                 terminated: Some(encode_u8(&[t_len, e_len], &terminated)),
                 truncated: Some(encode_u8(&[t_len, e_len], &truncated)),
                 final_observations: Some(encode_f32(&[final_obs.len() / d, d], &final_obs)),
-                action_masks: None,
+                action_masks,
                 player_ids: None,
                 episodes: episodes.clone(),
                 trace_context: Default::default(),

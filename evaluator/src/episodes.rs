@@ -1,7 +1,7 @@
 //! Deterministic evaluation episodes: N envs, one episode each, argmax actions,
 //! batched inference over the envs still playing.
 
-use sebulba_core::distribution::{ActionDist, DistError, argmax};
+use sebulba_core::distribution::{ActionDist, DistError, argmax, tanh_normal_mode};
 use sebulba_core::env::{ActionBatch, EnvError, VecEnv};
 use sebulba_core::policy::InferencePolicy;
 
@@ -39,22 +39,47 @@ pub fn play_episodes(
     seed: u64,
 ) -> Result<EpisodeResults, PlayError> {
     let spec = policy.spec();
-    let ActionDist::Categorical { n } = ActionDist::for_space(&spec.action_space)?;
+    let dist = spec.dist();
     let mut venv = VecEnv::new(env_id, episodes, seed)?;
     let d = spec.obs_dim;
+    let w = dist.action_width();
     let mut obs = vec![0.0f32; episodes * d];
     venv.reset(&mut obs);
     let mut out = venv.new_step_out();
-    let mut actions = vec![0u32; episodes];
+    let mut discrete = vec![0u32; episodes];
+    let mut continuous = vec![0.0f32; episodes * w];
+    let mut masks = match dist {
+        ActionDist::Categorical { n } => vec![1u8; episodes * n],
+        ActionDist::TanhNormal { .. } => Vec::new(),
+    };
     let mut returns = vec![None; episodes];
     let mut lengths = vec![0u32; episodes];
     let mut remaining = episodes;
     while remaining > 0 {
         let head = policy.head(&obs, episodes);
-        for (e, a) in actions.iter_mut().enumerate() {
-            *a = argmax(&head[e * n..(e + 1) * n]) as u32;
-        }
-        venv.step(ActionBatch::Discrete(&actions), &mut out)?;
+        let batch = match &dist {
+            ActionDist::Categorical { n } => {
+                let n = *n;
+                let has_masks = venv.action_masks(&mut masks);
+                for (e, a) in discrete.iter_mut().enumerate() {
+                    let valid = has_masks.then(|| &masks[e * n..(e + 1) * n]);
+                    *a = argmax(&head[e * n..(e + 1) * n], valid) as u32;
+                }
+                ActionBatch::Discrete(&discrete)
+            }
+            ActionDist::TanhNormal { dim, squash, .. } => {
+                let h = 2 * dim;
+                for e in 0..episodes {
+                    tanh_normal_mode(
+                        &head[e * h..(e + 1) * h],
+                        squash,
+                        &mut continuous[e * dim..(e + 1) * dim],
+                    );
+                }
+                ActionBatch::Continuous(&continuous)
+            }
+        };
+        venv.step(batch, &mut out)?;
         for ep in &out.episodes {
             if returns[ep.env_index].is_none() {
                 returns[ep.env_index] = Some(ep.episode_return);

@@ -39,6 +39,8 @@ pub struct EvaluatorOptions {
     pub episodes: usize,
     /// The run seed; evaluation envs use `eval_seed(seed)`, the same start states for every version.
     pub seed: u64,
+    /// Inference device (`cpu`, or `cuda:N` with the `cuda` feature).
+    pub device: sebulba_core::devices::DeviceKind,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -105,7 +107,12 @@ pub async fn run(
         })?;
         let mut p = match policy.take() {
             Some(p) if p.spec().network == network && p.spec().obs_dim == env.obs_dim => p,
-            _ => InferencePolicy::new(&env, &network),
+            _ => InferencePolicy::new(&env, &network, opts.device).map_err(|e| {
+                EvaluatorError::BadWeights {
+                    version: w.version,
+                    reason: e.to_string(),
+                }
+            })?,
         };
         if let Err(e) = p.load(w.version, w.safetensors.to_vec()) {
             warn!(version = w.version, "skipping unloadable weights: {e}");

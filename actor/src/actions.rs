@@ -1,0 +1,139 @@
+//! Action sampling for one rollout, per distribution kind, with buffers sized
+//! once and reused: categorical (with the env's action masks when it has them)
+//! or tanh-normal (the pre-tanh sample is what the batch carries).
+
+use rand::Rng;
+use sebulba_core::distribution::{
+    ActionDist, DistError, Squash, sample_categorical, sample_tanh_normal,
+};
+use sebulba_core::env::{ActionBatch, VecEnv};
+use sebulba_proto::{Tensor, encode_f32, encode_i32, encode_u8};
+
+pub enum Actions {
+    Discrete {
+        n: usize,
+        /// `[T * E]`
+        taken: Vec<i32>,
+        step: Vec<u32>,
+        scratch: Vec<f32>,
+        /// `[T * E * n]` when the env has masks.
+        masks: Option<Vec<u8>>,
+    },
+    Continuous {
+        dim: usize,
+        squash: Squash,
+        min_std: f32,
+        /// `[T * E * dim]` pre-tanh samples.
+        pre_tanh: Vec<f32>,
+        /// `[E * dim]` env actions of the current step.
+        step: Vec<f32>,
+    },
+}
+
+impl Actions {
+    pub fn new(dist: &ActionDist, venv: &VecEnv, t_len: usize) -> Self {
+        let e = venv.num_envs();
+        match dist {
+            ActionDist::Categorical { n } => {
+                let mut probe = vec![1u8; e * n];
+                let has_masks = venv.action_masks(&mut probe);
+                Actions::Discrete {
+                    n: *n,
+                    taken: vec![0; t_len * e],
+                    step: vec![0; e],
+                    scratch: vec![0.0; *n],
+                    masks: has_masks.then(|| vec![1u8; t_len * e * n]),
+                }
+            }
+            ActionDist::TanhNormal {
+                dim,
+                squash,
+                min_std,
+            } => Actions::Continuous {
+                dim: *dim,
+                squash: squash.clone(),
+                min_std: *min_std,
+                pre_tanh: vec![0.0; t_len * e * dim],
+                step: vec![0.0; e * dim],
+            },
+        }
+    }
+
+    /// Samples step `t`'s actions from the heads `[E * head_dim]`, writes their
+    /// log-probabilities to `log_probs[E]`, and returns the batch for the env.
+    pub fn sample<R: Rng + ?Sized>(
+        &mut self,
+        t: usize,
+        head: &[f32],
+        venv: &VecEnv,
+        log_probs: &mut [f32],
+        rng: &mut R,
+    ) -> Result<ActionBatch<'_>, DistError> {
+        let e_len = venv.num_envs();
+        match self {
+            Actions::Discrete {
+                n,
+                taken,
+                step,
+                scratch,
+                masks,
+            } => {
+                let n = *n;
+                let row_masks = match masks {
+                    Some(m) => {
+                        let row = &mut m[t * e_len * n..(t + 1) * e_len * n];
+                        venv.action_masks(row);
+                        Some(&*row)
+                    }
+                    None => None,
+                };
+                for e in 0..e_len {
+                    let valid = row_masks.map(|m| &m[e * n..(e + 1) * n]);
+                    let (a, lp) =
+                        sample_categorical(&head[e * n..(e + 1) * n], valid, scratch, rng)
+                            .map_err(|_| DistError::AllMasked { env: e })?;
+                    step[e] = a as u32;
+                    taken[t * e_len + e] = a as i32;
+                    log_probs[e] = lp;
+                }
+                Ok(ActionBatch::Discrete(step))
+            }
+            Actions::Continuous {
+                dim,
+                squash,
+                min_std,
+                pre_tanh,
+                step,
+            } => {
+                let d = *dim;
+                for e in 0..e_len {
+                    let u = &mut pre_tanh[(t * e_len + e) * d..(t * e_len + e + 1) * d];
+                    log_probs[e] = sample_tanh_normal(
+                        &head[e * 2 * d..(e + 1) * 2 * d],
+                        *min_std,
+                        squash,
+                        rng,
+                        u,
+                        &mut step[e * d..(e + 1) * d],
+                    );
+                }
+                Ok(ActionBatch::Continuous(step))
+            }
+        }
+    }
+
+    /// The batch's `actions` and `action_masks` tensors.
+    pub fn encode(&self, t_len: usize, e_len: usize) -> (Tensor, Option<Tensor>) {
+        match self {
+            Actions::Discrete {
+                n, taken, masks, ..
+            } => (
+                encode_i32(&[t_len, e_len], taken),
+                masks.as_ref().map(|m| encode_u8(&[t_len, e_len, *n], m)),
+            ),
+            Actions::Continuous { dim, pre_tanh, .. } => {
+                (encode_f32(&[t_len, e_len, *dim], pre_tanh), None)
+            }
+        }
+    }
+}
