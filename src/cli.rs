@@ -4,6 +4,7 @@
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use sebulba_core::config::RunConfig;
+use sebulba_core::devices::DeviceKind;
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
@@ -29,6 +30,93 @@ pub enum Command {
     Actor(ActorArgs),
     /// Scores published versions with deterministic episodes.
     Evaluator(EvaluatorArgs),
+    /// Throughput benchmarks that print figures (and write them as JSON).
+    #[command(subcommand)]
+    Bench(BenchCommand),
+    /// Exits 0 when the gRPC server at `--addr` reports SERVING on
+    /// `grpc.health.v1` (container healthchecks).
+    Health(HealthArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct HealthArgs {
+    /// Server address, `host:port` or `http://host:port`.
+    #[arg(long, env = "SEBULBA_HEALTH_ADDR", default_value = "127.0.0.1:50051")]
+    pub addr: String,
+    /// Service name to ask about ("" = the whole server).
+    #[arg(long, default_value = "")]
+    pub service: String,
+    #[arg(long, default_value_t = 3)]
+    pub timeout_secs: u64,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BenchCommand {
+    /// PPO-update samples/s for the run configuration's network, epochs,
+    /// minibatches and `--learner-devices`, on synthetic data.
+    Learner(BenchLearnerArgs),
+    /// Env steps/s of every environment through the vectorised env (one thread).
+    Envs(BenchEnvsArgs),
+    /// Policy forward passes/s at the actor's batch size (CPU).
+    Inference(BenchInferenceArgs),
+    /// Trajectory batches encoded, sent over loopback gRPC, decoded and validated.
+    Transport(BenchTransportArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct BenchTransportArgs {
+    #[arg(long, default_value = "CartPole-v1")]
+    pub env: String,
+    /// E: envs per batch.
+    #[arg(long, default_value_t = 8)]
+    pub envs: usize,
+    /// T: steps per batch.
+    #[arg(long, default_value_t = 32)]
+    pub steps: usize,
+    #[arg(long, default_value_t = 2000)]
+    pub batches: usize,
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchEnvsArgs {
+    /// Environments stepped together.
+    #[arg(long, default_value_t = 8)]
+    pub envs: usize,
+    /// Seconds per environment.
+    #[arg(long, default_value_t = 2.0)]
+    pub seconds: f64,
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchInferenceArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Observations per forward pass (default: the config's envs_per_actor).
+    #[arg(long)]
+    pub batch: Option<usize>,
+    #[arg(long, default_value_t = 3.0)]
+    pub seconds: f64,
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchLearnerArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Samples per update (the update batch).
+    #[arg(long, default_value_t = 4096)]
+    pub samples: usize,
+    /// Timed updates (after one warm-up update).
+    #[arg(long, default_value_t = 5)]
+    pub updates: usize,
+    /// Also write the figures to this JSON file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
 }
 
 /// The run configuration: preset for `--env`, then `--config`, then flags, then `--set`.
@@ -51,6 +139,15 @@ pub struct ConfigArgs {
     /// Run directory (default: runs/<env>-seed<seed>-<unix time>).
     #[arg(long, env = "SEBULBA_RUN_DIR")]
     pub run_dir: Option<PathBuf>,
+    /// Learner devices, one model replica each, e.g. `cpu`, `cpu,cpu`, `cuda:0,cuda:1`
+    /// (sets `learner.devices`).
+    #[arg(
+        long = "learner-devices",
+        visible_alias = "devices",
+        env = "SEBULBA_LEARNER_DEVICES",
+        value_delimiter = ','
+    )]
+    pub learner_devices: Vec<String>,
 }
 
 impl ConfigArgs {
@@ -61,6 +158,14 @@ impl ConfigArgs {
         }
         if let Some(s) = self.seed {
             sets.push(format!("run.seed={s}"));
+        }
+        if !self.learner_devices.is_empty() {
+            let quoted: Vec<String> = self
+                .learner_devices
+                .iter()
+                .map(|d| format!("{:?}", d.trim()))
+                .collect();
+            sets.push(format!("learner.devices=[{}]", quoted.join(",")));
         }
         sets.extend(self.set.iter().cloned());
         RunConfig::resolve(self.env.as_deref(), self.config.as_deref(), &sets)
@@ -117,6 +222,9 @@ pub struct ActorArgs {
     /// Batches in flight to the learner.
     #[arg(long, env = "SEBULBA_SEND_QUEUE", default_value_t = 1)]
     pub send_queue: usize,
+    /// Inference device: `cpu`, or `cuda:N` (binary built with `--features cuda`).
+    #[arg(long, env = "SEBULBA_DEVICE", default_value = "cpu", value_parser = parse_device)]
+    pub device: DeviceKind,
 }
 
 #[derive(Args, Debug)]
@@ -134,6 +242,13 @@ pub struct EvaluatorArgs {
     /// The run seed (evaluation envs derive theirs from it).
     #[arg(long, env = "SEBULBA_SEED", default_value_t = 1)]
     pub seed: u64,
+    /// Inference device: `cpu`, or `cuda:N` (binary built with `--features cuda`).
+    #[arg(long, env = "SEBULBA_DEVICE", default_value = "cpu", value_parser = parse_device)]
+    pub device: DeviceKind,
+}
+
+fn parse_device(s: &str) -> Result<DeviceKind, String> {
+    DeviceKind::parse(s).ok_or_else(|| format!("unknown device `{s}` (expected cpu or cuda:N)"))
 }
 
 fn default_name() -> String {

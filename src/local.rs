@@ -45,6 +45,7 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
             interval: config.eval.interval,
             episodes: config.eval.episodes,
             seed: config.run.seed,
+            device: sebulba_core::devices::DeviceKind::Cpu,
         };
         let t = roles.clone();
         tasks.spawn(async move {
@@ -61,6 +62,7 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
             param_server: ps_url.clone(),
             name: format!("local-{i}"),
             send_queue: config.actor.send_queue,
+            device: sebulba_core::devices::DeviceKind::Cpu,
         };
         let t = roles.clone();
         tasks.spawn(async move {

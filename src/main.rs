@@ -78,6 +78,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 param_server: args.param_server,
                 name: args.name,
                 send_queue: args.send_queue,
+                device: args.device,
             };
             let report = sebulba_actor::run(opts, shutdown).await?;
             info!(
@@ -94,10 +95,94 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 interval: args.interval,
                 episodes: args.episodes,
                 seed: args.seed,
+                device: args.device,
             };
             let lines = sebulba_evaluator::run(opts, shutdown).await?;
             info!(evaluations = lines.len(), "evaluator done");
             Ok(())
         }
+        Command::Bench(cli::BenchCommand::Learner(args)) => bench_learner(args),
+        Command::Bench(cli::BenchCommand::Transport(args)) => {
+            let r = sebulba_learner::bench_transport::bench_transport(
+                &args.env,
+                args.envs,
+                args.steps,
+                args.batches,
+            )
+            .await?;
+            println!(
+                "transport {} {}x{} ({} bytes): {:.0} batches/s, {:.1} MB/s, {:.0} env steps/s",
+                r.env_id,
+                r.rollout_length,
+                r.num_envs,
+                r.bytes_per_batch,
+                r.batches_per_second,
+                r.megabytes_per_second,
+                r.env_steps_per_second
+            );
+            emit_json(&r, args.json.as_deref())
+        }
+        Command::Bench(cli::BenchCommand::Envs(args)) => {
+            let rows = sebulba_core::bench::bench_envs(args.envs, args.seconds)?;
+            for r in &rows {
+                println!(
+                    "env {}: {} envs, {:.0} steps/s ({} steps in {:.2} s)",
+                    r.env_id, r.num_envs, r.steps_per_second, r.steps, r.seconds
+                );
+            }
+            emit_json(&rows, args.json.as_deref())
+        }
+        Command::Bench(cli::BenchCommand::Inference(args)) => {
+            let config = args.config.resolve()?;
+            let batch = args.batch.unwrap_or(config.env.envs_per_actor);
+            let r = sebulba_core::bench::bench_inference(
+                &config.env.id,
+                &config.network,
+                batch,
+                args.seconds,
+            )?;
+            println!(
+                "inference {} hidden {:?} batch {}: {:.0} calls/s, {:.0} samples/s",
+                r.env_id, r.hidden, r.batch, r.calls_per_second, r.samples_per_second
+            );
+            emit_json(&r, args.json.as_deref())
+        }
+        Command::Health(args) => sebulba_proto::grpc::check_health(
+            &args.addr,
+            &args.service,
+            std::time::Duration::from_secs(args.timeout_secs),
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("not healthy: {e}")),
     }
+}
+
+/// A benchmark's output is its product: figures on stdout (not a service log).
+fn bench_learner(args: cli::BenchLearnerArgs) -> anyhow::Result<()> {
+    let config = args.config.resolve()?;
+    let r = sebulba_learner::bench::bench_learner(&config, args.samples, args.updates)?;
+    println!(
+        "learner PPO update: {} hidden {:?} devices {:?}: {} samples x {} epochs x {} minibatches, {} updates in {:.2} s: {:.0} samples/s ({:.0} sample-gradients/s)",
+        r.env_id,
+        r.hidden,
+        r.devices,
+        r.samples_per_update,
+        r.epochs,
+        r.minibatches,
+        r.updates,
+        r.seconds,
+        r.samples_per_second,
+        r.sample_grads_per_second
+    );
+    emit_json(&r, args.json.as_deref())
+}
+
+/// Prints the figures as JSON and writes them to `path` when given.
+fn emit_json<T: serde::Serialize>(value: &T, path: Option<&std::path::Path>) -> anyhow::Result<()> {
+    let json = serde_json::to_string_pretty(value)?;
+    println!("{json}");
+    if let Some(path) = path {
+        std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
 }

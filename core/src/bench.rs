@@ -1,0 +1,136 @@
+//! Throughput measurements of the CPU side, printed by `sebulba bench envs` and
+//! `sebulba bench inference`: stepping each environment through the vectorised
+//! env (auto-reset included), and batched policy inference at batch size E.
+
+use crate::config::NetworkConfig;
+use crate::devices::DeviceKind;
+use crate::env::{ActionBatch, ActionSpace, ENV_IDS, EnvError, VecEnv, env_spec};
+use crate::policy::{InferencePolicy, PolicyError};
+use serde::Serialize;
+use std::time::Instant;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error(transparent)]
+    Env(#[from] EnvError),
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EnvBench {
+    pub env_id: String,
+    pub num_envs: usize,
+    pub steps: u64,
+    pub seconds: f64,
+    pub steps_per_second: f64,
+}
+
+/// Steps `num_envs` copies of every known env for about `seconds` each with
+/// fixed cyclic actions (no policy), one thread.
+pub fn bench_envs(num_envs: usize, seconds: f64) -> Result<Vec<EnvBench>, EnvError> {
+    ENV_IDS
+        .iter()
+        .map(|id| bench_env(id, num_envs, seconds))
+        .collect()
+}
+
+pub fn bench_env(id: &str, num_envs: usize, seconds: f64) -> Result<EnvBench, EnvError> {
+    let mut venv = VecEnv::new(id, num_envs, 1)?;
+    let spec = venv.spec().clone();
+    let mut obs = vec![0.0f32; num_envs * spec.obs_dim];
+    venv.reset(&mut obs);
+    let mut out = venv.new_step_out();
+    // Fixed cyclic actions: the env's own cost, without a policy.
+    let discrete: Vec<u32> = match &spec.action_space {
+        ActionSpace::Discrete { n } => (0..num_envs).map(|i| (i % n) as u32).collect(),
+        ActionSpace::Box { .. } => Vec::new(),
+    };
+    let continuous: Vec<f32> = (0..num_envs * spec.action_space.dim())
+        .map(|i| if i % 2 == 0 { 0.5 } else { -0.5 })
+        .collect();
+    let mut steps = 0u64;
+    let t0 = Instant::now();
+    while t0.elapsed().as_secs_f64() < seconds {
+        for _ in 0..100 {
+            let batch = if spec.action_space.is_discrete() {
+                ActionBatch::Discrete(&discrete)
+            } else {
+                ActionBatch::Continuous(&continuous)
+            };
+            venv.step(batch, &mut out)?;
+            std::hint::black_box(&out);
+            steps += num_envs as u64;
+        }
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    Ok(EnvBench {
+        env_id: id.to_string(),
+        num_envs,
+        steps,
+        seconds: secs,
+        steps_per_second: steps as f64 / secs,
+    })
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct InferenceBench {
+    pub env_id: String,
+    pub hidden: Vec<usize>,
+    pub batch: usize,
+    pub calls: u64,
+    pub seconds: f64,
+    pub calls_per_second: f64,
+    pub samples_per_second: f64,
+}
+
+/// Policy-head forward passes at batch `batch` (the actor's per-step call) for
+/// about `seconds`.
+pub fn bench_inference(
+    env_id: &str,
+    network: &NetworkConfig,
+    batch: usize,
+    seconds: f64,
+) -> Result<InferenceBench, BenchError> {
+    let env = env_spec(env_id)?;
+    let policy = InferencePolicy::new(&env, network, DeviceKind::Cpu)?;
+    let obs: Vec<f32> = (0..batch * env.obs_dim)
+        .map(|i| (i % 7) as f32 * 0.1)
+        .collect();
+    let mut calls = 0u64;
+    let t0 = Instant::now();
+    while t0.elapsed().as_secs_f64() < seconds {
+        for _ in 0..50 {
+            std::hint::black_box(policy.head(&obs, batch));
+            calls += 1;
+        }
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    Ok(InferenceBench {
+        env_id: env_id.to_string(),
+        hidden: network.hidden.clone(),
+        batch,
+        calls,
+        seconds: secs,
+        calls_per_second: calls as f64 / secs,
+        samples_per_second: (calls * batch as u64) as f64 / secs,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn benches_cover_every_env_and_count_what_they_did() {
+        let rows = bench_envs(2, 0.01).unwrap();
+        assert_eq!(rows.len(), ENV_IDS.len());
+        for r in &rows {
+            assert!(r.steps > 0 && r.steps % 2 == 0, "{r:?}");
+        }
+        let r = bench_inference("Pendulum-v1", &NetworkConfig::default(), 4, 0.01).unwrap();
+        assert!(r.calls > 0);
+        assert!((r.samples_per_second / r.calls_per_second - 4.0).abs() < 1e-9);
+        assert!(bench_inference("Nope-v0", &NetworkConfig::default(), 4, 0.01).is_err());
+    }
+}

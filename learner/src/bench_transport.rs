@@ -1,0 +1,228 @@
+//! `sebulba bench transport`: trajectory batches encoded, streamed over
+//! loopback gRPC and decoded + validated by a sink server that acks each one,
+//! the path every batch takes from actor to learner.
+
+use crate::LearnerError;
+use crate::validate::{Expect, decode_batch};
+use futures::StreamExt;
+use prost::Message;
+use sebulba_core::env::env_spec;
+use sebulba_proto::grpc::{MAX_MESSAGE_BYTES, channel};
+use sebulba_proto::learner_client::LearnerClient;
+use sebulba_proto::learner_server::{Learner, LearnerServer};
+use sebulba_proto::{
+    Ack, JoinRequest, JoinResponse, TrajectoryBatch, encode_f32, encode_i32, encode_u8,
+};
+use serde::Serialize;
+use std::pin::Pin;
+use std::time::Instant;
+use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tonic::{Request, Response, Status, Streaming};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TransportBench {
+    pub env_id: String,
+    pub num_envs: usize,
+    pub rollout_length: usize,
+    pub batches: usize,
+    pub bytes_per_batch: usize,
+    pub seconds: f64,
+    pub batches_per_second: f64,
+    pub megabytes_per_second: f64,
+    pub env_steps_per_second: f64,
+}
+
+/// Decodes and validates every batch like the learner's ingest, then acks it.
+struct Sink {
+    env: sebulba_core::env::EnvSpec,
+    num_steps: usize,
+    num_envs: usize,
+}
+
+type AckStream = Pin<Box<dyn futures::Stream<Item = Result<Ack, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Learner for Sink {
+    async fn join(&self, _: Request<JoinRequest>) -> Result<Response<JoinResponse>, Status> {
+        Err(Status::unimplemented("the transport benchmark has no run"))
+    }
+
+    type StreamTrajectoriesStream = AckStream;
+
+    async fn stream_trajectories(
+        &self,
+        request: Request<Streaming<TrajectoryBatch>>,
+    ) -> Result<Response<AckStream>, Status> {
+        let mut inbound = request.into_inner();
+        let (env, t, e) = (self.env.clone(), self.num_steps, self.num_envs);
+        let out = async_stream_acks(move |tx| async move {
+            while let Some(b) = inbound.next().await {
+                let b = b?;
+                let expect = Expect {
+                    env: &env,
+                    num_steps: t,
+                    num_envs: e,
+                    current_version: u64::MAX,
+                };
+                let decoded =
+                    decode_batch(&b, &expect).map_err(|r| Status::new(r.code, r.message))?;
+                let ack = Ack {
+                    sequence: decoded.sequence,
+                    accepted: true,
+                    ..Default::default()
+                };
+                if tx.send(Ok(ack)).await.is_err() {
+                    break;
+                }
+            }
+            Ok(())
+        });
+        Ok(Response::new(out))
+    }
+}
+
+/// Runs `body` on a task feeding an ack channel; its error ends the stream.
+fn async_stream_acks<F, Fut>(body: F) -> AckStream
+where
+    F: FnOnce(tokio::sync::mpsc::Sender<Result<Ack, Status>>) -> Fut,
+    Fut: std::future::Future<Output = Result<(), Status>> + Send + 'static,
+{
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    let fut = body(tx.clone());
+    tokio::spawn(async move {
+        if let Err(s) = fut.await {
+            let _ = tx.send(Err(s)).await;
+        }
+    });
+    Box::pin(ReceiverStream::new(rx))
+}
+
+/// A well-formed batch of the env's shapes (contents irrelevant to the timing).
+fn make_batch(
+    env: &sebulba_core::env::EnvSpec,
+    t: usize,
+    e: usize,
+    sequence: u64,
+) -> TrajectoryBatch {
+    let d = env.obs_dim;
+    let w = env.action_space.dim();
+    let actions = if env.action_space.is_discrete() {
+        encode_i32(&[t, e], &vec![0; t * e])
+    } else {
+        encode_f32(&[t, e, w], &vec![0.1; t * e * w])
+    };
+    TrajectoryBatch {
+        actor_id: "bench".into(),
+        sequence,
+        policy_version: 0,
+        num_steps: t as u32,
+        num_envs: e as u32,
+        observations: Some(encode_f32(&[t + 1, e, d], &vec![0.25; (t + 1) * e * d])),
+        actions: Some(actions),
+        log_probs: Some(encode_f32(&[t, e], &vec![-0.7; t * e])),
+        rewards: Some(encode_f32(&[t, e], &vec![1.0; t * e])),
+        terminated: Some(encode_u8(&[t, e], &vec![0; t * e])),
+        truncated: Some(encode_u8(&[t, e], &vec![0; t * e])),
+        final_observations: Some(encode_f32(&[0, d], &[])),
+        ..Default::default()
+    }
+}
+
+/// Encodes `batches` batches of E envs x T steps, streams them to a loopback
+/// sink that decodes and validates each, and waits for every ack.
+pub async fn bench_transport(
+    env_id: &str,
+    num_envs: usize,
+    rollout_length: usize,
+    batches: usize,
+) -> Result<TransportBench, LearnerError> {
+    let env = env_spec(env_id).map_err(|e| LearnerError::Config(e.to_string()))?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| LearnerError::Io("bind 127.0.0.1:0".into(), e))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| LearnerError::Io("local_addr".into(), e))?;
+    let sink = Sink {
+        env: env.clone(),
+        num_steps: rollout_length,
+        num_envs,
+    };
+    let server = tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(
+                LearnerServer::new(sink)
+                    .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                    .max_encoding_message_size(MAX_MESSAGE_BYTES),
+            )
+            .serve_with_incoming(TcpListenerStream::new(listener)),
+    );
+    let mut client = LearnerClient::new(
+        channel(&format!("http://{addr}")).map_err(|e| LearnerError::Transport(e.to_string()))?,
+    )
+    .max_decoding_message_size(MAX_MESSAGE_BYTES)
+    .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let bytes_per_batch = make_batch(&env, rollout_length, num_envs, 0).encoded_len();
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    let t0 = Instant::now();
+    let producer = {
+        let env = env.clone();
+        tokio::spawn(async move {
+            for i in 0..batches {
+                // Encoding is part of the measured path.
+                if tx
+                    .send(make_batch(&env, rollout_length, num_envs, i as u64))
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        })
+    };
+    let mut acks = client
+        .stream_trajectories(ReceiverStream::new(rx))
+        .await
+        .map_err(|s| LearnerError::Transport(s.message().to_string()))?
+        .into_inner();
+    let mut acked = 0usize;
+    while acked < batches {
+        match acks.message().await {
+            Ok(Some(_)) => acked += 1,
+            Ok(None) => break,
+            Err(s) => return Err(LearnerError::Transport(s.message().to_string())),
+        }
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+    let _ = producer.await;
+    server.abort();
+    if acked < batches {
+        return Err(LearnerError::Transport(format!(
+            "only {acked} of {batches} batches were acknowledged"
+        )));
+    }
+    Ok(TransportBench {
+        env_id: env_id.to_string(),
+        num_envs,
+        rollout_length,
+        batches,
+        bytes_per_batch,
+        seconds,
+        batches_per_second: batches as f64 / seconds,
+        megabytes_per_second: (batches * bytes_per_batch) as f64 / seconds / 1e6,
+        env_steps_per_second: (batches * num_envs * rollout_length) as f64 / seconds,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn every_batch_crosses_and_is_acknowledged() {
+        let r = bench_transport("Pendulum-v1", 4, 8, 20).await.unwrap();
+        assert_eq!(r.batches, 20);
+        // 9x4x3 obs + 8x4x1 actions + 3 x 8x4 floats/bytes, plus framing.
+        assert!(r.bytes_per_batch > (9 * 4 * 3 + 8 * 4 * 3) * 4, "{r:?}");
+    }
+}
