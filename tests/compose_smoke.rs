@@ -1,0 +1,207 @@
+//! The cluster as users run it: the image built offline from the test binary
+//! (`deploy/build-image.sh`, nothing pulled), `deploy/docker-compose.yml` up with
+//! one actor, scaled to three while training runs, one actor container killed;
+//! training still reaches its budget, the evaluator scores the final version and
+//! every actor's batches are used and accounted for.
+//!
+//! Needs Docker with Compose. Under CI (`CI` set) a missing Docker fails the
+//! test; elsewhere it is skipped with the reason printed.
+
+mod common;
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+fn run(cmd: &mut Command) -> Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
+    if !out.status.success() {
+        panic!(
+            "{cmd:?} failed: {}\nstdout: {}\nstderr: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    out
+}
+
+fn stdout(cmd: &mut Command) -> String {
+    String::from_utf8_lossy(&run(cmd).stdout).trim().to_string()
+}
+
+/// `docker compose` (plugin) or `docker-compose` (older installs), if any works.
+fn compose_program() -> Option<Vec<String>> {
+    let ok = |args: &[&str]| {
+        Command::new(args[0])
+            .args(&args[1..])
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    };
+    if !ok(&["docker", "info"]) {
+        return None;
+    }
+    if ok(&["docker", "compose", "version"]) {
+        Some(vec!["docker".into(), "compose".into()])
+    } else if ok(&["docker-compose", "version"]) {
+        Some(vec!["docker-compose".into()])
+    } else {
+        None
+    }
+}
+
+/// Removes the test's image tag when the test ends.
+struct Image(String);
+
+impl Drop for Image {
+    fn drop(&mut self) {
+        let _ = Command::new("docker").args(["rmi", "-f", &self.0]).output();
+    }
+}
+
+struct Cluster {
+    compose: Vec<String>,
+    project: String,
+    file: PathBuf,
+    env: Vec<(&'static str, String)>,
+}
+
+impl Cluster {
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(&self.compose[0]);
+        c.args(&self.compose[1..])
+            .args(["-p", &self.project, "-f"])
+            .arg(&self.file)
+            .args(args);
+        for (k, v) in &self.env {
+            c.env(k, v);
+        }
+        c
+    }
+
+    fn containers(&self, service: &str) -> Vec<String> {
+        stdout(&mut self.cmd(&["ps", "-q", service]))
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = self.cmd(&["logs", "--no-color"]).output().map(|o| {
+            if std::thread::panicking() {
+                eprintln!("{}", String::from_utf8_lossy(&o.stdout));
+            }
+        });
+        let _ = self.cmd(&["down", "-v", "-t", "10"]).output();
+    }
+}
+
+fn copy_out(container: &str, path: &str, to: &Path) {
+    run(Command::new("docker")
+        .args(["cp", &format!("{container}:{path}")])
+        .arg(to));
+}
+
+#[test]
+fn compose_cluster_scales_survives_a_killed_actor_and_finishes() {
+    let Some(compose) = compose_program() else {
+        if std::env::var_os("CI").is_some() {
+            panic!("CI is set but Docker with Compose is not usable here");
+        }
+        eprintln!("SKIPPED: Docker with Compose is not available on this machine");
+        return;
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tag = format!("sebulba:smoke-{}", std::process::id());
+    let t0 = Instant::now();
+    let _image = Image(tag.clone());
+    run(Command::new(root.join("deploy/build-image.sh"))
+        .arg(env!("CARGO_BIN_EXE_sebulba"))
+        .env("SEBULBA_IMAGE", &tag));
+    eprintln!("image built offline in {:.1} s", t0.elapsed().as_secs_f64());
+
+    let cluster = Cluster {
+        compose,
+        project: format!("sebulba-smoke-{}", std::process::id()),
+        file: root.join("deploy/docker-compose.yml"),
+        env: vec![
+            ("SEBULBA_IMAGE", tag.clone()),
+            ("SEBULBA_ENV", "CartPole-v1".into()),
+            ("SEBULBA_TOTAL_STEPS", "120000".into()),
+            ("SEBULBA_SEED", "3".into()),
+        ],
+    };
+    run(&mut cluster.cmd(&["up", "-d"]));
+    let learner = cluster
+        .containers("learner")
+        .pop()
+        .expect("a learner container");
+    // Scale while training runs: wait for the first update.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let out = run(Command::new("docker").args(["logs", &learner]));
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        if text.contains("participant joined") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no actor joined the learner in 120 s"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    run(&mut cluster.cmd(&["up", "-d", "--scale", "actor=3"]));
+    let actors = cluster.containers("actor");
+    assert_eq!(actors.len(), 3, "scaled to 3 actors: {actors:?}");
+    std::thread::sleep(Duration::from_secs(3));
+    run(Command::new("docker").args(["kill", &actors[2]]));
+    eprintln!("killed actor container {}", &actors[2]);
+
+    let code = stdout(Command::new("docker").args(["wait", &learner]));
+    assert_eq!(code, "0", "learner exit code");
+    let dir = run_dir("compose-smoke");
+    copy_out(
+        &learner,
+        "/runs/run/summary.json",
+        &dir.join("summary.json"),
+    );
+    copy_out(
+        &learner,
+        "/runs/run/metrics.jsonl",
+        &dir.join("metrics.jsonl"),
+    );
+    let evaluator = cluster
+        .containers("evaluator")
+        .pop()
+        .expect("an evaluator container");
+    let code = stdout(Command::new("docker").args(["wait", &evaluator]));
+    assert_eq!(code, "0", "evaluator exit code");
+    copy_out(&evaluator, "/runs/run/eval.jsonl", &dir.join("eval.jsonl"));
+
+    let summary = read_json(&dir.join("summary.json"));
+    eprintln!("summary: {summary:#}");
+    assert!(summary["env_steps"].as_u64().expect("env_steps") >= 120_000);
+    assert_accounted(&summary);
+    let per = summary["batches_per_actor"].as_object().expect("per actor");
+    assert!(per.len() >= 3, "batches from 3 actors: {per:?}");
+    for (actor, c) in per {
+        assert!(
+            c["used"].as_u64().unwrap_or(0) > 0,
+            "no batch of {actor} was used"
+        );
+    }
+    let evals = read_jsonl(&dir.join("eval.jsonl"));
+    let last = evals.last().expect("evaluations");
+    assert_eq!(last["final"], true);
+    assert_eq!(last["version"], summary["final_version"]);
+    eprintln!(
+        "compose smoke test took {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+}
