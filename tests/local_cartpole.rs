@@ -3,30 +3,29 @@
 
 mod common;
 use common::*;
-use std::time::Duration;
 
 #[test]
 fn local_mode_solves_cartpole_seed_1() {
-    let dir = run_dir("local-cartpole");
-    let run = dir.join("run");
-    let mut p = Proc::spawn(
-        "local",
-        {
-            let mut c = bin();
-            c.args(["local", "--env", "CartPole-v1", "--seed", "1", "--run-dir"])
-                .arg(&run);
-            c
-        },
-        &dir,
+    solve_cartpole("local-cartpole", &[]);
+}
+
+/// Two learner replicas with the gradient all-reduce solve it like one.
+#[test]
+fn local_mode_solves_cartpole_on_two_learner_replicas() {
+    let run = solve_cartpole("local-cartpole-2dev", &["--learner-devices", "cpu,cpu"]);
+    let config: toml::Table = std::fs::read_to_string(run.join("config.toml"))
+        .expect("config.toml")
+        .parse()
+        .expect("config.toml parses");
+    assert_eq!(
+        config["learner"]["devices"],
+        toml::Value::Array(vec!["cpu".into(), "cpu".into()])
     );
-    let status = p
-        .wait(Duration::from_secs(900))
-        .unwrap_or_else(|| panic!("local run did not finish in 15 min; log:\n{}", p.log_text()));
-    assert!(
-        status.success(),
-        "local run failed: {status}; log:\n{}",
-        p.log_text()
-    );
+}
+
+fn solve_cartpole(name: &str, extra: &[&str]) -> std::path::PathBuf {
+    let args = [&["--env", "CartPole-v1", "--seed", "1"], extra].concat();
+    let run = run_local(name, &args);
 
     let summary = read_json(&run.join("summary.json"));
     eprintln!("summary: {summary:#}");
@@ -89,6 +88,7 @@ fn local_mode_solves_cartpole_seed_1() {
     for f in ["config.toml", "final.safetensors", "best.safetensors"] {
         assert!(run.join(f).is_file(), "{f} missing from the run directory");
     }
+    run
 }
 
 #[test]

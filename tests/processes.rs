@@ -74,6 +74,28 @@ fn four_roles_as_separate_processes() {
         &dir,
     );
 
+    // `sebulba health` (the containers' healthcheck) sees both servers serving,
+    // and fails on a port nobody serves.
+    let healthy = |port: u16| {
+        bin()
+            .args(["health", "--addr", &format!("127.0.0.1:{port}")])
+            .output()
+            .expect("run sebulba health")
+            .status
+            .success()
+    };
+    for port in [ps_port, learner_port] {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !healthy(port) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "port {port} never reported SERVING"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    assert!(!healthy(free_port()), "health passes on a closed port");
+
     let status = learner
         .wait(Duration::from_secs(300))
         .unwrap_or_else(|| panic!("learner did not finish; log:\n{}", learner.log_text()));

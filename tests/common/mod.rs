@@ -22,6 +22,25 @@ pub fn run_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// Runs `sebulba local <args> --run-dir <fresh dir>/run` to completion (15 min
+/// at most), asserts it succeeded, and returns the run directory.
+pub fn run_local(name: &str, args: &[&str]) -> PathBuf {
+    let dir = run_dir(name);
+    let run = dir.join("run");
+    let mut cmd = bin();
+    cmd.arg("local").args(args).arg("--run-dir").arg(&run);
+    let mut p = Proc::spawn("local", cmd, &dir);
+    let status = p
+        .wait(Duration::from_secs(900))
+        .unwrap_or_else(|| panic!("local run did not finish in 15 min; log:\n{}", p.log_text()));
+    assert!(
+        status.success(),
+        "local run failed: {status}; log:\n{}",
+        p.log_text()
+    );
+    run
+}
+
 /// A loopback port that was free a moment ago.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
