@@ -38,6 +38,21 @@ pub enum Command {
     Health(HealthArgs),
 }
 
+impl Command {
+    /// The role a command runs as a service (its default `service.name` is
+    /// `sebulba-<role>`); benchmarks and health checks export no traces.
+    pub fn role(&self) -> Option<&'static str> {
+        match self {
+            Command::Local(_) => Some("local"),
+            Command::ParamServer(_) => Some("param-server"),
+            Command::Learner(_) => Some("learner"),
+            Command::Actor(_) => Some("actor"),
+            Command::Evaluator(_) => Some("evaluator"),
+            Command::Bench(_) | Command::Health(_) => None,
+        }
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct HealthArgs {
     /// Server address, `host:port` or `http://host:port`.

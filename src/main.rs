@@ -14,12 +14,22 @@ use tracing::info;
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    sebulba_core::telemetry::init_logging();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;
-    rt.block_on(run(cli))
+    let telemetry = match cli.command.role() {
+        // Services export traces when OTEL_EXPORTER_OTLP_ENDPOINT is set.
+        Some(role) => rt.block_on(async { sebulba_core::telemetry::init(role) })?,
+        None => {
+            sebulba_core::telemetry::init_logging();
+            sebulba_core::telemetry::Telemetry::default()
+        }
+    };
+    let result = rt.block_on(run(cli));
+    // Flush the last spans (the final update, the summary) before exiting.
+    telemetry.shutdown();
+    result
 }
 
 /// Cancels `token` on SIGINT or SIGTERM.

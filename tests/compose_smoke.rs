@@ -2,7 +2,9 @@
 //! (`deploy/build-image.sh`, nothing pulled), `deploy/docker-compose.yml` up with
 //! one actor, scaled to three while training runs, one actor container killed;
 //! training still reaches its budget, the evaluator scores the final version and
-//! every actor's batches are used and accounted for.
+//! every actor's batches are used and accounted for. Every service exports its
+//! traces over OTLP to a real receiver in this test (in place of Jaeger), and at
+//! least one trace crosses from an actor container into the learner's.
 //!
 //! Needs Docker with Compose. Under CI (`CI` set) a missing Docker fails the
 //! test; elsewhere it is skipped with the reason printed.
@@ -65,17 +67,18 @@ impl Drop for Image {
 struct Cluster {
     compose: Vec<String>,
     project: String,
-    file: PathBuf,
+    files: Vec<PathBuf>,
     env: Vec<(&'static str, String)>,
 }
 
 impl Cluster {
     fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(&self.compose[0]);
-        c.args(&self.compose[1..])
-            .args(["-p", &self.project, "-f"])
-            .arg(&self.file)
-            .args(args);
+        c.args(&self.compose[1..]).args(["-p", &self.project]);
+        for f in &self.files {
+            c.arg("-f").arg(f);
+        }
+        c.args(args);
         for (k, v) in &self.env {
             c.env(k, v);
         }
@@ -125,11 +128,26 @@ fn compose_cluster_scales_survives_a_killed_actor_and_finishes() {
         .env("SEBULBA_IMAGE", &tag));
     eprintln!("image built offline in {:.1} s", t0.elapsed().as_secs_f64());
 
+    // The trace receiver listens on the host; containers reach it through the
+    // host gateway, which an override file maps for each service.
+    let receiver = otlp::Receiver::start("0.0.0.0:0");
+    let dir = run_dir("compose-smoke");
+    let override_file = dir.join("otlp-receiver.yml");
+    let gateway = "    extra_hosts:\n      - \"host.docker.internal:host-gateway\"\n";
+    let yaml: String = ["param-server", "learner", "actor", "evaluator"]
+        .iter()
+        .map(|s| format!("  {s}:\n{gateway}"))
+        .collect();
+    std::fs::write(&override_file, format!("services:\n{yaml}")).expect("write override");
     let cluster = Cluster {
         compose,
         project: format!("sebulba-smoke-{}", std::process::id()),
-        file: root.join("deploy/docker-compose.yml"),
+        files: vec![root.join("deploy/docker-compose.yml"), override_file],
         env: vec![
+            (
+                "OTEL_EXPORTER_OTLP_ENDPOINT",
+                format!("http://host.docker.internal:{}", receiver.addr.port()),
+            ),
             ("SEBULBA_IMAGE", tag.clone()),
             ("SEBULBA_ENV", "CartPole-v1".into()),
             ("SEBULBA_TOTAL_STEPS", "120000".into()),
@@ -165,7 +183,6 @@ fn compose_cluster_scales_survives_a_killed_actor_and_finishes() {
 
     let code = stdout(Command::new("docker").args(["wait", &learner]));
     assert_eq!(code, "0", "learner exit code");
-    let dir = run_dir("compose-smoke");
     copy_out(
         &learner,
         "/runs/run/summary.json",
@@ -200,6 +217,23 @@ fn compose_cluster_scales_survives_a_killed_actor_and_finishes() {
     let last = evals.last().expect("evaluations");
     assert_eq!(last["final"], true);
     assert_eq!(last["version"], summary["final_version"]);
+
+    // Stop what still runs (SIGTERM: the param-server flushes its spans), then
+    // read what every service exported.
+    run(&mut cluster.cmd(&["stop", "-t", "20"]));
+    let spans = receiver.spans();
+    let report = otlp::analyse(&spans);
+    eprintln!("{} spans received: {report}", spans.len());
+    for service in ["param-server", "learner", "actor", "evaluator"] {
+        assert!(
+            report.services.contains(service),
+            "no spans from {service}: {report}"
+        );
+    }
+    assert!(report.ingest_continuing_send > 0, "{report}");
+    assert!(report.cross_service_traces > 0, "{report}");
+    assert!(report.updates_linking_ingest > 0, "{report}");
+    assert!(report.refresh_continuing_publish > 0, "{report}");
     eprintln!(
         "compose smoke test took {:.1} s",
         t0.elapsed().as_secs_f64()

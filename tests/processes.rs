@@ -1,6 +1,8 @@
 //! The four roles as separate OS processes on loopback: param-server, learner,
 //! two actors and the evaluator. Training completes, every batch is accounted
-//! for, both actors' batches are used, and every role exits cleanly.
+//! for, both actors' batches are used, and every role exits cleanly. Every role
+//! exports traces to a real OTLP receiver, and the traces connect across
+//! processes: actor rollout -> learner ingest, learner publish -> actor refresh.
 
 mod common;
 use common::*;
@@ -13,6 +15,15 @@ fn four_roles_as_separate_processes() {
     let (ps_port, learner_port) = (free_port(), free_port());
     let ps_url = format!("http://127.0.0.1:{ps_port}");
     let learner_url = format!("http://127.0.0.1:{learner_port}");
+    let receiver = otlp::Receiver::start("127.0.0.1:0");
+    let otlp = format!("http://{}", receiver.addr);
+    // Every role exports; the evaluator's service name comes from OTEL_SERVICE_NAME.
+    let bin = || {
+        let mut c = bin();
+        c.env("OTEL_EXPORTER_OTLP_ENDPOINT", &otlp)
+            .env_remove("OTEL_SERVICE_NAME");
+        c
+    };
 
     let mut ps = Proc::spawn(
         "param-server",
@@ -53,7 +64,8 @@ fn four_roles_as_separate_processes() {
                 "4",
                 "--run-dir",
             ])
-            .arg(&run);
+            .arg(&run)
+            .env("OTEL_SERVICE_NAME", "evaluator");
             c
         },
         &dir,
@@ -154,4 +166,41 @@ fn four_roles_as_separate_processes() {
         "evaluations every 5 versions: {}",
         evals.len()
     );
+
+    // Each role flushed its spans on the way out.
+    let spans = receiver.spans();
+    let report = otlp::analyse(&spans);
+    eprintln!("{} spans: {report}", spans.len());
+    let expected = [
+        "sebulba-param-server",
+        "sebulba-learner",
+        "sebulba-actor",
+        "evaluator",
+    ];
+    for service in expected {
+        assert!(
+            report.services.contains(service),
+            "no spans from {service}: {report}"
+        );
+    }
+    for (service, name) in [
+        ("sebulba-actor", "rollout"),
+        ("sebulba-actor", "act"),
+        ("sebulba-learner", "queue_wait"),
+        ("sebulba-learner", "sgd"),
+        ("sebulba-param-server", "sebulba.v1.ParameterServer/Publish"),
+        ("sebulba-learner", "sebulba.v1.Learner/StreamTrajectories"),
+        ("evaluator", "evaluate"),
+    ] {
+        assert!(
+            report
+                .names
+                .contains(&(service.to_string(), name.to_string())),
+            "no {name} span from {service}: {report}"
+        );
+    }
+    assert!(report.ingest_continuing_send > 0, "{report}");
+    assert!(report.cross_service_traces > 0, "{report}");
+    assert!(report.updates_linking_ingest > 0, "{report}");
+    assert!(report.refresh_continuing_publish > 0, "{report}");
 }

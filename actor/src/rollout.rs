@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info_span, warn};
+use tracing::{Instrument, debug, info_span, warn};
 
 pub struct RolloutSetup {
     pub actor_id: String,
@@ -43,6 +43,8 @@ pub struct Rollout {
     stop: CancellationToken,
     rt: tokio::runtime::Handle,
     rng: StdRng,
+    /// Trace context of the publish that produced the weights in use.
+    weights_trace: std::collections::HashMap<String, String>,
 }
 
 impl Rollout {
@@ -71,6 +73,7 @@ impl Rollout {
             stop,
             rt,
             rng,
+            weights_trace: Default::default(),
         })
     }
 
@@ -109,13 +112,17 @@ impl Rollout {
         if let Some(w) = newest
             && self.policy.version() != Some(w.version)
         {
-            let _span = info_span!("weight_refresh", version = w.version).entered();
-            if let Err(e) = self.policy.load(w.version, w.safetensors.to_vec()) {
-                warn!(
+            // Continues the trace of the learner's publish.
+            let span = info_span!("weight_refresh", version = w.version);
+            sebulba_proto::trace::set_parent_from_map(&span, &w.trace_context);
+            let _entered = span.enter();
+            match self.policy.load(w.version, w.safetensors.to_vec()) {
+                Ok(()) => self.weights_trace = w.trace_context.clone(),
+                Err(e) => warn!(
                     version = w.version,
                     "could not load weights, keeping version {:?}: {e}",
                     self.policy.version()
-                );
+                ),
             }
         }
     }
@@ -148,8 +155,21 @@ impl Rollout {
             let Some(version) = self.policy.version() else {
                 return Ok(env_steps);
             };
-            let span = info_span!("rollout", sequence, version, steps = t_len, envs = e_len);
-            let guard = span.enter();
+            // One trace per rollout: acting (env steps and inference) then
+            // sending; the learner's ingest continues it from the send span.
+            // It links to the publish of the weights it acts with.
+            let span = info_span!(
+                parent: None,
+                "rollout",
+                actor = %self.setup.actor_id,
+                sequence,
+                version,
+                steps = t_len,
+                envs = e_len
+            );
+            sebulba_proto::trace::link_from_map(&span, &self.weights_trace);
+            let act = info_span!(parent: &span, "act");
+            let guard = act.enter();
             obs_rows[..e_len * d].copy_from_slice(&obs);
             final_obs.clear();
             episodes.clear();
@@ -186,6 +206,8 @@ impl Rollout {
             }
             env_steps += (t_len * e_len) as u64;
             let (actions_tensor, action_masks) = actions.encode(t_len, e_len);
+            drop(guard);
+            let send = info_span!(parent: &span, "send", sequence);
             let batch = TrajectoryBatch {
                 actor_id: self.setup.actor_id.clone(),
                 sequence,
@@ -202,16 +224,20 @@ impl Rollout {
                 action_masks,
                 player_ids: None,
                 episodes: episodes.clone(),
-                trace_context: Default::default(),
+                trace_context: sebulba_proto::trace::context_map(&send),
             };
-            drop(guard);
             sequence += 1;
-            let sent = self.rt.block_on(async {
-                tokio::select! {
-                    r = self.out.send(batch) => r.is_ok(),
-                    _ = self.stop.cancelled() => false,
+            let sent = self.rt.block_on(
+                async {
+                    tokio::select! {
+                        r = self.out.send(batch) => r.is_ok(),
+                        _ = self.stop.cancelled() => false,
+                    }
                 }
-            });
+                .instrument(send),
+            );
+            drop(act);
+            drop(span);
             if !sent {
                 debug!("trajectory stream closed");
                 break;

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, info_span, warn};
+use tracing::{Instrument, info, info_span, warn};
 
 #[derive(Debug, thiserror::Error)]
 pub enum EvaluatorError {
@@ -125,9 +125,12 @@ pub async fn run(
             w.env_id.clone(),
         );
         let t0 = Instant::now();
-        let span = info_span!("evaluate", version = w.version);
+        // Continues the trace of the publish that made this version.
+        let span = info_span!("evaluate", version = w.version, episodes);
+        sebulba_proto::trace::set_parent_from_map(&span, &w.trace_context);
+        let play_span = span.clone();
         let (p, results) = tokio::task::spawn_blocking(move || {
-            let _e = span.enter();
+            let _e = play_span.enter();
             let r = play_episodes(&p, &env_id, episodes, seed);
             (p, r)
         })
@@ -182,7 +185,9 @@ pub async fn run(
             episodes: line.episodes as u32,
             r#final: line.r#final,
         };
-        report_eval(client.clone(), report, &shutdown).await;
+        report_eval(client.clone(), report, &shutdown)
+            .instrument(span)
+            .await;
         lines.push(line);
         if w.r#final {
             break;
@@ -194,7 +199,7 @@ pub async fn run(
 
 /// Files a score with the parameter server, retrying briefly; a failure only costs the summary.
 async fn report_eval(
-    mut client: ParameterServerClient<tonic::transport::Channel>,
+    mut client: ParameterServerClient<sebulba_proto::trace::TracedChannel>,
     report: EvalReport,
     shutdown: &CancellationToken,
 ) {

@@ -150,6 +150,7 @@ pub async fn bench_transport(
     };
     let server = tokio::spawn(
         tonic::transport::Server::builder()
+            .trace_fn(sebulba_proto::trace::server_span)
             .add_service(
                 LearnerServer::new(sink)
                     .max_decoding_message_size(MAX_MESSAGE_BYTES)

@@ -101,6 +101,7 @@ pub async fn run(
         let stop = server_stop.clone();
         tokio::spawn(
             tonic::transport::Server::builder()
+                .trace_fn(sebulba_proto::trace::server_span)
                 .add_service(health)
                 .add_service(reflection)
                 .add_service(

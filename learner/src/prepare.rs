@@ -268,6 +268,7 @@ mod tests {
             episode_returns: vec![],
             episode_lengths: vec![],
             ack_to: None,
+            trace: Default::default(),
         }
     }
 

@@ -3,14 +3,14 @@
 
 use sebulba_proto::grpc::{MAX_MESSAGE_BYTES, channel};
 use sebulba_proto::parameter_server_client::ParameterServerClient;
+use sebulba_proto::trace::TracedChannel;
 use sebulba_proto::{EvalReport, ListEvalsRequest, Weights};
 use std::time::{Duration, Instant};
-use tonic::transport::Channel;
 use tracing::warn;
 
 #[derive(Clone)]
 pub struct Publisher {
-    client: ParameterServerClient<Channel>,
+    client: ParameterServerClient<TracedChannel>,
 }
 
 impl Publisher {

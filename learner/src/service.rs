@@ -69,6 +69,16 @@ impl LearnerService {
             ack.message = "run finished".into();
             return Some(ack);
         }
+        // One span per batch, continuing the actor's trace (its send span).
+        let span = info_span!(
+            parent: None,
+            "ingest",
+            actor = %batch.actor_id,
+            sequence = batch.sequence,
+            version = batch.policy_version,
+        );
+        sebulba_proto::trace::set_parent_from_map(&span, &batch.trace_context);
+        let _entered = span.enter();
         let expect = Expect {
             env: &shared.env,
             num_steps: shared.config.env.rollout_length,
@@ -84,6 +94,8 @@ impl LearnerService {
             }
             Ok(mut decoded) => {
                 decoded.ack_to = Some(ack_to.clone());
+                decoded.trace.ingest = sebulba_proto::trace::context_map(&span);
+                decoded.trace.queue_wait = Some(info_span!("queue_wait"));
                 shared.accounting.queued(&batch.actor_id);
                 match queue.send(decoded).await {
                     Ok(()) => return None,

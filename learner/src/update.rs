@@ -23,7 +23,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, info_span};
+use tracing::{Instrument, debug, info, info_span};
 
 pub struct UpdateLoop<B: AutodiffBackend> {
     pub shared: Arc<Shared>,
@@ -92,7 +92,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
                         _ = stop.cancelled() => None,
                     }
                 });
-                let Some(b) = next else {
+                let Some(mut b) = next else {
                     for b in batches.drain(..) {
                         self.shared
                             .accounting
@@ -100,6 +100,8 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
                     }
                     break 'run;
                 };
+                // Taken: its queue_wait span ends here.
+                b.trace.queue_wait.take();
                 env_steps += b.env_steps();
                 self.live.env_steps.store(env_steps, Ordering::Relaxed);
                 let lag = version.saturating_sub(b.policy_version);
@@ -124,11 +126,19 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
                 }
                 batches.push(b);
             }
+            // Each update is its own trace, linked to the ingest spans of the
+            // batches it used (each of which continues one actor rollout).
             let span = info_span!(
+                parent: None,
                 "update",
                 update = updates + 1,
-                samples = cfg.samples_per_update()
+                version,
+                samples = cfg.samples_per_update(),
+                batches = batches.len(),
             );
+            for b in &batches {
+                sebulba_proto::trace::link_from_map(&span, &b.trace.ingest);
+            }
             let _enter = span.enter();
             let t0 = Instant::now();
             // Linear annealing to 0 over the step budget.
@@ -136,17 +146,18 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
             let anneal = |on: bool, x: f64| if on { x * remaining } else { x };
             let lr = anneal(cfg.ppo.anneal_lr, cfg.ppo.learning_rate);
             let clip = anneal(cfg.ppo.anneal_clip, cfg.ppo.clip_coef);
-            let prepared = prepare(
-                &batches,
-                version,
-                &mut self.ppo,
-                &mut self.normalizers,
-                &cfg,
-                self.model_spec.obs_dim,
-            );
-            let stats = self
-                .ppo
-                .update(&prepared.data, &cfg.ppo, lr, clip)
+            let prepared = info_span!("prepare").in_scope(|| {
+                prepare(
+                    &batches,
+                    version,
+                    &mut self.ppo,
+                    &mut self.normalizers,
+                    &cfg,
+                    self.model_spec.obs_dim,
+                )
+            });
+            let stats = info_span!("sgd", epochs = cfg.ppo.epochs)
+                .in_scope(|| self.ppo.update(&prepared.data, &cfg.ppo, lr, clip))
                 .map_err(|e| LearnerError::Update(e.to_string()))?;
             updates += 1;
             version += 1;
@@ -222,7 +233,8 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
     }
 
     fn publish(&self, version: u64, env_steps: u64, final_: bool) -> Result<(), LearnerError> {
-        let _span = info_span!("publish", version).entered();
+        let span = info_span!("publish", version);
+        let _entered = span.enter();
         let bytes = self.weights_bytes()?;
         // Accept batches of this version before actors can see it.
         self.shared.version.store(version, Ordering::Release);
@@ -234,9 +246,15 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
             env_id: c.env.id.clone(),
             env_steps,
             r#final: final_,
+            // Followers' weight refreshes continue this trace.
+            trace_context: sebulba_proto::trace::context_map(&span),
         };
         self.rt
-            .block_on(self.publisher.publish(weights, Duration::from_secs(60)))
+            .block_on(
+                self.publisher
+                    .publish(weights, Duration::from_secs(60))
+                    .instrument(span.clone()),
+            )
             .map_err(|s| LearnerError::Publish(format!("version {version}: {}", s.message())))
     }
 }

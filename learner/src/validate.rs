@@ -31,6 +31,17 @@ pub struct DecodedBatch {
     /// (not on arrival) is the actors' flow control: an actor holds at most its
     /// credit of batches the learner has not started on, so none goes stale.
     pub ack_to: Option<tokio::sync::mpsc::Sender<Result<sebulba_proto::Ack, tonic::Status>>>,
+    /// The batch's journey through the learner, for tracing.
+    pub trace: BatchTrace,
+}
+
+/// Tracing state that travels with a queued batch: the `queue_wait` span is
+/// open from enqueue until the update loop takes the batch (dropping it closes
+/// the span), and `ingest` names the ingest span the update links to.
+#[derive(Debug, Default)]
+pub struct BatchTrace {
+    pub queue_wait: Option<tracing::Span>,
+    pub ingest: std::collections::HashMap<String, String>,
 }
 
 /// The actions of a batch, by action-space kind.
@@ -251,6 +262,7 @@ pub fn decode_batch(b: &TrajectoryBatch, expect: &Expect<'_>) -> Result<DecodedB
         episode_returns,
         episode_lengths,
         ack_to: None,
+        trace: BatchTrace::default(),
     })
 }
 

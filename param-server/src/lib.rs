@@ -149,6 +149,7 @@ pub async fn run(
     let health = sebulba_proto::grpc::health(&["sebulba.v1.ParameterServer"]).await;
     info!(%local, "parameter server serving");
     tonic::transport::Server::builder()
+        .trace_fn(sebulba_proto::trace::server_span)
         .add_service(health)
         .add_service(reflection)
         .add_service(

@@ -1,8 +1,10 @@
 //! gRPC plumbing every role shares: client endpoints with deadlines and
 //! keep-alives, message-size limits, and the health and reflection services.
 
+use crate::trace::{TraceInterceptor, TracedChannel};
 use std::time::Duration;
-use tonic::transport::{Channel, Endpoint};
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Endpoint;
 
 /// Largest message any sebulba server or client accepts (a batch of 64 envs x
 /// 256 steps of 100-float observations is ~6.6 MB).
@@ -10,8 +12,8 @@ pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 
 /// A lazily connecting channel to `url` (`http://host:port`; a bare `host:port`
 /// gets `http://`), with connect timeout and HTTP/2 keep-alives so a dead peer
-/// is noticed.
-pub fn channel(url: &str) -> Result<Channel, tonic::transport::Error> {
+/// is noticed, carrying the caller's trace context on every call.
+pub fn channel(url: &str) -> Result<TracedChannel, tonic::transport::Error> {
     let url = if url.contains("://") {
         url.to_string()
     } else {
@@ -24,6 +26,7 @@ pub fn channel(url: &str) -> Result<Channel, tonic::transport::Error> {
         .keep_alive_timeout(Duration::from_secs(20))
         .keep_alive_while_idle(true)
         .connect_lazy())
+    .map(|ch| InterceptedService::new(ch, TraceInterceptor))
 }
 
 /// Jittered exponential backoff delays from `min` to `max`, without end: every

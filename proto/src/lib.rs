@@ -3,6 +3,7 @@
 pub mod follow;
 pub mod grpc;
 pub mod tensor;
+pub mod trace;
 
 #[allow(clippy::all, clippy::pedantic)]
 pub mod pb {

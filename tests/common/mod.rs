@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod otlp;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
