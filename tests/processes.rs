@@ -204,3 +204,89 @@ fn four_roles_as_separate_processes() {
     assert!(report.updates_linking_ingest > 0, "{report}");
     assert!(report.refresh_continuing_publish > 0, "{report}");
 }
+
+/// SIGTERM in the middle of training, to every role: the learner writes its
+/// summary (accounting intact) and final weights and exits 0; actors, the
+/// evaluator and the param-server exit 0 too; nothing hangs.
+#[test]
+fn every_role_shuts_down_cleanly_on_sigterm_mid_run() {
+    let dir = run_dir("sigterm");
+    let run = dir.join("run");
+    let (ps_port, learner_port) = (free_port(), free_port());
+    let ps_url = format!("http://127.0.0.1:{ps_port}");
+    let learner_url = format!("http://127.0.0.1:{learner_port}");
+    let spawn = |name: &str, args: &[&str]| {
+        let mut c = bin();
+        c.args(args);
+        Proc::spawn(name, c, &dir)
+    };
+    let mut ps = spawn(
+        "param-server",
+        &["param-server", "--listen", &format!("127.0.0.1:{ps_port}")],
+    );
+    let mut learner = {
+        let mut c = bin();
+        c.args(["learner", "--listen", &format!("127.0.0.1:{learner_port}")])
+            .args(["--param-server", &ps_url, "--env", "CartPole-v1"])
+            .args(["--set", "run.total_steps=100000000", "--run-dir"])
+            .arg(&run);
+        Proc::spawn("learner", c, &dir)
+    };
+    let mut actors: Vec<Proc> = (0..2)
+        .map(|i| {
+            spawn(
+                &format!("actor-{i}"),
+                &[
+                    "actor",
+                    "--learner",
+                    &learner_url,
+                    "--param-server",
+                    &ps_url,
+                ],
+            )
+        })
+        .collect();
+    let mut evaluator = {
+        let mut c = bin();
+        c.args(["evaluator", "--param-server", &ps_url, "--run-dir"])
+            .arg(&run);
+        Proc::spawn("evaluator", c, &dir)
+    };
+
+    // Let it train for a few updates.
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while read_lines(&run.join("metrics.jsonl")) < 5 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no 5 updates in 120 s; learner log:\n{}",
+            learner.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    let s = learner
+        .terminate(Duration::from_secs(30))
+        .unwrap_or_else(|| panic!("learner hangs on SIGTERM:\n{}", learner.log_text()));
+    assert!(
+        s.success(),
+        "learner on SIGTERM: {s}\n{}",
+        learner.log_text()
+    );
+    let summary = read_json(&run.join("summary.json"));
+    assert_accounted(&summary);
+    assert!(summary["updates"].as_u64().expect("updates") >= 5);
+    assert!(run.join("final.safetensors").is_file());
+    // The learner is gone: actors are retrying; they still stop at once.
+    for p in actors.iter_mut().chain([&mut evaluator, &mut ps]) {
+        let s = p
+            .terminate(Duration::from_secs(15))
+            .unwrap_or_else(|| panic!("{} hangs on SIGTERM:\n{}", p.name, p.log_text()));
+        assert!(s.success(), "{} on SIGTERM: {s}\n{}", p.name, p.log_text());
+    }
+}
+
+fn read_lines(path: &std::path::Path) -> usize {
+    std::fs::read_to_string(path)
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+}
