@@ -78,26 +78,27 @@ impl LearnerService {
             version = batch.policy_version,
         );
         sebulba_proto::trace::set_parent_from_map(&span, &batch.trace_context);
-        let _entered = span.enter();
         let expect = Expect {
             env: &shared.env,
             num_steps: shared.config.env.rollout_length,
             num_envs: shared.config.env.envs_per_actor,
             current_version: version,
         };
-        match decode_batch(&batch, &expect) {
+        // Not `span.enter()`: a guard held across the `.await` below would leave
+        // the span entered on a worker thread while this task is parked.
+        match span.in_scope(|| decode_batch(&batch, &expect)) {
             Err(r) => {
                 shared.accounting.rejected(&batch.actor_id, r.reason);
-                warn!(actor = %batch.actor_id, sequence = batch.sequence, reason = r.reason, "batch rejected: {}", r.message);
+                warn!(parent: &span, actor = %batch.actor_id, sequence = batch.sequence, reason = r.reason, "batch rejected: {}", r.message);
                 ack.code = r.code as i32;
                 ack.message = r.message;
             }
             Ok(mut decoded) => {
                 decoded.ack_to = Some(ack_to.clone());
                 decoded.trace.ingest = sebulba_proto::trace::context_map(&span);
-                decoded.trace.queue_wait = Some(info_span!("queue_wait"));
+                decoded.trace.queue_wait = Some(info_span!(parent: &span, "queue_wait"));
                 shared.accounting.queued(&batch.actor_id);
-                match queue.send(decoded).await {
+                match queue.send(decoded).instrument(span.clone()).await {
                     Ok(()) => return None,
                     Err(mpsc::error::SendError(b)) => {
                         // The update loop has stopped: the run is over.
