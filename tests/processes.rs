@@ -6,10 +6,16 @@
 
 mod common;
 use common::*;
+use std::sync::Mutex;
 use std::time::Duration;
+
+/// The first test picks its ports before binding them (its actors start before
+/// the learner); it runs alone so no other test's connections can take them.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 #[test]
 fn four_roles_as_separate_processes() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = run_dir("processes");
     let run = dir.join("run");
     let (ps_port, learner_port) = (free_port(), free_port());
@@ -210,28 +216,32 @@ fn four_roles_as_separate_processes() {
 /// evaluator and the param-server exit 0 too; nothing hangs.
 #[test]
 fn every_role_shuts_down_cleanly_on_sigterm_mid_run() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = run_dir("sigterm");
     let run = dir.join("run");
-    let (ps_port, learner_port) = (free_port(), free_port());
-    let ps_url = format!("http://127.0.0.1:{ps_port}");
-    let learner_url = format!("http://127.0.0.1:{learner_port}");
     let spawn = |name: &str, args: &[&str]| {
         let mut c = bin();
         c.args(args);
         Proc::spawn(name, c, &dir)
     };
-    let mut ps = spawn(
-        "param-server",
-        &["param-server", "--listen", &format!("127.0.0.1:{ps_port}")],
+    // Servers bind port 0 and report the port: this test runs beside another.
+    let mut ps = spawn("param-server", &["param-server", "--listen", "127.0.0.1:0"]);
+    let ps_url = format!(
+        "http://127.0.0.1:{}",
+        ps.bound_port(Duration::from_secs(30))
     );
     let mut learner = {
         let mut c = bin();
-        c.args(["learner", "--listen", &format!("127.0.0.1:{learner_port}")])
+        c.args(["learner", "--listen", "127.0.0.1:0"])
             .args(["--param-server", &ps_url, "--env", "CartPole-v1"])
             .args(["--set", "run.total_steps=100000000", "--run-dir"])
             .arg(&run);
         Proc::spawn("learner", c, &dir)
     };
+    let learner_url = format!(
+        "http://127.0.0.1:{}",
+        learner.bound_port(Duration::from_secs(30))
+    );
     let mut actors: Vec<Proc> = (0..2)
         .map(|i| {
             spawn(

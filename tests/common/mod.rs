@@ -98,6 +98,29 @@ impl Proc {
         self.wait(timeout)
     }
 
+    /// Waits for a server started with `--listen 127.0.0.1:0` to log the port it
+    /// bound (`local=127.0.0.1:PORT`). Binding port 0 cannot race with other
+    /// tests or with clients' ephemeral ports, as a pre-picked free port can.
+    pub fn bound_port(&self, timeout: Duration) -> u16 {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let log = self.log_text();
+            if let Some(port) = log
+                .split_whitespace()
+                .filter_map(|w| w.strip_prefix("local=127.0.0.1:"))
+                .find_map(|p| p.parse().ok())
+            {
+                return port;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} logged no bound address:\n{log}",
+                self.name
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
