@@ -5,6 +5,7 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use sebulba_core::config::RunConfig;
 use sebulba_core::devices::DeviceKind;
+use sebulba_proto::security::{Security, Tls, Tokens};
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
@@ -53,6 +54,52 @@ impl Command {
     }
 }
 
+/// Tokens and TLS, shared by every networked command. A server accepts the
+/// classes whose tokens it is given (any given: the rest are refused); a client
+/// sends its own class's token. Secrets come best from the environment.
+#[derive(Args, Debug, Clone, Default)]
+pub struct SecurityArgs {
+    /// Token actors present (the learner and param-server accept it; actors send it).
+    #[arg(long, env = "SEBULBA_ACTOR_TOKEN", hide_env_values = true)]
+    pub actor_token: Option<String>,
+    /// Token the learner presents to publish weights (the param-server accepts it).
+    #[arg(long, env = "SEBULBA_LEARNER_TOKEN", hide_env_values = true)]
+    pub learner_token: Option<String>,
+    /// Read-only token: the evaluator and dashboards (read weights, file scores).
+    #[arg(long, env = "SEBULBA_READ_TOKEN", hide_env_values = true)]
+    pub read_token: Option<String>,
+    /// Server certificate chain (PEM): this role's servers speak TLS.
+    #[arg(long, env = "SEBULBA_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+    /// Private key of `--tls-cert` (PEM).
+    #[arg(long, env = "SEBULBA_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
+    /// CA certificate (PEM) to verify servers with: this role's clients speak TLS.
+    #[arg(long, env = "SEBULBA_TLS_CA")]
+    pub tls_ca: Option<PathBuf>,
+    /// Server name to verify instead of each URL's host.
+    #[arg(long, env = "SEBULBA_TLS_DOMAIN")]
+    pub tls_domain: Option<String>,
+}
+
+impl SecurityArgs {
+    pub fn load(&self) -> anyhow::Result<Security> {
+        let non_empty = |t: &Option<String>| t.clone().filter(|t| !t.is_empty());
+        let tokens = Tokens {
+            actor: non_empty(&self.actor_token),
+            learner: non_empty(&self.learner_token),
+            read_only: non_empty(&self.read_token),
+        };
+        let tls = Tls::load(
+            self.tls_cert.as_deref(),
+            self.tls_key.as_deref(),
+            self.tls_ca.as_deref(),
+            self.tls_domain.clone(),
+        )?;
+        Ok(Security::new(tokens, tls)?)
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct HealthArgs {
     /// Server address, `host:port` or `http://host:port`.
@@ -63,6 +110,8 @@ pub struct HealthArgs {
     pub service: String,
     #[arg(long, default_value_t = 3)]
     pub timeout_secs: u64,
+    #[command(flatten)]
+    pub security: SecurityArgs,
 }
 
 #[derive(Subcommand, Debug)]
@@ -205,12 +254,16 @@ pub struct LocalArgs {
     /// Actors to start (default: the preset's run.local_actors).
     #[arg(long, env = "SEBULBA_ACTORS")]
     pub actors: Option<usize>,
+    #[command(flatten)]
+    pub security: SecurityArgs,
 }
 
 #[derive(Args, Debug)]
 pub struct ParamServerArgs {
     #[arg(long, env = "SEBULBA_LISTEN", default_value = "0.0.0.0:50052")]
     pub listen: String,
+    #[command(flatten)]
+    pub security: SecurityArgs,
 }
 
 #[derive(Args, Debug)]
@@ -222,6 +275,8 @@ pub struct LearnerArgs {
     /// Parameter server address, e.g. http://param-server:50052.
     #[arg(long, env = "SEBULBA_PARAM_SERVER")]
     pub param_server: String,
+    #[command(flatten)]
+    pub security: SecurityArgs,
 }
 
 #[derive(Args, Debug)]
@@ -240,6 +295,8 @@ pub struct ActorArgs {
     /// Inference device: `cpu`, or `cuda:N` (binary built with `--features cuda`).
     #[arg(long, env = "SEBULBA_DEVICE", default_value = "cpu", value_parser = parse_device)]
     pub device: DeviceKind,
+    #[command(flatten)]
+    pub security: SecurityArgs,
 }
 
 #[derive(Args, Debug)]
@@ -260,6 +317,8 @@ pub struct EvaluatorArgs {
     /// Inference device: `cpu`, or `cuda:N` (binary built with `--features cuda`).
     #[arg(long, env = "SEBULBA_DEVICE", default_value = "cpu", value_parser = parse_device)]
     pub device: DeviceKind,
+    #[command(flatten)]
+    pub security: SecurityArgs,
 }
 
 fn parse_device(s: &str) -> Result<DeviceKind, String> {

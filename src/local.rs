@@ -15,6 +15,14 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
     let run_dir = args.config.run_dir(&config);
     let actors = args.actors.unwrap_or(config.run.local_actors);
     anyhow::ensure!(actors >= 1, "--actors: need at least one actor");
+    let security = args.security.load()?;
+    // With a CA given, roles dial each other over https (the certificate must
+    // name 127.0.0.1, or --tls-domain the name it has).
+    let scheme = if security.tls.ca.is_some() {
+        "https"
+    } else {
+        "http"
+    };
 
     let ps_listener = TcpListener::bind("127.0.0.1:0")
         .await
@@ -22,8 +30,8 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
     let learner_listener = TcpListener::bind("127.0.0.1:0")
         .await
         .context("binding the learner")?;
-    let ps_url = format!("http://{}", ps_listener.local_addr()?);
-    let learner_url = format!("http://{}", learner_listener.local_addr()?);
+    let ps_url = format!("{scheme}://{}", ps_listener.local_addr()?);
+    let learner_url = format!("{scheme}://{}", learner_listener.local_addr()?);
     info!(env = %config.env.id, seed = config.run.seed, actors, run_dir = %run_dir.display(), "local run");
 
     // Roles stop on `roles`; the learner decides when training is over.
@@ -31,8 +39,9 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
     let mut tasks = tokio::task::JoinSet::new();
     {
         let t = roles.clone();
+        let security = security.clone();
         tasks.spawn(async move {
-            sebulba_param_server::run(ps_listener, t)
+            sebulba_param_server::run(ps_listener, &security, t)
                 .await
                 .map_err(anyhow::Error::from)
                 .context("parameter server")
@@ -46,6 +55,7 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
             episodes: config.eval.episodes,
             seed: config.run.seed,
             device: sebulba_core::devices::DeviceKind::Cpu,
+            security: security.clone(),
         };
         let t = roles.clone();
         tasks.spawn(async move {
@@ -63,6 +73,7 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
             name: format!("local-{i}"),
             send_queue: config.actor.send_queue,
             device: sebulba_core::devices::DeviceKind::Cpu,
+            security: security.clone(),
         };
         let t = roles.clone();
         tasks.spawn(async move {
@@ -81,6 +92,7 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
         run_dir: run_dir.clone(),
         param_server: ps_url,
         live,
+        security,
     };
     let result = sebulba_learner::run(learner_listener, opts, shutdown.clone()).await;
     roles.cancel();

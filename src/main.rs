@@ -63,10 +63,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let listener = tokio::net::TcpListener::bind(&args.listen)
                 .await
                 .with_context(|| format!("binding {}", args.listen))?;
-            sebulba_param_server::run(listener, shutdown).await?;
+            let security = args.security.load()?;
+            sebulba_param_server::run(listener, &security, shutdown).await?;
             Ok(())
         }
         Command::Learner(args) => {
+            let security = args.security.load()?;
             let config = args.config.resolve()?;
             let run_dir = args.config.run_dir(&config);
             let listener = tokio::net::TcpListener::bind(&args.listen)
@@ -77,6 +79,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 run_dir: run_dir.clone(),
                 param_server: args.param_server,
                 live: Arc::new(sebulba_learner::LiveStats::new()),
+                security,
             };
             let summary = sebulba_learner::run(listener, opts, shutdown).await?;
             info!(run_dir = %run_dir.display(), env_steps = summary.env_steps, final_eval = ?summary.final_eval_return_mean, "summary written");
@@ -89,6 +92,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 name: args.name,
                 send_queue: args.send_queue,
                 device: args.device,
+                security: args.security.load()?,
             };
             let report = sebulba_actor::run(opts, shutdown).await?;
             info!(
@@ -106,6 +110,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 episodes: args.episodes,
                 seed: args.seed,
                 device: args.device,
+                security: args.security.load()?,
             };
             let lines = sebulba_evaluator::run(opts, shutdown).await?;
             info!(evaluations = lines.len(), "evaluator done");
@@ -161,6 +166,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             &args.addr,
             &args.service,
             std::time::Duration::from_secs(args.timeout_secs),
+            &args.security.load()?,
         )
         .await
         .map_err(|e| anyhow::anyhow!("not healthy: {e}")),

@@ -12,6 +12,7 @@ use sebulba_core::distribution::ActionDist;
 use sebulba_core::policy::network_from_wire;
 use sebulba_proto::grpc::{MAX_MESSAGE_BYTES, channel};
 use sebulba_proto::learner_client::LearnerClient;
+use sebulba_proto::security::{Class, Security};
 use sebulba_proto::{JoinRequest, PROTOCOL_VERSION, Role, Weights};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -40,6 +41,8 @@ pub struct ActorOptions {
     pub send_queue: usize,
     /// Inference device (`cpu`, or `cuda:N` with the `cuda` feature).
     pub device: sebulba_core::devices::DeviceKind,
+    /// The actor token is sent on every call; TLS when a CA is given.
+    pub security: Security,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -62,6 +65,8 @@ pub async fn run(
     let (weights_tx, weights_rx) = watch::channel(None);
     let follower = tokio::spawn(sebulba_proto::follow::follow_weights(
         opts.param_server.clone(),
+        opts.security.clone(),
+        Class::Actor,
         weights_tx,
         shutdown.child_token(),
     ));
@@ -98,8 +103,13 @@ pub async fn run(
     result
 }
 
+/// Refused credentials are fatal (retrying cannot fix them); the rest is worth retrying.
 fn unavailable(s: tonic::Status) -> ActorError {
-    ActorError::Unavailable(format!("{:?}: {}", s.code(), s.message()))
+    let m = format!("{:?}: {}", s.code(), s.message());
+    match s.code() {
+        tonic::Code::Unauthenticated | tonic::Code::PermissionDenied => ActorError::Fatal(m),
+        _ => ActorError::Unavailable(m),
+    }
 }
 
 async fn session(
@@ -108,7 +118,7 @@ async fn session(
     shutdown: &CancellationToken,
     report: &mut ActorReport,
 ) -> Result<SessionEnd, ActorError> {
-    let ch = channel(&opts.learner)
+    let ch = channel(&opts.learner, &opts.security, Some(Class::Actor))
         .map_err(|e| ActorError::Fatal(format!("learner address `{}`: {e}", opts.learner)))?;
     let mut client = LearnerClient::new(ch)
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
@@ -144,7 +154,7 @@ async fn session(
 
     // Act only with real weights.
     tokio::select! {
-        r = weights.wait_for(|w| w.is_some()) => { r.map_err(|_| ActorError::Fatal("weights follower stopped".into()))?; }
+        r = weights.wait_for(|w| w.is_some()) => { r.map_err(|_| ActorError::Fatal("the parameter server refused this actor (see the error above)".into()))?; }
         _ = shutdown.cancelled() => return Ok(SessionEnd::Shutdown),
     }
 

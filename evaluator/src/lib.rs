@@ -8,8 +8,9 @@ mod episodes;
 pub use episodes::{EpisodeResults, play_episodes};
 use sebulba_core::files::{JsonLines, write_atomic};
 use sebulba_core::policy::{InferencePolicy, network_from_wire};
-use sebulba_proto::grpc::channel;
+use sebulba_proto::grpc::{SecureChannel, channel};
 use sebulba_proto::parameter_server_client::ParameterServerClient;
+use sebulba_proto::security::{Class, Security};
 use sebulba_proto::{EvalReport, Weights};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -41,6 +42,8 @@ pub struct EvaluatorOptions {
     pub seed: u64,
     /// Inference device (`cpu`, or `cuda:N` with the `cuda` feature).
     pub device: sebulba_core::devices::DeviceKind,
+    /// The read-only token is sent on every call; TLS when a CA is given.
+    pub security: Security,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -70,21 +73,30 @@ pub async fn run(
     let mut out = JsonLines::append_to(&opts.run_dir.join("eval.jsonl"))
         .map_err(|e| EvaluatorError::Io("eval.jsonl".into(), e))?;
     let (tx, mut rx) = watch::channel::<Option<Arc<Weights>>>(None);
-    let follower = tokio::spawn(sebulba_proto::follow::follow_weights(
+    let client = ParameterServerClient::new(
+        channel(&opts.param_server, &opts.security, Some(Class::ReadOnly))
+            .map_err(|e| EvaluatorError::Transport(e.to_string()))?,
+    );
+    let mut follower = tokio::spawn(sebulba_proto::follow::follow_weights(
         opts.param_server.clone(),
+        opts.security.clone(),
+        Class::ReadOnly,
         tx,
         shutdown.child_token(),
     ));
-    let client = ParameterServerClient::new(
-        channel(&opts.param_server).map_err(|e| EvaluatorError::Transport(e.to_string()))?,
-    );
     let mut policy: Option<InferencePolicy> = None;
     let mut last: Option<u64> = None;
     let mut best = f64::NEG_INFINITY;
     let mut lines = Vec::new();
     loop {
         tokio::select! {
-            r = rx.changed() => if r.is_err() { break },
+            r = rx.changed() => if r.is_err() {
+                // The follower gave up: refused credentials end the evaluator.
+                return match (&mut follower).await {
+                    Ok(Err(s)) => Err(EvaluatorError::Transport(format!("parameter server: {}", s.message()))),
+                    _ => Ok(lines),
+                };
+            },
             _ = shutdown.cancelled() => break,
         }
         let Some(w) = rx.borrow_and_update().clone() else {
@@ -199,7 +211,7 @@ pub async fn run(
 
 /// Files a score with the parameter server, retrying briefly; a failure only costs the summary.
 async fn report_eval(
-    mut client: ParameterServerClient<sebulba_proto::trace::TracedChannel>,
+    mut client: ParameterServerClient<SecureChannel>,
     report: EvalReport,
     shutdown: &CancellationToken,
 ) {

@@ -159,7 +159,12 @@ pub async fn bench_transport(
             .serve_with_incoming(TcpListenerStream::new(listener)),
     );
     let mut client = LearnerClient::new(
-        channel(&format!("http://{addr}")).map_err(|e| LearnerError::Transport(e.to_string()))?,
+        channel(
+            &format!("http://{addr}"),
+            &sebulba_proto::security::Security::insecure(),
+            None,
+        )
+        .map_err(|e| LearnerError::Transport(e.to_string()))?,
     )
     .max_decoding_message_size(MAX_MESSAGE_BYTES)
     .max_encoding_message_size(MAX_MESSAGE_BYTES);

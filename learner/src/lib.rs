@@ -28,6 +28,7 @@ use sebulba_core::files::{JsonLines, write_atomic, write_json_atomic};
 use sebulba_core::model::ModelSpec;
 use sebulba_proto::grpc::MAX_MESSAGE_BYTES;
 use sebulba_proto::learner_server::LearnerServer;
+use sebulba_proto::security::Security;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,6 +36,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
+use tonic::service::interceptor::InterceptedService;
 use tracing::{info, warn};
 
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +63,8 @@ pub struct LearnerOptions {
     /// Parameter server URL (`http://host:port`).
     pub param_server: String,
     pub live: Arc<LiveStats>,
+    /// Tokens accepted from actors; the learner token sent when publishing; TLS.
+    pub security: Security,
 }
 
 /// Serves `Learner` on `listener` and trains until the step budget is reached or
@@ -86,9 +90,11 @@ pub async fn run(
     let shared = Arc::new(Shared::new(cfg.clone(), env));
 
     let (queue_tx, queue_rx) = mpsc::channel(cfg.learner.queue_capacity);
+    let gate = opts.security.gate();
     let service = LearnerService {
         shared: shared.clone(),
         queue: queue_tx,
+        gate: gate.clone(),
     };
     let server_stop = CancellationToken::new();
     let reflection =
@@ -97,13 +103,14 @@ pub async fn run(
     let local = listener
         .local_addr()
         .map_err(|e| LearnerError::Io("listener".into(), e))?;
+    let mut builder = sebulba_proto::grpc::server(&opts.security)
+        .map_err(|e| LearnerError::Transport(e.to_string()))?;
     let server = {
         let stop = server_stop.clone();
         tokio::spawn(
-            tonic::transport::Server::builder()
-                .trace_fn(sebulba_proto::trace::server_span)
+            builder
                 .add_service(health)
-                .add_service(reflection)
+                .add_service(InterceptedService::new(reflection, gate.any_class()))
                 .add_service(
                     LearnerServer::new(service)
                         .max_decoding_message_size(MAX_MESSAGE_BYTES)
@@ -115,10 +122,10 @@ pub async fn run(
                 ),
         )
     };
-    info!(%local, env = %cfg.env.id, total_steps = cfg.run.total_steps, "learner serving");
+    info!(%local, env = %cfg.env.id, total_steps = cfg.run.total_steps, tls = opts.security.tls.identity.is_some(), auth = gate.is_enforcing(), "learner serving");
 
-    let publisher =
-        Publisher::new(&opts.param_server).map_err(|e| LearnerError::Transport(e.to_string()))?;
+    let publisher = Publisher::new(&opts.param_server, &opts.security)
+        .map_err(|e| LearnerError::Transport(e.to_string()))?;
     let metrics = JsonLines::append_to(&run_dir.join("metrics.jsonl"))
         .map_err(|e| LearnerError::Io("metrics.jsonl".into(), e))?;
     let devices = LearnerDevices::parse(&cfg.learner.devices)

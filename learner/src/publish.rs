@@ -1,21 +1,21 @@
 //! Publishing weights to the parameter server, and reading evaluation reports
 //! back for the summary. A param-server hiccup is retried, never fatal to training.
 
-use sebulba_proto::grpc::{MAX_MESSAGE_BYTES, channel};
+use sebulba_proto::grpc::{ChannelError, MAX_MESSAGE_BYTES, SecureChannel, channel};
 use sebulba_proto::parameter_server_client::ParameterServerClient;
-use sebulba_proto::trace::TracedChannel;
+use sebulba_proto::security::{Class, Security};
 use sebulba_proto::{EvalReport, ListEvalsRequest, Weights};
 use std::time::{Duration, Instant};
 use tracing::warn;
 
 #[derive(Clone)]
 pub struct Publisher {
-    client: ParameterServerClient<TracedChannel>,
+    client: ParameterServerClient<SecureChannel>,
 }
 
 impl Publisher {
-    pub fn new(url: &str) -> Result<Self, tonic::transport::Error> {
-        let client = ParameterServerClient::new(channel(url)?)
+    pub fn new(url: &str, security: &Security) -> Result<Self, ChannelError> {
+        let client = ParameterServerClient::new(channel(url, security, Some(Class::Learner))?)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
         Ok(Self { client })
@@ -32,7 +32,17 @@ impl Publisher {
             req.set_timeout(Duration::from_secs(10));
             match client.publish(req).await {
                 Ok(_) => return Ok(()),
-                Err(e) if e.code() == tonic::Code::FailedPrecondition => return Err(e),
+                // Retrying cannot fix a refused version or refused credentials.
+                Err(e)
+                    if matches!(
+                        e.code(),
+                        tonic::Code::FailedPrecondition
+                            | tonic::Code::Unauthenticated
+                            | tonic::Code::PermissionDenied
+                    ) =>
+                {
+                    return Err(e);
+                }
                 Err(e) if start.elapsed() >= patience => return Err(e),
                 Err(e) => {
                     let delay = delays.next().unwrap_or(Duration::from_secs(2));

@@ -7,6 +7,7 @@ use crate::state::Shared;
 use crate::validate::{DecodedBatch, Expect, decode_batch};
 use sebulba_core::policy::network_to_wire;
 use sebulba_proto::learner_server::Learner;
+use sebulba_proto::security::{Class, Gate};
 use sebulba_proto::{
     Ack, JoinRequest, JoinResponse, PROTOCOL_VERSION, Role, RunSpec, TrajectoryBatch,
 };
@@ -23,6 +24,8 @@ pub type AckSender = mpsc::Sender<Result<Ack, Status>>;
 pub struct LearnerService {
     pub shared: Arc<Shared>,
     pub queue: mpsc::Sender<DecodedBatch>,
+    /// Actors (and read-only evaluators joining) must present their token.
+    pub gate: Gate,
 }
 
 impl LearnerService {
@@ -119,6 +122,12 @@ impl LearnerService {
 #[tonic::async_trait]
 impl Learner for LearnerService {
     async fn join(&self, request: Request<JoinRequest>) -> Result<Response<JoinResponse>, Status> {
+        // Credentials first: a stranger learns nothing about the run.
+        let class = self.gate.check(
+            request.metadata(),
+            "sebulba.v1.Learner/Join",
+            &[Class::Actor, Class::ReadOnly],
+        )?;
         let req = request.into_inner();
         if req.protocol_version != PROTOCOL_VERSION {
             return Err(Status::failed_precondition(format!(
@@ -132,6 +141,11 @@ impl Learner for LearnerService {
         let role = Role::try_from(req.role).map_err(|_| {
             Status::invalid_argument(format!("field `role`: unknown role {}", req.role))
         })?;
+        if role == Role::Actor && class == Some(Class::ReadOnly) {
+            return Err(Status::permission_denied(
+                "sebulba.v1.Learner/Join: a read-only token may not join as an actor",
+            ));
+        }
         let (actor_id, seed) = match role {
             Role::Actor => self.shared.register_actor(&req.name),
             Role::Evaluator => (String::new(), self.shared.config.run.seed ^ 0xE7A1),
@@ -150,6 +164,11 @@ impl Learner for LearnerService {
         &self,
         request: Request<Streaming<TrajectoryBatch>>,
     ) -> Result<Response<Self::StreamTrajectoriesStream>, Status> {
+        self.gate.check(
+            request.metadata(),
+            "sebulba.v1.Learner/StreamTrajectories",
+            &[Class::Actor],
+        )?;
         let mut incoming = request.into_inner();
         let (ack_tx, ack_rx) = mpsc::channel(64);
         let shared = self.shared.clone();
@@ -196,6 +215,7 @@ mod tests {
             LearnerService {
                 shared: Arc::new(Shared::new(cfg, env)),
                 queue: tx,
+                gate: Gate::default(),
             },
             rx,
         )

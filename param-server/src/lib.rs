@@ -6,6 +6,7 @@
 use dashmap::DashMap;
 use sebulba_proto::grpc::MAX_MESSAGE_BYTES;
 use sebulba_proto::parameter_server_server::{ParameterServer, ParameterServerServer};
+use sebulba_proto::security::{Class, Gate, Security};
 use sebulba_proto::{
     EvalList, EvalReport, LatestRequest, ListEvalsRequest, PublishAck, ReportAck, WatchRequest,
     Weights,
@@ -17,6 +18,7 @@ use tokio::sync::watch;
 use tokio_stream::wrappers::{TcpListenerStream, WatchStream};
 use tokio_stream::{Stream, StreamExt};
 use tokio_util::sync::CancellationToken;
+use tonic::service::interceptor::InterceptedService;
 use tonic::{Request, Response, Status};
 use tracing::{debug, info};
 
@@ -79,11 +81,20 @@ impl Store {
 
 pub struct Service {
     pub store: Arc<Store>,
+    /// Only the learner publishes; everyone with a token reads.
+    pub gate: Gate,
 }
+
+const READERS: &[Class] = &[Class::Actor, Class::Learner, Class::ReadOnly];
 
 #[tonic::async_trait]
 impl ParameterServer for Service {
     async fn publish(&self, request: Request<Weights>) -> Result<Response<PublishAck>, Status> {
+        self.gate.check(
+            request.metadata(),
+            "sebulba.v1.ParameterServer/Publish",
+            &[Class::Learner],
+        )?;
         let w = request.into_inner();
         let (version, final_, bytes) = (w.version, w.r#final, w.safetensors.len());
         let v = self.store.publish(w)?;
@@ -95,7 +106,12 @@ impl ParameterServer for Service {
         Ok(Response::new(PublishAck { version: v }))
     }
 
-    async fn latest(&self, _: Request<LatestRequest>) -> Result<Response<Weights>, Status> {
+    async fn latest(&self, request: Request<LatestRequest>) -> Result<Response<Weights>, Status> {
+        self.gate.check(
+            request.metadata(),
+            "sebulba.v1.ParameterServer/Latest",
+            READERS,
+        )?;
         match self.store.latest() {
             Some(w) => Ok(Response::new((*w).clone())),
             None => Err(Status::not_found("no version published yet")),
@@ -104,7 +120,15 @@ impl ParameterServer for Service {
 
     type WatchStream = Pin<Box<dyn Stream<Item = Result<Weights, Status>> + Send>>;
 
-    async fn watch(&self, _: Request<WatchRequest>) -> Result<Response<Self::WatchStream>, Status> {
+    async fn watch(
+        &self,
+        request: Request<WatchRequest>,
+    ) -> Result<Response<Self::WatchStream>, Status> {
+        self.gate.check(
+            request.metadata(),
+            "sebulba.v1.ParameterServer/Watch",
+            READERS,
+        )?;
         let rx = self.store.latest.subscribe();
         // WatchStream yields the current value first, then each change; a slow
         // subscriber skips to the newest, which is what a follower wants.
@@ -116,6 +140,12 @@ impl ParameterServer for Service {
         &self,
         request: Request<EvalReport>,
     ) -> Result<Response<ReportAck>, Status> {
+        // Scores come from the evaluator, which holds the read-only token.
+        self.gate.check(
+            request.metadata(),
+            "sebulba.v1.ParameterServer/ReportEval",
+            &[Class::ReadOnly],
+        )?;
         let r = request.into_inner();
         if !r.return_mean.is_finite() || !r.return_std.is_finite() {
             return Err(Status::invalid_argument(
@@ -126,7 +156,15 @@ impl ParameterServer for Service {
         Ok(Response::new(ReportAck {}))
     }
 
-    async fn list_evals(&self, _: Request<ListEvalsRequest>) -> Result<Response<EvalList>, Status> {
+    async fn list_evals(
+        &self,
+        request: Request<ListEvalsRequest>,
+    ) -> Result<Response<EvalList>, Status> {
+        self.gate.check(
+            request.metadata(),
+            "sebulba.v1.ParameterServer/ListEvals",
+            READERS,
+        )?;
         let mut reports: Vec<EvalReport> = self.store.evals.iter().map(|e| *e.value()).collect();
         reports.sort_by_key(|r| r.version);
         Ok(Response::new(EvalList { reports }))
@@ -136,22 +174,25 @@ impl ParameterServer for Service {
 /// Serves the parameter server on `listener` until `shutdown` fires.
 pub async fn run(
     listener: TcpListener,
+    security: &Security,
     shutdown: CancellationToken,
 ) -> Result<(), ParamServerError> {
     let local = listener
         .local_addr()
         .map_err(|e| ParamServerError::Transport(e.to_string()))?;
+    let gate = security.gate();
     let service = Service {
         store: Arc::new(Store::default()),
+        gate: gate.clone(),
     };
     let reflection = sebulba_proto::grpc::reflection()
         .map_err(|e| ParamServerError::Transport(e.to_string()))?;
     let health = sebulba_proto::grpc::health(&["sebulba.v1.ParameterServer"]).await;
-    info!(%local, "parameter server serving");
-    tonic::transport::Server::builder()
-        .trace_fn(sebulba_proto::trace::server_span)
+    info!(%local, tls = security.tls.identity.is_some(), auth = gate.is_enforcing(), "parameter server serving");
+    sebulba_proto::grpc::server(security)
+        .map_err(|e| ParamServerError::Transport(e.to_string()))?
         .add_service(health)
-        .add_service(reflection)
+        .add_service(InterceptedService::new(reflection, gate.any_class()))
         .add_service(
             ParameterServerServer::new(service)
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)
@@ -178,6 +219,7 @@ mod tests {
     async fn versions_only_move_forward_and_watchers_get_the_current_one_first() {
         let svc = Service {
             store: Arc::new(Store::default()),
+            gate: Gate::default(),
         };
         assert_eq!(
             svc.latest(Request::new(LatestRequest {}))
@@ -222,6 +264,7 @@ mod tests {
     async fn eval_reports_are_listed_in_version_order() {
         let svc = Service {
             store: Arc::new(Store::default()),
+            gate: Gate::default(),
         };
         for v in [3u64, 1, 2] {
             svc.report_eval(Request::new(EvalReport {

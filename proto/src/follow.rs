@@ -5,25 +5,31 @@
 
 use crate::grpc::{MAX_MESSAGE_BYTES, channel};
 use crate::parameter_server_client::ParameterServerClient;
+use crate::security::{Class, Security};
 use crate::{WatchRequest, Weights};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, warn};
+use tracing::{debug, error, warn};
 
-/// Runs until `shutdown` fires or every receiver of `tx` is gone.
+/// Runs until `shutdown` fires or every receiver of `tx` is gone (`Ok`), or
+/// until the server refuses this follower's credentials (`Err`: retrying cannot
+/// help; dropping `tx` tells the receivers).
 pub async fn follow_weights(
     url: String,
+    security: Security,
+    class: Class,
     tx: watch::Sender<Option<Arc<Weights>>>,
     shutdown: CancellationToken,
-) {
+) -> Result<(), tonic::Status> {
     let new_backoff = || crate::grpc::backoff(Duration::from_millis(100), Duration::from_secs(5));
     let mut delays = new_backoff();
     let mut failures = 0u32;
     loop {
         let attempt = async {
-            let ch = channel(&url).map_err(|e| tonic::Status::unavailable(e.to_string()))?;
+            let ch = channel(&url, &security, Some(class))
+                .map_err(|e| tonic::Status::invalid_argument(e.to_string()))?;
             let mut client =
                 ParameterServerClient::new(ch).max_decoding_message_size(MAX_MESSAGE_BYTES);
             let mut stream = client.watch(WatchRequest {}).await?.into_inner();
@@ -38,7 +44,7 @@ pub async fn follow_weights(
         };
         let result = tokio::select! {
             r = attempt => r,
-            _ = shutdown.cancelled() => return,
+            _ = shutdown.cancelled() => return Ok(()),
         };
         if failures == 0 {
             delays = new_backoff();
@@ -46,7 +52,18 @@ pub async fn follow_weights(
         failures += 1;
         let delay = delays.next().unwrap_or(Duration::from_secs(5));
         match result {
-            Ok(true) => return,
+            Ok(true) => return Ok(()),
+            Err(s)
+                if matches!(
+                    s.code(),
+                    tonic::Code::Unauthenticated
+                        | tonic::Code::PermissionDenied
+                        | tonic::Code::InvalidArgument
+                ) =>
+            {
+                error!(%url, "parameter-server watch refused: {}", s.message());
+                return Err(s);
+            }
             Ok(false) => warn!(%url, "parameter-server watch ended; reconnecting"),
             // The first failures are normal while the server starts.
             Err(s) if failures > 5 => {
@@ -56,7 +73,7 @@ pub async fn follow_weights(
         }
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
-            _ = shutdown.cancelled() => return,
+            _ = shutdown.cancelled() => return Ok(()),
         }
     }
 }

@@ -2,6 +2,7 @@
 
 pub mod follow;
 pub mod grpc;
+pub mod security;
 pub mod tensor;
 pub mod trace;
 

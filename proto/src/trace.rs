@@ -1,5 +1,5 @@
 //! W3C trace context across processes. Every client injects the caller's span
-//! into its request metadata ([`TraceInterceptor`], on every [`TracedChannel`]);
+//! into its request metadata ([`inject_current`], on every `SecureChannel`);
 //! every server starts its request span from that metadata ([`server_span`]).
 //! Long-lived streams carry many rollouts, so a rollout's context also travels
 //! inside its `TrajectoryBatch` (and a publish's inside `Weights`): one trace
@@ -14,13 +14,8 @@ use opentelemetry_sdk::propagation::TraceContextPropagator;
 use std::collections::HashMap;
 use tonic::codegen::http;
 use tonic::metadata::{MetadataKey, MetadataMap, MetadataValue};
-use tonic::service::interceptor::InterceptedService;
-use tonic::transport::Channel;
 use tracing::Span;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
-
-/// A channel whose every request carries the caller's trace context.
-pub type TracedChannel = InterceptedService<Channel, TraceInterceptor>;
 
 /// The span's W3C context (`traceparent`, `tracestate`) as a string map, the
 /// shape of the `trace_context` fields in sebulba.proto. Empty when the span is
@@ -57,18 +52,13 @@ pub fn link_from_map(span: &Span, map: &HashMap<String, String>) {
     }
 }
 
-/// Client side: puts the current span's context into the request metadata.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct TraceInterceptor;
-
-impl tonic::service::Interceptor for TraceInterceptor {
-    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
-        let span = Span::current();
-        if !span.is_disabled() {
-            TraceContextPropagator::new()
-                .inject_context(&span.context(), &mut MetadataInjector(req.metadata_mut()));
-        }
-        Ok(req)
+/// Client side: puts the current span's context into request metadata (every
+/// call of a [`crate::grpc::SecureChannel`] does).
+pub fn inject_current(metadata: &mut MetadataMap) {
+    let span = Span::current();
+    if !span.is_disabled() {
+        TraceContextPropagator::new()
+            .inject_context(&span.context(), &mut MetadataInjector(metadata));
     }
 }
 
