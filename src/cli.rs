@@ -37,6 +37,23 @@ pub enum Command {
     /// Exits 0 when the gRPC server at `--addr` reports SERVING on
     /// `grpc.health.v1` (container healthchecks).
     Health(HealthArgs),
+    /// Writes a fresh CA (`ca.pem`) and a server certificate it signed
+    /// (`server.pem`, `server.key`) for `--names`: TLS without openssl.
+    Certs(CertsArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct CertsArgs {
+    /// Directory to write into (created if missing).
+    #[arg(long, default_value = "deploy/certs")]
+    pub out: PathBuf,
+    /// Names and addresses servers are reached by (comma-separated).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "learner,param-server,localhost,127.0.0.1"
+    )]
+    pub names: Vec<String>,
 }
 
 impl Command {
@@ -49,7 +66,7 @@ impl Command {
             Command::Learner(_) => Some("learner"),
             Command::Actor(_) => Some("actor"),
             Command::Evaluator(_) => Some("evaluator"),
-            Command::Bench(_) | Command::Health(_) => None,
+            Command::Bench(_) | Command::Health(_) | Command::Certs(_) => None,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! `sebulba`: one binary for every role. This file only parses the command line
 //! and hands over to the role crates.
 
+mod certs;
 mod cli;
 mod local;
 mod progress;
@@ -170,6 +171,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         )
         .await
         .map_err(|e| anyhow::anyhow!("not healthy: {e}")),
+        Command::Certs(args) => certs::write(&args.out, &args.names),
     }
 }
 

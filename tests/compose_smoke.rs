@@ -1,6 +1,8 @@
 //! The cluster as users run it: the image built offline from the test binary
 //! (`deploy/build-image.sh`, nothing pulled), `deploy/docker-compose.yml` up with
-//! one actor, scaled to three while training runs, one actor container killed;
+//! one actor, secured as the README shows (`sebulba certs`, three role tokens,
+//! `deploy/docker-compose.secure.yml`: every call over TLS with a token), scaled
+//! to three actors while training runs, one actor container killed;
 //! training still reaches its budget, the evaluator scores the final version and
 //! every actor's batches are used and accounted for. Every service exports its
 //! traces over OTLP to a real receiver in this test (in place of Jaeger), and at
@@ -139,11 +141,24 @@ fn compose_cluster_scales_survives_a_killed_actor_and_finishes() {
         .map(|s| format!("  {s}:\n{gateway}"))
         .collect();
     std::fs::write(&override_file, format!("services:\n{yaml}")).expect("write override");
+    // Secured as the README shows: `sebulba certs`, three tokens, the secure overlay.
+    let certs = dir.join("certs");
+    run(Command::new(env!("CARGO_BIN_EXE_sebulba"))
+        .args(["certs", "--out"])
+        .arg(&certs));
     let cluster = Cluster {
         compose,
         project: format!("sebulba-smoke-{}", std::process::id()),
-        files: vec![root.join("deploy/docker-compose.yml"), override_file],
+        files: vec![
+            root.join("deploy/docker-compose.yml"),
+            root.join("deploy/docker-compose.secure.yml"),
+            override_file,
+        ],
         env: vec![
+            ("SEBULBA_CERTS", certs.display().to_string()),
+            ("SEBULBA_ACTOR_TOKEN", "smoke-actor-token-5c1e9a".into()),
+            ("SEBULBA_LEARNER_TOKEN", "smoke-learner-token-0b7d3f".into()),
+            ("SEBULBA_READ_TOKEN", "smoke-read-token-e24a68".into()),
             (
                 "OTEL_EXPORTER_OTLP_ENDPOINT",
                 format!("http://host.docker.internal:{}", receiver.addr.port()),
@@ -207,6 +222,13 @@ fn compose_cluster_scales_survives_a_killed_actor_and_finishes() {
     assert_accounted(&summary);
     let per = summary["batches_per_actor"].as_object().expect("per actor");
     assert!(per.len() >= 3, "batches from 3 actors: {per:?}");
+    // Every call carried a token over TLS: the logs show the servers enforcing.
+    let logs = run(&mut cluster.cmd(&["logs", "--no-color", "learner", "param-server"]));
+    let logs = String::from_utf8_lossy(&logs.stdout);
+    assert!(
+        logs.contains("tls=true") && logs.contains("auth=true"),
+        "servers not secured:\n{logs}"
+    );
     for (actor, c) in per {
         assert!(
             c["used"].as_u64().unwrap_or(0) > 0,

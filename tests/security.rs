@@ -24,24 +24,15 @@ const ACTOR: &str = "actor-token-3f9a1c77e2b04d51";
 const LEARNER: &str = "learner-token-8c2e44a0b91f6d03";
 const READ: &str = "read-token-51d7b2c9e0a84f66";
 
-/// A CA and a server certificate it signed for 127.0.0.1 and localhost.
+/// A CA and a server certificate it signed for 127.0.0.1 and localhost, made
+/// by `sebulba certs` as a user would.
 fn write_certs(dir: &Path) {
-    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "sebulba test CA");
-    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().expect("ca key"))
-        .expect("ca cert");
-    let key = KeyPair::generate().expect("server key");
-    let server = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
-        .expect("server params")
-        .signed_by(&key, &ca)
-        .expect("server cert");
-    std::fs::write(dir.join("ca.pem"), ca.pem()).expect("ca.pem");
-    std::fs::write(dir.join("server.pem"), server.pem()).expect("server.pem");
-    std::fs::write(dir.join("server.key"), key.serialize_pem()).expect("server.key");
+    let out = bin()
+        .args(["certs", "--names", "127.0.0.1,localhost", "--out"])
+        .arg(dir)
+        .output()
+        .expect("sebulba certs");
+    assert!(out.status.success(), "sebulba certs: {out:?}");
 }
 
 /// The same environment variables a compose deployment sets.
