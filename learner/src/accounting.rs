@@ -17,6 +17,9 @@ pub struct Counts {
     pub rejected_by_reason: BTreeMap<String, u64>,
     /// Accepted and waiting in the pipeline.
     pub queued: u64,
+    /// Streams that broke mid-flight (an actor killed or cut off while sending).
+    /// A half-sent batch is never received, so it is outside the identity.
+    pub streams_broken: u64,
 }
 
 impl Counts {
@@ -88,6 +91,11 @@ impl Accounting {
                 c.dropped_shutdown += 1;
             })
         });
+    }
+
+    /// A trajectory stream ended with a transport error.
+    pub fn stream_broken(&self, actor: &str) {
+        self.with(|s| s.both(actor, |c| c.streams_broken += 1));
     }
 
     /// A queued batch left the pipeline.

@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Request, Response, Status, Streaming};
-use tracing::{Instrument, debug, info, info_span, warn};
+use tracing::{Instrument, info, info_span, warn};
 
 pub type AckSender = mpsc::Sender<Result<Ack, Status>>;
 
@@ -175,9 +175,14 @@ impl Learner for LearnerService {
         let queue = self.queue.clone();
         tokio::spawn(
             async move {
+                // Whose stream this is, once a batch names its actor.
+                let mut actor: Option<String> = None;
                 loop {
                     match incoming.message().await {
                         Ok(Some(batch)) => {
+                            if shared.is_known_actor(&batch.actor_id) {
+                                actor.get_or_insert_with(|| batch.actor_id.clone());
+                            }
                             if let Some(ack) = Self::ingest(&shared, &queue, batch, &ack_tx).await
                                 && ack_tx.send(Ok(ack)).await.is_err()
                             {
@@ -186,8 +191,11 @@ impl Learner for LearnerService {
                         }
                         Ok(None) => break,
                         Err(status) => {
-                            // A half-sent batch never reaches us as a message: nothing to count.
-                            debug!(%status, "trajectory stream ended with an error");
+                            // A half-sent batch never reaches us as a message; the
+                            // broken stream is counted, and the learner carries on.
+                            let who = actor.as_deref().unwrap_or("<no batch yet>");
+                            shared.accounting.stream_broken(who);
+                            warn!(actor = who, "trajectory stream broke: {}", status.message());
                             break;
                         }
                     }

@@ -2,6 +2,7 @@
 //! refused with the field named and a reason category for the counters; an
 //! accepted batch is internally consistent, so the update never sees bad data.
 
+use prost::Message;
 use sebulba_core::env::{ActionSpace, EnvSpec};
 use sebulba_proto::{TensorError, TrajectoryBatch, decode_f32, decode_i32, decode_u8};
 use tonic::Code;
@@ -63,7 +64,8 @@ impl DecodedBatch {
 #[error("{message}")]
 pub struct Rejection {
     pub code: Code,
-    /// Counter key: `shape`, `non_finite`, `out_of_range`, `mask`, `unknown_actor`, `version`, `spec`.
+    /// Counter key: `oversize`, `shape`, `non_finite`, `out_of_range`, `mask`,
+    /// `unknown_actor`, `version`, `spec`.
     pub reason: &'static str,
     pub message: String,
 }
@@ -118,8 +120,38 @@ fn check_flags(field: &str, values: &[u8]) -> Result<(), Rejection> {
     }
 }
 
+impl Expect<'_> {
+    /// The largest encoding a well-formed batch of this spec can have, twice
+    /// over, plus 64 KiB for ids, episode stats and trace context. Anything
+    /// larger is refused before a byte of it is decoded.
+    pub fn max_batch_bytes(&self) -> usize {
+        let (t, e, d) = (self.num_steps, self.num_envs, self.env.obs_dim);
+        let steps = t * e;
+        let (act, masks) = match &self.env.action_space {
+            ActionSpace::Discrete { n } => (4, *n),
+            ActionSpace::Box { low, .. } => (4 * low.len(), 0),
+        };
+        // observations (T+1) and final observations (at most one per step), f32;
+        // actions; log-probs and rewards (f32); two flags and the masks (u8);
+        // one episode (two numbers) per step at most.
+        let tensors = 4 * (t + 1) * e * d + 4 * steps * d + steps * (act + 8 + 2 + masks + 16);
+        2 * tensors + 64 * 1024
+    }
+}
+
 /// Decodes and validates `b` against `expect`. The actor id is checked by the caller.
 pub fn decode_batch(b: &TrajectoryBatch, expect: &Expect<'_>) -> Result<DecodedBatch, Rejection> {
+    let (size, limit) = (b.encoded_len(), expect.max_batch_bytes());
+    if size > limit {
+        return Err(reject(
+            Code::ResourceExhausted,
+            "oversize",
+            format!(
+                "the whole `message`: {size} bytes, over the {limit}-byte limit for {}x{} batches of {}",
+                expect.num_steps, expect.num_envs, expect.env.id
+            ),
+        ));
+    }
     let (t, e) = (b.num_steps as usize, b.num_envs as usize);
     if t != expect.num_steps || e != expect.num_envs {
         return Err(reject(
@@ -316,6 +348,14 @@ mod tests {
         let s = spec();
         type Mutation = Box<dyn Fn(&mut TrajectoryBatch)>;
         let cases: Vec<(Mutation, &str, &str)> = vec![
+            (
+                Box::new(|b| {
+                    b.trace_context
+                        .insert("padding".into(), "x".repeat(100_000));
+                }),
+                "message",
+                "oversize",
+            ),
             (Box::new(|b| b.num_envs = 3), "num_envs", "spec"),
             (
                 Box::new(|b| b.policy_version = 4),
