@@ -194,8 +194,13 @@ impl Learner for LearnerService {
                             // A half-sent batch never reaches us as a message; the
                             // broken stream is counted, and the learner carries on.
                             let who = actor.as_deref().unwrap_or("<no batch yet>");
-                            shared.accounting.stream_broken(who);
-                            warn!(actor = who, "trajectory stream broke: {}", status.message());
+                            if shared.is_finished() {
+                                // Actors hang up once told the run is over.
+                                info!(actor = who, "trajectory stream closed after the run");
+                            } else {
+                                shared.accounting.stream_broken(who);
+                                warn!(actor = who, "trajectory stream broke: {}", status.message());
+                            }
                             break;
                         }
                     }
