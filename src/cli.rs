@@ -271,6 +271,9 @@ pub struct LocalArgs {
     /// Actors to start (default: the preset's run.local_actors).
     #[arg(long, env = "SEBULBA_ACTORS")]
     pub actors: Option<usize>,
+    /// Continue the run in `--run-dir` from its `checkpoint.bin`.
+    #[arg(long, env = "SEBULBA_RESUME")]
+    pub resume: bool,
     #[command(flatten)]
     pub security: SecurityArgs,
 }
@@ -292,6 +295,9 @@ pub struct LearnerArgs {
     /// Parameter server address, e.g. http://param-server:50052.
     #[arg(long, env = "SEBULBA_PARAM_SERVER")]
     pub param_server: String,
+    /// Continue the run in `--run-dir` from its `checkpoint.bin`.
+    #[arg(long, env = "SEBULBA_RESUME")]
+    pub resume: bool,
     #[command(flatten)]
     pub security: SecurityArgs,
 }

@@ -93,6 +93,7 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
         param_server: ps_url,
         live,
         security,
+        resume: args.resume,
     };
     let result = sebulba_learner::run(learner_listener, opts, shutdown.clone()).await;
     roles.cancel();

@@ -81,6 +81,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 param_server: args.param_server,
                 live: Arc::new(sebulba_learner::LiveStats::new()),
                 security,
+                resume: args.resume,
             };
             let summary = sebulba_learner::run(listener, opts, shutdown).await?;
             info!(run_dir = %run_dir.display(), env_steps = summary.env_steps, final_eval = ?summary.final_eval_return_mean, "summary written");

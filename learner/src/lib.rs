@@ -4,6 +4,7 @@
 pub mod accounting;
 pub mod bench;
 pub mod bench_transport;
+pub mod checkpoint;
 pub mod gae;
 pub mod ppo;
 pub mod prepare;
@@ -55,6 +56,8 @@ pub enum LearnerError {
     Thread(String),
     #[error("update: {0}")]
     Update(String),
+    #[error("checkpoint: {0}")]
+    Checkpoint(String),
 }
 
 pub struct LearnerOptions {
@@ -65,6 +68,8 @@ pub struct LearnerOptions {
     pub live: Arc<LiveStats>,
     /// Tokens accepted from actors; the learner token sent when publishing; TLS.
     pub security: Security,
+    /// Continue from the run directory's `checkpoint.bin`.
+    pub resume: bool,
 }
 
 /// Serves `Learner` on `listener` and trains until the step budget is reached or
@@ -84,6 +89,37 @@ pub async fn run(
     let run_dir = opts.run_dir;
     std::fs::create_dir_all(&run_dir)
         .map_err(|e| LearnerError::Io(run_dir.display().to_string(), e))?;
+    // Read (and check) the checkpoint before anything is served or written.
+    let resume = if opts.resume {
+        let ck = checkpoint::Checkpoint::read(&run_dir)
+            .map_err(|e| LearnerError::Checkpoint(e.to_string()))?
+            .ok_or_else(|| {
+                LearnerError::Config(format!(
+                    "--resume: no {} in {}",
+                    checkpoint::FILE,
+                    run_dir.display()
+                ))
+            })?;
+        if ck.meta.env_id != cfg.env.id {
+            return Err(LearnerError::Config(format!(
+                "--resume: field `env.id`: the checkpoint is for {}, this run is {}",
+                ck.meta.env_id, cfg.env.id
+            )));
+        }
+        if ck.meta.network != cfg.network {
+            return Err(LearnerError::Config(
+                "--resume: section `network` differs from the checkpoint's; the weights cannot be loaded".into(),
+            ));
+        }
+        info!(
+            env_steps = ck.meta.env_steps,
+            updates = ck.meta.updates,
+            "checkpoint found"
+        );
+        Some(ck)
+    } else {
+        None
+    };
     write_atomic(&run_dir.join("config.toml"), cfg.to_toml().as_bytes())
         .map_err(|e| LearnerError::Io("config.toml".into(), e))?;
     let model_spec = ModelSpec::new(&env, &cfg.network);
@@ -126,6 +162,11 @@ pub async fn run(
 
     let publisher = Publisher::new(&opts.param_server, &opts.security)
         .map_err(|e| LearnerError::Transport(e.to_string()))?;
+    if let Some(ck) = &resume {
+        // Updates after the checkpoint are done again: their old lines go.
+        trim_metrics(&run_dir.join("metrics.jsonl"), ck.meta.updates)
+            .map_err(|e| LearnerError::Io("metrics.jsonl".into(), e))?;
+    }
     let metrics = JsonLines::append_to(&run_dir.join("metrics.jsonl"))
         .map_err(|e| LearnerError::Io("metrics.jsonl".into(), e))?;
     let devices = LearnerDevices::parse(&cfg.learner.devices)
@@ -141,6 +182,8 @@ pub async fn run(
         queue_rx,
         stop: shutdown.clone(),
         final_path: run_dir.join("final.safetensors"),
+        run_dir: run_dir.clone(),
+        resume,
     };
     info!(devices = ?cfg.learner.devices, "learner replicas");
     let done_rx = match devices {
@@ -235,6 +278,26 @@ pub async fn run(
     Ok(summary)
 }
 
+/// Keeps the lines of `metrics.jsonl` up to update `updates` (atomically).
+fn trim_metrics(path: &std::path::Path, updates: u64) -> std::io::Result<()> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let kept: String = text
+        .lines()
+        .filter(|l| {
+            serde_json::from_str::<serde_json::Value>(l)
+                .ok()
+                .and_then(|v| v["update"].as_u64())
+                .is_some_and(|u| u <= updates)
+        })
+        .flat_map(|l| [l, "\n"])
+        .collect();
+    write_atomic(path, kept.as_bytes())
+}
+
 /// Everything the update thread takes, whatever the backend.
 struct LoopParts {
     shared: Arc<Shared>,
@@ -247,6 +310,8 @@ struct LoopParts {
     queue_rx: mpsc::Receiver<validate::DecodedBatch>,
     stop: CancellationToken,
     final_path: PathBuf,
+    run_dir: PathBuf,
+    resume: Option<checkpoint::Checkpoint>,
 }
 
 type LoopResult = Result<update::LoopOutcome, LearnerError>;
@@ -269,6 +334,8 @@ fn spawn_update_loop<B: AutodiffBackend>(
         rt: tokio::runtime::Handle::current(),
         metrics: p.metrics,
         started: p.started,
+        run_dir: p.run_dir,
+        resume: p.resume,
     };
     let (done_tx, done_rx) = oneshot::channel();
     let (queue_rx, stop, final_path) = (p.queue_rx, p.stop, p.final_path);

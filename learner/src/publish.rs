@@ -4,7 +4,7 @@
 use sebulba_proto::grpc::{ChannelError, MAX_MESSAGE_BYTES, SecureChannel, channel};
 use sebulba_proto::parameter_server_client::ParameterServerClient;
 use sebulba_proto::security::{Class, Security};
-use sebulba_proto::{EvalReport, ListEvalsRequest, Weights};
+use sebulba_proto::{EvalReport, LatestRequest, ListEvalsRequest, Weights};
 use std::time::{Duration, Instant};
 use tracing::warn;
 
@@ -53,6 +53,24 @@ impl Publisher {
                     );
                     tokio::time::sleep(delay).await;
                 }
+            }
+        }
+    }
+
+    /// The newest version the parameter server holds (`None`: none, or no answer).
+    pub async fn latest_version(&self) -> Option<u64> {
+        let mut client = self.client.clone();
+        let mut req = tonic::Request::new(LatestRequest {});
+        req.set_timeout(Duration::from_secs(10));
+        match client.latest(req).await {
+            Ok(w) => Some(w.into_inner().version),
+            Err(e) if e.code() == tonic::Code::NotFound => None,
+            Err(e) => {
+                warn!(
+                    "asking the parameter server for its latest version: {}",
+                    e.message()
+                );
+                None
             }
         }
     }

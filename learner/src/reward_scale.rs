@@ -8,6 +8,8 @@ use std::collections::HashMap;
 
 const EPS: f64 = 1e-8;
 
+/// Checkpointed whole: the returns carried per (actor, env) and their statistics.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RewardScaler {
     gamma: f64,
     /// Discounted return so far per actor, per env.

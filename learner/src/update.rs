@@ -5,6 +5,7 @@
 
 use crate::LearnerError;
 use crate::accounting::Outcome;
+use crate::checkpoint::{Checkpoint, Meta};
 use crate::ppo::{Ppo, PpoStats};
 use crate::prepare::{Normalizers, prepare};
 use crate::publish::Publisher;
@@ -35,6 +36,10 @@ pub struct UpdateLoop<B: AutodiffBackend> {
     pub metrics: JsonLines,
     pub started: Instant,
     pub normalizers: Normalizers,
+    /// Where checkpoints go (`checkpoint.bin`); `learner.checkpoint_interval` says how often.
+    pub run_dir: std::path::PathBuf,
+    /// The checkpoint to continue from (`--resume`).
+    pub resume: Option<Checkpoint>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -81,6 +86,24 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
         let mut updates = 0u64;
         let mut version = 0u64;
         let mut completed = false;
+        if let Some(ck) = self.resume.take() {
+            self.ppo
+                .load_state(&ck.ppo)
+                .map_err(|e| LearnerError::Checkpoint(format!("restoring PPO: {e}")))?;
+            self.normalizers.obs = ck.meta.obs_stats;
+            self.normalizers.rewards = ck.meta.reward_scale;
+            (env_steps, updates, version) = (ck.meta.env_steps, ck.meta.updates, ck.meta.version);
+            // Versions published after the checkpoint may still be held: go on
+            // above them, so followers take the resumed weights as newer.
+            if let Some(held) = self.rt.block_on(self.publisher.latest_version())
+                && held >= version
+            {
+                version = held + 1;
+            }
+            self.live.env_steps.store(env_steps, Ordering::Relaxed);
+            self.live.updates.store(updates, Ordering::Relaxed);
+            info!(env_steps, updates, version, "resumed from checkpoint");
+        }
         self.publish(version, env_steps, false)?;
         'run: loop {
             let steps_at_start = env_steps;
@@ -170,6 +193,10 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
             }
             self.publish(version, env_steps, completed)?;
             self.live.updates.store(updates, Ordering::Relaxed);
+            let every = cfg.learner.checkpoint_interval;
+            if every > 0 && (updates.is_multiple_of(every) || completed) {
+                self.checkpoint(version, env_steps, updates)?;
+            }
             let ret_mean = mean(&prepared.episode_returns);
             if let Some(r) = ret_mean {
                 self.live.set_last_return(r);
@@ -224,6 +251,35 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
             final_version: version,
             completed,
         })
+    }
+
+    /// Writes `checkpoint.bin` for the state after update `updates`.
+    fn checkpoint(
+        &mut self,
+        version: u64,
+        env_steps: u64,
+        updates: u64,
+    ) -> Result<(), LearnerError> {
+        let span = info_span!("checkpoint", updates);
+        let _entered = span.enter();
+        let ppo = self.ppo.save_state().map_err(LearnerError::Checkpoint)?;
+        let c = &self.shared.config;
+        let ck = Checkpoint {
+            meta: Meta {
+                version,
+                env_steps,
+                updates,
+                env_id: c.env.id.clone(),
+                network: c.network.clone(),
+                obs_stats: self.normalizers.obs.clone(),
+                reward_scale: self.normalizers.rewards.clone(),
+            },
+            ppo,
+        };
+        ck.write(&self.run_dir)
+            .map_err(|e| LearnerError::Checkpoint(e.to_string()))?;
+        debug!(updates, version, env_steps, "checkpoint written");
+        Ok(())
     }
 
     /// safetensors bytes of the current weights.

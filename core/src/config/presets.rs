@@ -26,6 +26,7 @@ impl RunConfig {
                 queue_capacity: 2,
                 max_policy_lag: 2,
                 final_eval_timeout_secs: 300,
+                checkpoint_interval: 10,
             },
             actor: ActorConfig { send_queue: 1 },
             eval: EvalConfig {

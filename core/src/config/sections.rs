@@ -184,6 +184,8 @@ pub struct LearnerConfig {
     pub max_policy_lag: u64,
     /// How long the learner waits for the final evaluation before writing the summary.
     pub final_eval_timeout_secs: u64,
+    /// Write `checkpoint.bin` every this many updates (and at the end); 0 = never.
+    pub checkpoint_interval: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

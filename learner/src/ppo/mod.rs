@@ -66,6 +66,16 @@ pub struct PpoStats {
     pub early_stopped: bool,
 }
 
+/// PPO's part of a checkpoint.
+#[derive(Clone, PartialEq)]
+pub struct PpoState {
+    /// burn record (bytes) of the model, parameter ids included.
+    pub model: Vec<u8>,
+    /// burn record (bytes) of Adam's state, keyed by those ids.
+    pub optim: Vec<u8>,
+    pub rng_seed: u64,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum PpoError {
     #[error("field `learner.devices`: needs at least one device")]
@@ -184,6 +194,30 @@ impl<B: AutodiffBackend> Ppo<B> {
 
     pub fn device(&self) -> &B::Device {
         self.replicas[0].device()
+    }
+
+    /// What a checkpoint keeps of PPO: replica 0's model and Adam state (all
+    /// replicas are identical) and a seed for the shuffles and noise from here
+    /// on. The RNG is re-seeded with it, so a run resumed from this point and
+    /// one that never stopped draw the same minibatches.
+    pub fn save_state(&mut self) -> Result<PpoState, String> {
+        let (model, optim) = self.replicas[0].save_state()?;
+        let rng_seed: u64 = self.rng.random();
+        self.rng = StdRng::seed_from_u64(rng_seed);
+        Ok(PpoState {
+            model,
+            optim,
+            rng_seed,
+        })
+    }
+
+    /// Restores a [`PpoState`] on every replica.
+    pub fn load_state(&mut self, state: &PpoState) -> Result<(), String> {
+        for r in &mut self.replicas {
+            r.load_state(&state.model, &state.optim)?;
+        }
+        self.rng = StdRng::seed_from_u64(state.rng_seed);
+        Ok(())
     }
 
     /// Sets the observation normaliser's statistics on every replica (before SGD).

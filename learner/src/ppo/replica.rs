@@ -55,7 +55,63 @@ pub struct Replica<B: AutodiffBackend> {
     peer: Option<PeerId>,
 }
 
+/// A record as bytes: burn's own format, which keeps every parameter's id (what
+/// Adam's moments are keyed by), unlike safetensors.
+type Bytes = burn::record::BinBytesRecorder<burn::record::FullPrecisionSettings>;
+
 impl<B: AutodiffBackend> Replica<B> {
+    /// The model and optimizer state as burn records (bytes).
+    pub fn save_state(&self) -> Result<(Vec<u8>, Vec<u8>), String> {
+        use burn::module::Module;
+        use burn::record::Recorder;
+        let model = Bytes::default()
+            .record(self.model().clone().into_record(), ())
+            .map_err(|e| format!("model record: {e:?}"))?;
+        let optim = Bytes::default()
+            .record(self.optim.to_record(), ())
+            .map_err(|e| format!("optimizer record: {e:?}"))?;
+        Ok((model, optim))
+    }
+
+    /// Adam's state per parameter id, each as record bytes, in id order: a
+    /// canonical form to compare optimizer states by (the record itself is a
+    /// hash map, whose byte order varies).
+    pub fn optim_state_by_param(
+        &self,
+    ) -> Result<std::collections::BTreeMap<String, Vec<u8>>, String> {
+        use burn::record::Recorder;
+        self.optim
+            .to_record()
+            .into_iter()
+            .map(|(id, r)| {
+                Bytes::default()
+                    .record(r, ())
+                    .map(|b| (format!("{id:?}"), b))
+                    .map_err(|e| format!("optimizer record: {e:?}"))
+            })
+            .collect()
+    }
+
+    /// Replaces the model and optimizer state with saved records.
+    pub fn load_state(&mut self, model: &[u8], optim: &[u8]) -> Result<(), String> {
+        use burn::module::Module;
+        use burn::record::Recorder;
+        let model_record = Bytes::default()
+            .load(model.to_vec(), &self.device)
+            .map_err(|e| format!("model record: {e:?}"))?;
+        let optim_record = Bytes::default()
+            .load(optim.to_vec(), &self.device)
+            .map_err(|e| format!("optimizer record: {e:?}"))?;
+        let current = self
+            .model
+            .take()
+            .ok_or_else(|| "the model was lost in a failed step".to_string())?;
+        self.model = Some(current.load_record(model_record));
+        let optim = std::mem::replace(&mut self.optim, AdamConfig::new().init());
+        self.optim = optim.load_record(optim_record);
+        Ok(())
+    }
+
     pub fn new(
         model: ActorCritic<B>,
         cfg: &PpoConfig,

@@ -1,0 +1,178 @@
+//! Learner checkpoints: everything needed to go on as if the learner had never
+//! stopped. The model and Adam's moments travel as burn records (which keep the
+//! parameter ids the moments are keyed by; safetensors, the export format, does
+//! not); the counters, the RNG seed, the f64 observation statistics and the
+//! reward-scale state as JSON. One file, written atomically (write, then rename),
+//! so a learner killed mid-write leaves the previous checkpoint intact.
+
+use crate::ppo::PpoState;
+use crate::reward_scale::RewardScaler;
+use sebulba_core::config::NetworkConfig;
+use sebulba_core::files::write_atomic;
+use sebulba_core::model::RunningMeanStd;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The checkpoint's name in the run directory.
+pub const FILE: &str = "checkpoint.bin";
+const MAGIC: &[u8; 8] = b"SEBCKPT1";
+
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: not a sebulba checkpoint or truncated ({what})")]
+    Corrupt { path: PathBuf, what: String },
+}
+
+/// Counters and learner-side statistics.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Meta {
+    pub version: u64,
+    pub env_steps: u64,
+    pub updates: u64,
+    pub env_id: String,
+    pub network: NetworkConfig,
+    /// The f64 statistics the model's f32 normaliser copies are made from.
+    pub obs_stats: Option<RunningMeanStd>,
+    pub reward_scale: Option<RewardScaler>,
+}
+
+#[derive(Clone, PartialEq)]
+pub struct Checkpoint {
+    pub meta: Meta,
+    pub ppo: PpoState,
+}
+
+fn put(out: &mut Vec<u8>, part: &[u8]) {
+    out.extend_from_slice(&(part.len() as u64).to_le_bytes());
+    out.extend_from_slice(part);
+}
+
+fn take<'a>(bytes: &mut &'a [u8], what: &str, path: &Path) -> Result<&'a [u8], CheckpointError> {
+    let corrupt = || CheckpointError::Corrupt {
+        path: path.to_path_buf(),
+        what: what.to_string(),
+    };
+    let (len, rest) = bytes.split_at_checked(8).ok_or_else(corrupt)?;
+    let len = u64::from_le_bytes(len.try_into().map_err(|_| corrupt())?) as usize;
+    let (part, rest) = rest.split_at_checked(len).ok_or_else(corrupt)?;
+    *bytes = rest;
+    Ok(part)
+}
+
+impl Checkpoint {
+    pub fn path(run_dir: &Path) -> PathBuf {
+        run_dir.join(FILE)
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let meta = serde_json::to_vec(&self.meta).unwrap_or_default();
+        let mut out =
+            Vec::with_capacity(64 + meta.len() + self.ppo.model.len() + self.ppo.optim.len());
+        out.extend_from_slice(MAGIC);
+        put(&mut out, &meta);
+        put(&mut out, &self.ppo.model);
+        put(&mut out, &self.ppo.optim);
+        out.extend_from_slice(&self.ppo.rng_seed.to_le_bytes());
+        out
+    }
+
+    pub fn decode(mut bytes: &[u8], path: &Path) -> Result<Self, CheckpointError> {
+        let corrupt = |what: &str| CheckpointError::Corrupt {
+            path: path.to_path_buf(),
+            what: what.to_string(),
+        };
+        bytes = bytes.strip_prefix(MAGIC).ok_or_else(|| corrupt("magic"))?;
+        let meta = take(&mut bytes, "meta", path)?;
+        let meta: Meta =
+            serde_json::from_slice(meta).map_err(|e| corrupt(&format!("meta: {e}")))?;
+        let model = take(&mut bytes, "model", path)?.to_vec();
+        let optim = take(&mut bytes, "optimizer", path)?.to_vec();
+        let seed: [u8; 8] = bytes.try_into().map_err(|_| corrupt("rng seed"))?;
+        Ok(Self {
+            meta,
+            ppo: PpoState {
+                model,
+                optim,
+                rng_seed: u64::from_le_bytes(seed),
+            },
+        })
+    }
+
+    /// Writes `<run_dir>/checkpoint.bin` atomically.
+    pub fn write(&self, run_dir: &Path) -> Result<(), CheckpointError> {
+        let path = Self::path(run_dir);
+        write_atomic(&path, &self.encode()).map_err(|source| CheckpointError::Io { path, source })
+    }
+
+    /// The run directory's checkpoint, if it has one.
+    pub fn read(run_dir: &Path) -> Result<Option<Self>, CheckpointError> {
+        let path = Self::path(run_dir);
+        match std::fs::read(&path) {
+            Ok(bytes) => Self::decode(&bytes, &path).map(Some),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(CheckpointError::Io { path, source }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Checkpoint {
+        let cfg = sebulba_core::config::RunConfig::preset("Pendulum-v1").expect("preset");
+        let mut obs = RunningMeanStd::new(3);
+        obs.update(&[0.1, 0.2, 0.3, 1.0, 2.0, 3.0]);
+        Checkpoint {
+            meta: Meta {
+                version: 7,
+                env_steps: 12_345,
+                updates: 6,
+                env_id: "Pendulum-v1".into(),
+                network: cfg.network,
+                obs_stats: Some(obs),
+                reward_scale: Some(RewardScaler::new(0.99)),
+            },
+            ppo: PpoState {
+                model: vec![1, 2, 3],
+                optim: vec![4, 5],
+                rng_seed: 0xdead_beef,
+            },
+        }
+    }
+
+    #[test]
+    fn a_checkpoint_round_trips_through_its_file() {
+        let dir = std::env::temp_dir().join(format!("sebulba-ckpt-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        assert!(Checkpoint::read(&dir).expect("read").is_none());
+        let c = sample();
+        c.write(&dir).expect("write");
+        let back = Checkpoint::read(&dir).expect("read").expect("present");
+        assert!(back == c);
+        assert!(
+            !dir.join("checkpoint.bin.tmp").exists(),
+            "written by rename"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn truncated_or_foreign_files_are_refused_naming_the_part() {
+        let bytes = sample().encode();
+        let p = Path::new("x/checkpoint.bin");
+        for cut in [0, 4, 12, bytes.len() - 9, bytes.len() - 1] {
+            let e = Checkpoint::decode(&bytes[..cut], p).err().expect("refused");
+            assert!(e.to_string().starts_with("x/checkpoint.bin"), "{e}");
+        }
+        let mut foreign = bytes.clone();
+        foreign[0] = b'X';
+        let e = Checkpoint::decode(&foreign, p).err().expect("refused");
+        assert!(e.to_string().contains("magic"), "{e}");
+    }
+}
