@@ -8,10 +8,12 @@
 
 mod common;
 
-use common::{Proc, assert_accounted, bin, read_json, read_jsonl, run_dir};
-use std::path::Path;
+use common::{
+    Proc, actor, assert_accounted, evaluator, exits_ok, learner, param_server, read_json,
+    read_jsonl, run_dir, updates_done, wait_for_updates,
+};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn signal(p: &Proc, sig: &str) {
     let ok = Command::new("kill")
@@ -22,71 +24,19 @@ fn signal(p: &Proc, sig: &str) {
     assert!(ok.success(), "kill -{sig} {}", p.name);
 }
 
-fn updates_done(run: &Path) -> usize {
-    std::fs::read_to_string(run.join("metrics.jsonl"))
-        .map(|t| t.lines().count())
-        .unwrap_or(0)
-}
-
-fn wait_for_updates(run: &Path, n: usize, learner: &Proc) {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while updates_done(run) < n {
-        assert!(
-            Instant::now() < deadline,
-            "fewer than {n} updates in 120 s:\n{}",
-            learner.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 #[test]
 fn a_killed_actor_a_stalled_actor_and_a_restarted_param_server_do_not_stop_the_run() {
     let dir = run_dir("faults");
     let run = dir.join("run");
-    let spawn_ps = |listen: &str, name: &str| {
-        let mut c = bin();
-        c.args(["param-server", "--listen", listen]);
-        Proc::spawn(name, c, &dir)
-    };
-    let mut ps = spawn_ps("127.0.0.1:0", "param-server");
-    let ps_port = ps.bound_port(Duration::from_secs(30));
+    let (mut ps, ps_port) = param_server(&dir, "param-server", "127.0.0.1:0", |_| {});
     let ps_url = format!("http://127.0.0.1:{ps_port}");
-    let mut c = bin();
-    c.args([
-        "learner",
-        "--listen",
-        "127.0.0.1:0",
-        "--param-server",
-        &ps_url,
-    ])
-    .args(["--env", "CartPole-v1", "--set", "run.total_steps=60000"])
-    .args(["--set", "eval.interval=5", "--run-dir"])
-    .arg(&run);
-    let mut learner = Proc::spawn("learner", c, &dir);
-    let learner_url = format!(
-        "http://127.0.0.1:{}",
-        learner.bound_port(Duration::from_secs(60))
-    );
-    let actor = |name: &str| {
-        let mut c = bin();
-        c.args([
-            "actor",
-            "--learner",
-            &learner_url,
-            "--param-server",
-            &ps_url,
-        ])
-        .args(["--name", name]);
-        Proc::spawn(name, c, &dir)
-    };
-    let mut survivor = actor("survivor");
-    let mut killed = actor("killed");
-    let stalled = actor("stalled");
-    let mut c = bin();
-    c.args(["evaluator", "--param-server", &ps_url, "--run-dir"])
-        .arg(&run);
-    let mut evaluator = Proc::spawn("evaluator", c, &dir);
+    let args = ["--set", "run.total_steps=60000", "--set", "eval.interval=5"];
+    let (mut learner, port) = learner(&dir, "learner", "127.0.0.1:0", &ps_url, &run, &args, |_| {});
+    let learner_url = format!("http://127.0.0.1:{port}");
+    let mut survivor = actor(&dir, "survivor", &learner_url, &ps_url, |_| {});
+    let mut killed = actor(&dir, "killed", &learner_url, &ps_url, |_| {});
+    let stalled = actor(&dir, "stalled", &learner_url, &ps_url, |_| {});
+    let mut evaluator = evaluator(&dir, &ps_url, &run, |_| {});
 
     wait_for_updates(&run, 5, &learner);
     // SIGKILL mid-stream: its connection dies with whatever it was sending.
@@ -100,23 +50,14 @@ fn a_killed_actor_a_stalled_actor_and_a_restarted_param_server_do_not_stop_the_r
     let _ = ps.child.kill();
     let _ = ps.child.wait();
     std::thread::sleep(Duration::from_secs(3));
-    let ps2 = spawn_ps(&format!("127.0.0.1:{ps_port}"), "param-server-2");
-    assert_eq!(ps2.bound_port(Duration::from_secs(30)), ps_port);
+    let restart = format!("127.0.0.1:{ps_port}");
+    let (_ps2, again) = param_server(&dir, "param-server-2", &restart, |_| {});
+    assert_eq!(again, ps_port);
 
-    let status = learner
-        .wait(Duration::from_secs(300))
-        .unwrap_or_else(|| panic!("learner did not finish:\n{}", learner.log_text()));
-    assert!(
-        status.success(),
-        "learner: {status}\n{}",
-        learner.log_text()
-    );
-    for p in [&mut survivor, &mut evaluator] {
-        let s = p
-            .wait(Duration::from_secs(60))
-            .unwrap_or_else(|| panic!("{} did not exit:\n{}", p.name, p.log_text()));
-        assert!(s.success(), "{}: {s}\n{}", p.name, p.log_text());
-    }
+    exits_ok(&mut learner, Duration::from_secs(300));
+    exits_ok(&mut survivor, Duration::from_secs(60));
+    exits_ok(&mut evaluator, Duration::from_secs(60));
+
     drop(stalled); // SIGKILL on drop; it never ran again.
 
     let log = learner.log_text();

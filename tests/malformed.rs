@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{Proc, assert_accounted, bin, read_json, run_dir};
+use common::{actor, assert_accounted, exits_ok, learner, param_server, read_json, run_dir};
 use sebulba_proto::grpc::{MAX_MESSAGE_BYTES, channel};
 use sebulba_proto::learner_client::LearnerClient;
 use sebulba_proto::security::Security;
@@ -215,40 +215,18 @@ fn rules() -> Vec<Rule> {
 fn every_validation_rule_is_refused_over_grpc_and_training_continues() {
     let dir = run_dir("malformed");
     let run = dir.join("run");
-    let mut c = bin();
-    c.args(["param-server", "--listen", "127.0.0.1:0"]);
-    let ps = Proc::spawn("param-server", c, &dir);
-    let ps_url = format!(
-        "http://127.0.0.1:{}",
-        ps.bound_port(Duration::from_secs(30))
-    );
-    let mut c = bin();
-    c.args([
-        "learner",
-        "--listen",
-        "127.0.0.1:0",
-        "--param-server",
-        &ps_url,
-    ])
-    .args(["--env", "CartPole-v1", "--set", "run.total_steps=30000"])
+    let (_ps, ps_port) = param_server(&dir, "param-server", "127.0.0.1:0", |_| {});
+    let ps_url = format!("http://127.0.0.1:{ps_port}");
     // No evaluator here: do not wait for a final score.
-    .args(["--set", "learner.final_eval_timeout_secs=0", "--run-dir"])
-    .arg(&run);
-    let mut learner = Proc::spawn("learner", c, &dir);
-    let learner_url = format!(
-        "http://127.0.0.1:{}",
-        learner.bound_port(Duration::from_secs(60))
-    );
-    let mut c = bin();
-    c.args([
-        "actor",
-        "--learner",
-        &learner_url,
-        "--param-server",
-        &ps_url,
-    ])
-    .args(["--name", "honest"]);
-    let mut actor = Proc::spawn("actor", c, &dir);
+    let args = [
+        "--set",
+        "run.total_steps=30000",
+        "--set",
+        "learner.final_eval_timeout_secs=0",
+    ];
+    let (mut learner, port) = learner(&dir, "learner", "127.0.0.1:0", &ps_url, &run, &args, |_| {});
+    let learner_url = format!("http://127.0.0.1:{port}");
+    let mut actor = actor(&dir, "honest", &learner_url, &ps_url, |_| {});
 
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let probe_id = rt.block_on(async {
@@ -332,16 +310,8 @@ fn every_validation_rule_is_refused_over_grpc_and_training_continues() {
         id
     });
 
-    let status = learner
-        .wait(Duration::from_secs(300))
-        .unwrap_or_else(|| panic!("learner did not finish:\n{}", learner.log_text()));
-    assert!(
-        status.success(),
-        "learner: {status}\n{}",
-        learner.log_text()
-    );
-    let s = actor.wait(Duration::from_secs(60)).expect("actor exits");
-    assert!(s.success(), "actor: {s}\n{}", actor.log_text());
+    exits_ok(&mut learner, Duration::from_secs(300));
+    exits_ok(&mut actor, Duration::from_secs(60));
 
     let summary = read_json(&run.join("summary.json"));
     assert_accounted(&summary);

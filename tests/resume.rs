@@ -5,81 +5,53 @@
 
 mod common;
 
-use common::{Proc, assert_accounted, bin, read_json, read_jsonl, run_dir};
-use std::path::Path;
-use std::time::{Duration, Instant};
-
-fn updates_done(run: &Path) -> usize {
-    std::fs::read_to_string(run.join("metrics.jsonl"))
-        .map(|t| t.lines().count())
-        .unwrap_or(0)
-}
+use common::{
+    actor, assert_accounted, evaluator, exits_ok, learner, param_server, read_json, read_jsonl,
+    run_dir, updates_done, wait_for_updates,
+};
+use std::time::Duration;
 
 #[test]
 fn a_learner_killed_mid_run_resumes_from_its_checkpoint_and_finishes() {
     let dir = run_dir("resume");
     let run = dir.join("run");
-    let mut c = bin();
-    c.args(["param-server", "--listen", "127.0.0.1:0"]);
-    let ps = Proc::spawn("param-server", c, &dir);
-    let ps_url = format!(
-        "http://127.0.0.1:{}",
-        ps.bound_port(Duration::from_secs(30))
-    );
-    let learner = |listen: &str, name: &str, resume: bool| {
-        let mut c = bin();
-        c.args(["learner", "--listen", listen, "--param-server", &ps_url])
-            .args(["--env", "CartPole-v1", "--set", "run.total_steps=50000"])
-            .args(["--set", "learner.checkpoint_interval=5"])
-            .args(["--set", "eval.interval=5", "--run-dir"])
-            .arg(&run);
-        if resume {
-            c.arg("--resume");
-        }
-        Proc::spawn(name, c, &dir)
-    };
-    let mut first = learner("127.0.0.1:0", "learner", false);
-    let port = first.bound_port(Duration::from_secs(60));
+    let (_ps, ps_port) = param_server(&dir, "param-server", "127.0.0.1:0", |_| {});
+    let ps_url = format!("http://127.0.0.1:{ps_port}");
+    let args = [
+        "--set",
+        "run.total_steps=50000",
+        "--set",
+        "learner.checkpoint_interval=5",
+        "--set",
+        "eval.interval=5",
+    ];
+    let (mut first, port) = learner(&dir, "learner", "127.0.0.1:0", &ps_url, &run, &args, |_| {});
     let learner_url = format!("http://127.0.0.1:{port}");
-    let mut c = bin();
-    c.args([
-        "actor",
-        "--learner",
-        &learner_url,
-        "--param-server",
-        &ps_url,
-    ]);
-    let mut actor = Proc::spawn("actor", c, &dir);
-    let mut c = bin();
-    c.args(["evaluator", "--param-server", &ps_url, "--run-dir"])
-        .arg(&run);
-    let mut evaluator = Proc::spawn("evaluator", c, &dir);
+    let mut actor = actor(&dir, "actor", &learner_url, &ps_url, |_| {});
+    let mut evaluator = evaluator(&dir, &ps_url, &run, |_| {});
 
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while updates_done(&run) < 12 {
-        assert!(
-            Instant::now() < deadline,
-            "no 12 updates:\n{}",
-            first.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_updates(&run, 12, &first);
     let _ = first.child.kill();
     let _ = first.child.wait();
     let killed_at = updates_done(&run);
     assert!(run.join("checkpoint.bin").exists());
 
-    let mut second = learner(&format!("127.0.0.1:{port}"), "learner-resumed", true);
-    let status = second
-        .wait(Duration::from_secs(300))
-        .unwrap_or_else(|| panic!("resumed learner did not finish:\n{}", second.log_text()));
-    assert!(status.success(), "{status}\n{}", second.log_text());
-    for p in [&mut actor, &mut evaluator] {
-        let s = p
-            .wait(Duration::from_secs(60))
-            .unwrap_or_else(|| panic!("{} did not exit:\n{}", p.name, p.log_text()));
-        assert!(s.success(), "{}: {s}\n{}", p.name, p.log_text());
-    }
+    // Same address, same run directory, `--resume`.
+    let listen = format!("127.0.0.1:{port}");
+    let (mut second, _) = learner(
+        &dir,
+        "learner-resumed",
+        &listen,
+        &ps_url,
+        &run,
+        &args,
+        |c| {
+            c.arg("--resume");
+        },
+    );
+    exits_ok(&mut second, Duration::from_secs(300));
+    exits_ok(&mut actor, Duration::from_secs(60));
+    exits_ok(&mut evaluator, Duration::from_secs(60));
 
     let log = second.log_text();
     let resumed_line = log

@@ -6,7 +6,10 @@
 
 mod common;
 
-use common::{Proc, assert_accounted, bin, read_json, read_jsonl, run_dir};
+use common::{
+    actor, assert_accounted, bin, evaluator, exits_ok, learner, param_server, read_json,
+    read_jsonl, run_dir,
+};
 use sebulba_proto::grpc::{MAX_MESSAGE_BYTES, channel};
 use sebulba_proto::learner_client::LearnerClient;
 use sebulba_proto::parameter_server_client::ParameterServerClient;
@@ -23,6 +26,12 @@ use tonic::Code;
 const ACTOR: &str = "actor-token-3f9a1c77e2b04d51";
 const LEARNER: &str = "learner-token-8c2e44a0b91f6d03";
 const READ: &str = "read-token-51d7b2c9e0a84f66";
+/// What a compose deployment sets (each service gets a subset).
+const ALL: [(&str, &str); 3] = [
+    ("SEBULBA_ACTOR_TOKEN", ACTOR),
+    ("SEBULBA_LEARNER_TOKEN", LEARNER),
+    ("SEBULBA_READ_TOKEN", READ),
+];
 
 /// A CA and a server certificate it signed for 127.0.0.1 and localhost, made
 /// by `sebulba certs` as a user would.
@@ -36,14 +45,13 @@ fn write_certs(dir: &Path) {
 }
 
 /// The same environment variables a compose deployment sets.
-fn secured(mut c: Command, dir: &Path, tokens: &[(&str, &str)]) -> Command {
+fn secured(c: &mut Command, dir: &Path, tokens: &[(&str, &str)]) {
     c.env("SEBULBA_TLS_CERT", dir.join("server.pem"))
         .env("SEBULBA_TLS_KEY", dir.join("server.key"))
         .env("SEBULBA_TLS_CA", dir.join("ca.pem"));
     for (var, value) in tokens {
         c.env(var, value);
     }
-    c
 }
 
 fn client_security(dir: &Path, tokens: Tokens) -> Security {
@@ -159,34 +167,28 @@ fn tokens_are_checked_per_role_on_every_rpc_and_a_run_finishes_over_tls() {
     let dir = run_dir("security");
     write_certs(&dir);
     let run = dir.join("run");
-    let all = [
-        ("SEBULBA_ACTOR_TOKEN", ACTOR),
-        ("SEBULBA_LEARNER_TOKEN", LEARNER),
-        ("SEBULBA_READ_TOKEN", READ),
+    let secure = |tokens: &'static [(&'static str, &'static str)]| {
+        let dir = dir.clone();
+        move |c: &mut Command| secured(c, &dir, tokens)
+    };
+    let (ps, ps_port) = param_server(&dir, "param-server", "127.0.0.1:0", secure(&ALL));
+    let ps_url = format!("https://127.0.0.1:{ps_port}");
+    let args = [
+        "--set",
+        "run.total_steps=12000",
+        "--set",
+        "eval.interval=1000",
     ];
-    let mut c = bin();
-    c.args(["param-server", "--listen", "127.0.0.1:0"]);
-    let ps = Proc::spawn("param-server", secured(c, &dir, &all), &dir);
-    let ps_url = format!(
-        "https://127.0.0.1:{}",
-        ps.bound_port(Duration::from_secs(30))
-    );
-    let mut c = bin();
-    c.args([
+    let (mut learner, port) = learner(
+        &dir,
         "learner",
-        "--listen",
         "127.0.0.1:0",
-        "--param-server",
         &ps_url,
-    ])
-    .args(["--env", "CartPole-v1", "--set", "run.total_steps=12000"])
-    .args(["--set", "eval.interval=1000", "--run-dir"])
-    .arg(&run);
-    let mut learner = Proc::spawn("learner", secured(c, &dir, &all), &dir);
-    let learner_url = format!(
-        "https://127.0.0.1:{}",
-        learner.bound_port(Duration::from_secs(60))
+        &run,
+        &args,
+        secure(&ALL),
     );
+    let learner_url = format!("https://127.0.0.1:{port}");
 
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     // Health needs no token (probes carry none) but does need TLS.
@@ -278,17 +280,8 @@ fn tokens_are_checked_per_role_on_every_rpc_and_a_run_finishes_over_tls() {
     );
 
     // An actor with a wrong token gives up at once with a clear error.
-    let mut c = bin();
-    c.args([
-        "actor",
-        "--learner",
-        &learner_url,
-        "--param-server",
-        &ps_url,
-    ])
-    .args(["--name", "intruder"]);
-    let wrong = [("SEBULBA_ACTOR_TOKEN", "guessed-token-0000000000")];
-    let mut intruder = Proc::spawn("intruder", secured(c, &dir, &wrong), &dir);
+    const WRONG: [(&str, &str); 1] = [("SEBULBA_ACTOR_TOKEN", "guessed-token-0000000000")];
+    let mut intruder = actor(&dir, "intruder", &learner_url, &ps_url, secure(&WRONG));
     let status = intruder
         .wait(Duration::from_secs(30))
         .expect("the intruder should exit");
@@ -300,34 +293,11 @@ fn tokens_are_checked_per_role_on_every_rpc_and_a_run_finishes_over_tls() {
     );
 
     // The run itself, over TLS with the right tokens.
-    let mut c = bin();
-    c.args([
-        "actor",
-        "--learner",
-        &learner_url,
-        "--param-server",
-        &ps_url,
-    ])
-    .args(["--name", "a0"]);
-    let mut actor = Proc::spawn("actor", secured(c, &dir, &[all[0]]), &dir);
-    let mut c = bin();
-    c.args(["evaluator", "--param-server", &ps_url, "--run-dir"])
-        .arg(&run);
-    let mut evaluator = Proc::spawn("evaluator", secured(c, &dir, &[all[2]]), &dir);
-    let status = learner
-        .wait(Duration::from_secs(300))
-        .unwrap_or_else(|| panic!("learner did not finish; log:\n{}", learner.log_text()));
-    assert!(
-        status.success(),
-        "learner: {status}\n{}",
-        learner.log_text()
-    );
-    for p in [&mut actor, &mut evaluator] {
-        let s = p
-            .wait(Duration::from_secs(60))
-            .expect("role exits after the run");
-        assert!(s.success(), "{}: {s}\n{}", p.name, p.log_text());
-    }
+    let mut actor = actor(&dir, "a0", &learner_url, &ps_url, secure(&ALL[..1]));
+    let mut evaluator = evaluator(&dir, &ps_url, &run, secure(&ALL[2..]));
+    exits_ok(&mut learner, Duration::from_secs(300));
+    exits_ok(&mut actor, Duration::from_secs(60));
+    exits_ok(&mut evaluator, Duration::from_secs(60));
     let summary = read_json(&run.join("summary.json"));
     assert_accounted(&summary);
     assert!(

@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{Proc, bin, run_dir};
+use common::{Proc, actor, evaluator, learner, param_server, run_dir};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
@@ -32,51 +32,14 @@ fn four_actors_for_thirty_minutes_without_memory_growth() {
         .unwrap_or(1800);
     let dir = run_dir("soak");
     let run = dir.join("run");
-    let mut c = bin();
-    c.args(["param-server", "--listen", "127.0.0.1:0"]);
-    let ps = Proc::spawn("param-server", c, &dir);
-    let ps_url = format!(
-        "http://127.0.0.1:{}",
-        ps.bound_port(Duration::from_secs(30))
-    );
-    let mut c = bin();
-    c.args([
-        "learner",
-        "--listen",
-        "127.0.0.1:0",
-        "--param-server",
-        &ps_url,
-    ])
-    .args([
-        "--env",
-        "CartPole-v1",
-        "--set",
-        "run.total_steps=1000000000000",
-    ])
-    .args(["--run-dir"])
-    .arg(&run);
-    let mut learner = Proc::spawn("learner", c, &dir);
-    let learner_url = format!(
-        "http://127.0.0.1:{}",
-        learner.bound_port(Duration::from_secs(60))
-    );
-    let mut c = bin();
-    c.args(["evaluator", "--param-server", &ps_url, "--run-dir"])
-        .arg(&run);
-    let evaluator = Proc::spawn("evaluator", c, &dir);
+    let (ps, ps_port) = param_server(&dir, "param-server", "127.0.0.1:0", |_| {});
+    let ps_url = format!("http://127.0.0.1:{ps_port}");
+    let args = ["--set", "run.total_steps=1000000000000"];
+    let (mut learner, port) = learner(&dir, "learner", "127.0.0.1:0", &ps_url, &run, &args, |_| {});
+    let learner_url = format!("http://127.0.0.1:{port}");
+    let evaluator = evaluator(&dir, &ps_url, &run, |_| {});
     let actors: Vec<Proc> = (0..4)
-        .map(|i| {
-            let mut c = bin();
-            c.args([
-                "actor",
-                "--learner",
-                &learner_url,
-                "--param-server",
-                &ps_url,
-            ])
-            .args(["--name", &format!("soak-{i}")]);
-            Proc::spawn(&format!("actor-{i}"), c, &dir)
-        })
+        .map(|i| actor(&dir, &format!("actor-{i}"), &learner_url, &ps_url, |_| {}))
         .collect();
 
     let mut roles: Vec<&Proc> = vec![&ps, &learner, &evaluator];

@@ -187,3 +187,93 @@ pub fn assert_accounted(summary: &serde_json::Value) {
         "per-actor counts do not add up"
     );
 }
+
+/// `sebulba param-server --listen <listen>` (`127.0.0.1:0` for a port of its
+/// own), with `setup` adding flags or environment; returns it and its port.
+pub fn param_server(
+    dir: &Path,
+    name: &str,
+    listen: &str,
+    setup: impl FnOnce(&mut Command),
+) -> (Proc, u16) {
+    let mut c = bin();
+    c.args(["param-server", "--listen", listen]);
+    setup(&mut c);
+    let p = Proc::spawn(name, c, dir);
+    let port = p.bound_port(Duration::from_secs(30));
+    (p, port)
+}
+
+/// `sebulba learner` on CartPole-v1 writing to `run`, publishing to `ps_url`,
+/// with `args` appended; returns it and its port.
+pub fn learner(
+    dir: &Path,
+    name: &str,
+    listen: &str,
+    ps_url: &str,
+    run: &Path,
+    args: &[&str],
+    setup: impl FnOnce(&mut Command),
+) -> (Proc, u16) {
+    let mut c = bin();
+    c.args(["learner", "--listen", listen, "--param-server", ps_url])
+        .args(["--env", "CartPole-v1", "--run-dir"])
+        .arg(run)
+        .args(args);
+    setup(&mut c);
+    let p = Proc::spawn(name, c, dir);
+    let port = p.bound_port(Duration::from_secs(60));
+    (p, port)
+}
+
+/// `sebulba actor --name <name>`.
+pub fn actor(
+    dir: &Path,
+    name: &str,
+    learner_url: &str,
+    ps_url: &str,
+    setup: impl FnOnce(&mut Command),
+) -> Proc {
+    let mut c = bin();
+    c.args(["actor", "--learner", learner_url, "--param-server", ps_url])
+        .args(["--name", name]);
+    setup(&mut c);
+    Proc::spawn(name, c, dir)
+}
+
+/// `sebulba evaluator` writing to `run`.
+pub fn evaluator(dir: &Path, ps_url: &str, run: &Path, setup: impl FnOnce(&mut Command)) -> Proc {
+    let mut c = bin();
+    c.args(["evaluator", "--param-server", ps_url, "--run-dir"])
+        .arg(run);
+    setup(&mut c);
+    Proc::spawn("evaluator", c, dir)
+}
+
+/// Waits for `p` to exit by itself within `timeout` and asserts it succeeded.
+pub fn exits_ok(p: &mut Proc, timeout: Duration) {
+    let status = p
+        .wait(timeout)
+        .unwrap_or_else(|| panic!("{} did not exit in {timeout:?}:\n{}", p.name, p.log_text()));
+    assert!(status.success(), "{}: {status}\n{}", p.name, p.log_text());
+}
+
+/// Lines of the run's `metrics.jsonl` so far (one per update).
+pub fn updates_done(run: &Path) -> usize {
+    std::fs::read_to_string(run.join("metrics.jsonl"))
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+}
+
+/// Waits (up to 2 min) until the run has `n` updates.
+pub fn wait_for_updates(run: &Path, n: usize, learner: &Proc) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while updates_done(run) < n {
+        assert!(
+            Instant::now() < deadline,
+            "fewer than {n} updates in 120 s:\n{}",
+            learner.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
