@@ -106,9 +106,10 @@ pub async fn run(
 /// Refused credentials are fatal (retrying cannot fix them); the rest is worth retrying.
 fn unavailable(s: tonic::Status) -> ActorError {
     let m = format!("{:?}: {}", s.code(), s.message());
-    match s.code() {
-        tonic::Code::Unauthenticated | tonic::Code::PermissionDenied => ActorError::Fatal(m),
-        _ => ActorError::Unavailable(m),
+    if sebulba_proto::security::credentials_refused(&s) {
+        ActorError::Fatal(m)
+    } else {
+        ActorError::Unavailable(m)
     }
 }
 

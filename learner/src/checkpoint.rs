@@ -26,6 +26,11 @@ pub enum CheckpointError {
     },
     #[error("{path}: not a sebulba checkpoint or truncated ({what})")]
     Corrupt { path: PathBuf, what: String },
+    #[error("{path}: the counters do not serialise: {source}")]
+    Encode {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
 }
 
 /// Counters and learner-side statistics.
@@ -69,8 +74,8 @@ impl Checkpoint {
         run_dir.join(FILE)
     }
 
-    pub fn encode(&self) -> Vec<u8> {
-        let meta = serde_json::to_vec(&self.meta).unwrap_or_default();
+    pub fn encode(&self) -> Result<Vec<u8>, serde_json::Error> {
+        let meta = serde_json::to_vec(&self.meta)?;
         let mut out =
             Vec::with_capacity(64 + meta.len() + self.ppo.model.len() + self.ppo.optim.len());
         out.extend_from_slice(MAGIC);
@@ -78,7 +83,7 @@ impl Checkpoint {
         put(&mut out, &self.ppo.model);
         put(&mut out, &self.ppo.optim);
         out.extend_from_slice(&self.ppo.rng_seed.to_le_bytes());
-        out
+        Ok(out)
     }
 
     pub fn decode(mut bytes: &[u8], path: &Path) -> Result<Self, CheckpointError> {
@@ -106,7 +111,11 @@ impl Checkpoint {
     /// Writes `<run_dir>/checkpoint.bin` atomically.
     pub fn write(&self, run_dir: &Path) -> Result<(), CheckpointError> {
         let path = Self::path(run_dir);
-        write_atomic(&path, &self.encode()).map_err(|source| CheckpointError::Io { path, source })
+        let bytes = self.encode().map_err(|source| CheckpointError::Encode {
+            path: path.clone(),
+            source,
+        })?;
+        write_atomic(&path, &bytes).map_err(|source| CheckpointError::Io { path, source })
     }
 
     /// The run directory's checkpoint, if it has one.
@@ -164,7 +173,7 @@ mod tests {
 
     #[test]
     fn truncated_or_foreign_files_are_refused_naming_the_part() {
-        let bytes = sample().encode();
+        let bytes = sample().encode().expect("encode");
         let p = Path::new("x/checkpoint.bin");
         for cut in [0, 4, 12, bytes.len() - 9, bytes.len() - 1] {
             let e = Checkpoint::decode(&bytes[..cut], p).err().expect("refused");

@@ -34,12 +34,8 @@ impl Publisher {
                 Ok(_) => return Ok(()),
                 // Retrying cannot fix a refused version or refused credentials.
                 Err(e)
-                    if matches!(
-                        e.code(),
-                        tonic::Code::FailedPrecondition
-                            | tonic::Code::Unauthenticated
-                            | tonic::Code::PermissionDenied
-                    ) =>
+                    if e.code() == tonic::Code::FailedPrecondition
+                        || sebulba_proto::security::credentials_refused(&e) =>
                 {
                     return Err(e);
                 }

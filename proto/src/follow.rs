@@ -5,7 +5,7 @@
 
 use crate::grpc::{MAX_MESSAGE_BYTES, channel};
 use crate::parameter_server_client::ParameterServerClient;
-use crate::security::{Class, Security};
+use crate::security::{Class, Security, credentials_refused};
 use crate::{WatchRequest, Weights};
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,14 +53,8 @@ pub async fn follow_weights(
         let delay = delays.next().unwrap_or(Duration::from_secs(5));
         match result {
             Ok(true) => return Ok(()),
-            Err(s)
-                if matches!(
-                    s.code(),
-                    tonic::Code::Unauthenticated
-                        | tonic::Code::PermissionDenied
-                        | tonic::Code::InvalidArgument
-                ) =>
-            {
+            // Refused credentials, or a channel that cannot be built (a bad URL).
+            Err(s) if credentials_refused(&s) || s.code() == tonic::Code::InvalidArgument => {
                 error!(%url, "parameter-server watch refused: {}", s.message());
                 return Err(s);
             }

@@ -18,6 +18,15 @@ use tonic::metadata::MetadataMap;
 use tonic::transport::{Certificate, Identity};
 use tracing::warn;
 
+/// Whether a call failed on its credentials (missing, unknown or the wrong
+/// role's): retrying cannot help, so clients give up and say so.
+pub fn credentials_refused(status: &Status) -> bool {
+    matches!(
+        status.code(),
+        tonic::Code::Unauthenticated | tonic::Code::PermissionDenied
+    )
+}
+
 /// Shortest token accepted: shorter secrets are guessable.
 pub const MIN_TOKEN_LEN: usize = 16;
 
@@ -273,8 +282,7 @@ fn read(field: &'static str, path: &Path) -> Result<Vec<u8>, SecurityError> {
         path: path.to_path_buf(),
         source,
     })?;
-    if !bytes.starts_with(b"-----BEGIN") && !String::from_utf8_lossy(&bytes).contains("-----BEGIN")
-    {
+    if !String::from_utf8_lossy(&bytes).contains("-----BEGIN") {
         return Err(SecurityError::Invalid {
             field,
             message: format!("{} is not PEM", path.display()),
