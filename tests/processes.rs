@@ -286,6 +286,13 @@ fn every_role_shuts_down_cleanly_on_sigterm_mid_run() {
     assert_accounted(&summary);
     assert!(summary["updates"].as_u64().expect("updates") >= 5);
     assert!(run.join("final.safetensors").is_file());
+    // The state at the stop is checkpointed, whatever the interval.
+    let ck = std::fs::read(run.join("checkpoint.bin")).expect("checkpoint.bin after SIGTERM");
+    let updates = summary["updates"].to_string();
+    assert!(
+        String::from_utf8_lossy(&ck).contains(&format!("\"updates\":{updates},")),
+        "the checkpoint holds update {updates}"
+    );
     // The learner is gone: actors are retrying; they still stop at once.
     for p in actors.iter_mut().chain([&mut evaluator, &mut ps]) {
         let s = p

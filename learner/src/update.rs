@@ -24,7 +24,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, debug, info, info_span};
+use tracing::{Instrument, debug, error, info, info_span};
 
 pub struct UpdateLoop<B: AutodiffBackend> {
     pub shared: Arc<Shared>,
@@ -195,7 +195,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
             self.live.updates.store(updates, Ordering::Relaxed);
             let every = cfg.learner.checkpoint_interval;
             if every > 0 && (updates.is_multiple_of(every) || completed) {
-                self.checkpoint(version, env_steps, updates)?;
+                self.checkpoint(version, env_steps, updates);
             }
             let ret_mean = mean(&prepared.episode_returns);
             if let Some(r) = ret_mean {
@@ -237,6 +237,11 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
                 break;
             }
         }
+        // Stopped from outside (SIGTERM): keep the latest state for `--resume`.
+        let every = cfg.learner.checkpoint_interval;
+        if !completed && every > 0 && updates > 0 && !updates.is_multiple_of(every) {
+            self.checkpoint(version, env_steps, updates);
+        }
         self.shared.finished.store(true, Ordering::Release);
         rx.close();
         while let Ok(b) = rx.try_recv() {
@@ -253,15 +258,23 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
         })
     }
 
-    /// Writes `checkpoint.bin` for the state after update `updates`.
-    fn checkpoint(
+    /// Writes `checkpoint.bin` for the state after update `updates`. A failure
+    /// (a full disk) is logged and training goes on: the previous checkpoint
+    /// stays intact, and the next interval tries again.
+    fn checkpoint(&mut self, version: u64, env_steps: u64, updates: u64) {
+        let span = info_span!("checkpoint", updates);
+        let _entered = span.enter();
+        if let Err(e) = self.write_checkpoint(version, env_steps, updates) {
+            error!(updates, "checkpoint not written: {e}");
+        }
+    }
+
+    fn write_checkpoint(
         &mut self,
         version: u64,
         env_steps: u64,
         updates: u64,
     ) -> Result<(), LearnerError> {
-        let span = info_span!("checkpoint", updates);
-        let _entered = span.enter();
         let ppo = self.ppo.save_state().map_err(LearnerError::Checkpoint)?;
         let c = &self.shared.config;
         let ck = Checkpoint {
