@@ -142,6 +142,17 @@ pub enum BenchCommand {
     Inference(BenchInferenceArgs),
     /// Trajectory batches encoded, sent over loopback gRPC, decoded and validated.
     Transport(BenchTransportArgs),
+    /// The end-to-end local run (every role in one process): env steps/s,
+    /// wall time, final evaluation and peak memory.
+    Local(BenchLocalArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct BenchLocalArgs {
+    #[command(flatten)]
+    pub local: LocalArgs,
+    #[arg(long)]
+    pub json: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -264,7 +275,7 @@ impl ConfigArgs {
     }
 }
 
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Clone)]
 pub struct LocalArgs {
     #[command(flatten)]
     pub config: ConfigArgs,

@@ -10,7 +10,10 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result<()> {
+pub async fn run(
+    args: LocalArgs,
+    shutdown: CancellationToken,
+) -> anyhow::Result<sebulba_learner::summary::Summary> {
     let config = args.config.resolve()?;
     let run_dir = args.config.run_dir(&config);
     let actors = args.actors.unwrap_or(config.run.local_actors);
@@ -122,5 +125,5 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
         best_eval_return_mean = ?summary.best_eval_return_mean,
         "done"
     );
-    Ok(())
+    Ok(summary)
 }

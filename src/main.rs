@@ -59,7 +59,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     cancel_on_signal(shutdown.clone());
     match cli.command {
-        Command::Local(args) => local::run(args, shutdown).await,
+        Command::Local(args) => local::run(args, shutdown).await.map(|_| ()),
         Command::ParamServer(args) => {
             let listener = tokio::net::TcpListener::bind(&args.listen)
                 .await
@@ -139,6 +139,31 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             );
             emit_json(&r, args.json.as_deref())
         }
+        Command::Bench(cli::BenchCommand::Local(args)) => {
+            let command = std::env::args().collect::<Vec<_>>().join(" ");
+            let s = local::run(args.local, shutdown).await?;
+            let r = BenchLocal {
+                command,
+                env_id: s.env_id.clone(),
+                env_steps: s.env_steps,
+                wall_seconds: s.wall_seconds,
+                env_steps_per_second: s.steps_per_second,
+                updates: s.updates,
+                final_eval_return_mean: s.final_eval_return_mean,
+                peak_rss_mib: s.peak_rss_mib,
+            };
+            println!(
+                "end-to-end local {}: {:.0} env steps/s ({} steps, {} updates in {:.1} s), final eval {:?}, peak RSS {:.0} MiB",
+                r.env_id,
+                r.env_steps_per_second,
+                r.env_steps,
+                r.updates,
+                r.wall_seconds,
+                r.final_eval_return_mean,
+                r.peak_rss_mib.unwrap_or(f64::NAN)
+            );
+            emit_json(&r, args.json.as_deref())
+        }
         Command::Bench(cli::BenchCommand::Envs(args)) => {
             let rows = sebulba_core::bench::bench_envs(args.envs, args.seconds)?;
             for r in &rows {
@@ -174,6 +199,20 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("not healthy: {e}")),
         Command::Certs(args) => certs::write(&args.out, &args.names),
     }
+}
+
+/// The end-to-end line of the benchmark suite.
+#[derive(serde::Serialize)]
+struct BenchLocal {
+    /// The command line that reproduces it.
+    command: String,
+    env_id: String,
+    env_steps: u64,
+    wall_seconds: f64,
+    env_steps_per_second: f64,
+    updates: u64,
+    final_eval_return_mean: Option<f64>,
+    peak_rss_mib: Option<f64>,
 }
 
 /// A benchmark's output is its product: figures on stdout (not a service log).

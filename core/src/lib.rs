@@ -8,6 +8,7 @@ pub mod devices;
 pub mod distribution;
 pub mod env;
 pub mod files;
+pub mod memory;
 pub mod model;
 pub mod policy;
 pub mod telemetry;

@@ -264,6 +264,7 @@ pub async fn run(
         best_eval_version: best.map(|r| r.version),
         batches,
         batches_per_actor,
+        peak_rss_mib: sebulba_core::memory::peak_rss_bytes().map(|b| b as f64 / (1 << 20) as f64),
     };
     write_json_atomic(&run_dir.join("summary.json"), &summary)
         .map_err(|e| LearnerError::Io("summary.json".into(), e))?;

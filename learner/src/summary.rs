@@ -19,6 +19,9 @@ pub struct Summary {
     pub best_eval_version: Option<u64>,
     pub batches: Counts,
     pub batches_per_actor: BTreeMap<String, Counts>,
+    /// Peak resident memory of the learner's process (in local mode: every
+    /// role together), MiB; None where the OS does not say.
+    pub peak_rss_mib: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize)]

@@ -1,0 +1,86 @@
+//! The benchmark suite through the binary, at small sizes: every line prints
+//! its figures and writes JSON with them. Speeds are printed, never asserted
+//! (only that they were measured: positive and finite).
+
+mod common;
+
+use common::{bin, read_json, run_dir};
+
+fn bench(dir: &std::path::Path, name: &str, args: &[&str]) -> serde_json::Value {
+    let json = dir.join(format!("{name}.json"));
+    let out = bin()
+        .arg("bench")
+        .args(args)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("sebulba bench");
+    assert!(out.status.success(), "bench {args:?}: {out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{text}");
+    read_json(&json)
+}
+
+fn measured(v: &serde_json::Value, key: &str) -> f64 {
+    let x = v[key].as_f64().unwrap_or_else(|| panic!("`{key}` in {v}"));
+    assert!(x.is_finite() && x > 0.0, "`{key}` = {x}");
+    x
+}
+
+#[test]
+fn every_benchmark_line_prints_and_writes_its_figures() {
+    let dir = run_dir("bench");
+    let envs = bench(&dir, "envs", &["envs", "--envs", "4", "--seconds", "0.2"]);
+    let rows = envs.as_array().expect("a row per env");
+    assert_eq!(rows.len(), 5);
+    for r in rows {
+        measured(r, "steps_per_second");
+    }
+    let inf = bench(
+        &dir,
+        "inference",
+        &["inference", "--env", "CartPole-v1", "--seconds", "0.5"],
+    );
+    measured(&inf, "samples_per_second");
+    let tr = bench(&dir, "transport", &["transport", "--batches", "50"]);
+    measured(&tr, "batches_per_second");
+    measured(&tr, "megabytes_per_second");
+    let le = bench(
+        &dir,
+        "learner",
+        &[
+            "learner",
+            "--env",
+            "CartPole-v1",
+            "--samples",
+            "512",
+            "--updates",
+            "1",
+        ],
+    );
+    measured(&le, "samples_per_second");
+    let run = dir.join("run");
+    let run = run.to_str().expect("utf-8 path");
+    let local = bench(
+        &dir,
+        "local",
+        &[
+            "local",
+            "--env",
+            "CartPole-v1",
+            "--total-steps",
+            "6000",
+            "--run-dir",
+            run,
+        ],
+    );
+    measured(&local, "env_steps_per_second");
+    assert!(local["env_steps"].as_u64().unwrap_or(0) >= 6000, "{local}");
+    assert!(
+        local["command"]
+            .as_str()
+            .is_some_and(|c| c.contains("bench local")),
+        "the JSON says how to reproduce it: {local}"
+    );
+    measured(&local, "peak_rss_mib");
+}
