@@ -20,22 +20,28 @@ pub fn write(out: &Path, names: &[String]) -> anyhow::Result<()> {
         .context("--names")?
         .signed_by(&key, &ca)?;
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-    let files = [
-        ("ca.pem", ca.pem()),
-        ("server.pem", server.pem()),
-        ("server.key", key.serialize_pem()),
-    ];
-    for (name, pem) in files {
+    let write = |name: &str, pem: String, private: bool| -> anyhow::Result<()> {
+        use std::io::Write;
         let path = out.join(name);
-        std::fs::write(&path, pem).with_context(|| format!("writing {}", path.display()))?;
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let key = out.join("server.key");
-        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))
-            .with_context(|| format!("restricting {}", key.display()))?;
-    }
+        let mut opts = std::fs::OpenOptions::new();
+        opts.write(true).create(true).truncate(true);
+        // The key is private from its first byte (no window of default mode).
+        // (An existing file keeps its mode, so it is replaced, not rewritten.)
+        #[cfg(unix)]
+        if private {
+            use std::os::unix::fs::OpenOptionsExt;
+            let _ = std::fs::remove_file(&path);
+            opts.mode(0o600);
+        }
+        #[cfg(not(unix))]
+        let _ = private;
+        opts.open(&path)
+            .and_then(|mut f| f.write_all(pem.as_bytes()))
+            .with_context(|| format!("writing {}", path.display()))
+    };
+    write("ca.pem", ca.pem(), false)?;
+    write("server.pem", server.pem(), false)?;
+    write("server.key", key.serialize_pem(), true)?;
     info!(out = %out.display(), ?names, "wrote ca.pem, server.pem, server.key");
     Ok(())
 }
