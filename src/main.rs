@@ -220,10 +220,11 @@ fn bench_learner(args: cli::BenchLearnerArgs) -> anyhow::Result<()> {
     let config = args.config.resolve()?;
     let r = sebulba_learner::bench::bench_learner(&config, args.samples, args.updates)?;
     println!(
-        "learner PPO update: {} hidden {:?} devices {:?}: {} samples x {} epochs x {} minibatches, {} updates in {:.2} s: {:.0} samples/s ({:.0} sample-gradients/s)",
+        "learner PPO update: {} hidden {:?} devices {:?} engine {}: {} samples x {} epochs x {} minibatches, {} updates in {:.2} s: {:.0} samples/s ({:.0} sample-gradients/s)",
         r.env_id,
         r.hidden,
         r.devices,
+        r.engine,
         r.samples_per_update,
         r.epochs,
         r.minibatches,

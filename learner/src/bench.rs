@@ -19,6 +19,8 @@ pub struct LearnerBench {
     pub env_id: String,
     pub hidden: Vec<usize>,
     pub devices: Vec<String>,
+    /// `fused` or `burn` (see `learner.engine`).
+    pub engine: String,
     pub samples_per_update: usize,
     pub epochs: usize,
     pub minibatches: usize,
@@ -64,6 +66,8 @@ fn run<B: AutodiffBackend>(
     let spec = ModelSpec::new(&env, &cfg.network);
     let mut ppo = Ppo::<B>::new(&spec, &cfg.ppo, cfg.run.seed, devices)
         .map_err(|e| LearnerError::Config(e.to_string()))?;
+    crate::ppo::use_configured_engine(&mut ppo, cfg)
+        .map_err(|e| LearnerError::Config(format!("learner.engine: {e}")))?;
     let data = synthetic(&env.action_space, env.obs_dim, samples, cfg.run.seed);
     let step = |ppo: &mut Ppo<B>| {
         ppo.update(&data, &cfg.ppo, cfg.ppo.learning_rate, cfg.ppo.clip_coef)
@@ -80,6 +84,7 @@ fn run<B: AutodiffBackend>(
         env_id: cfg.env.id.clone(),
         hidden: cfg.network.hidden.clone(),
         devices: cfg.learner.devices.clone(),
+        engine: ppo.engine().to_string(),
         samples_per_update: samples,
         epochs: cfg.ppo.epochs,
         minibatches: cfg.ppo.minibatches,

@@ -5,6 +5,7 @@ pub mod accounting;
 pub mod bench;
 pub mod bench_transport;
 pub mod checkpoint;
+pub mod fused;
 pub mod gae;
 pub mod ppo;
 pub mod prepare;
@@ -323,8 +324,11 @@ fn spawn_update_loop<B: AutodiffBackend>(
     devices: Vec<B::Device>,
 ) -> Result<oneshot::Receiver<LoopResult>, LearnerError> {
     let cfg = p.shared.config.clone();
-    let ppo = ppo::Ppo::<B>::new(&p.model_spec, &cfg.ppo, cfg.run.seed, devices)
+    let mut ppo = ppo::Ppo::<B>::new(&p.model_spec, &cfg.ppo, cfg.run.seed, devices)
         .map_err(|e| LearnerError::Config(e.to_string()))?;
+    ppo::use_configured_engine(&mut ppo, &cfg)
+        .map_err(|e| LearnerError::Config(format!("learner.engine: {e}")))?;
+    info!(engine = ppo.engine(), "learner update engine");
     let mut update_loop = UpdateLoop {
         shared: p.shared,
         live: p.live,

@@ -205,6 +205,14 @@ impl RunConfig {
             }
             Ok(_) => {}
         }
+        if self.learner.engine == LearnerEngine::Fused
+            && !LearnerEngine::fused_applies(&self.learner.devices, self.network.layer_norm)
+        {
+            return bad(
+                "learner.engine",
+                "`fused` runs on one `cpu` device without LayerNorm (use `auto` or `burn`)",
+            );
+        }
         if self.learner.queue_capacity == 0 {
             return bad("learner.queue_capacity", "must be at least 1");
         }
@@ -263,6 +271,25 @@ mod tests {
         assert_eq!(c.ppo.learning_rate, 1.0);
         assert_eq!(c.network.hidden, vec![32, 16]);
         assert_eq!(c.network.activation, Activation::Relu);
+        // `auto` picks the fused engine exactly where it applies.
+        let engine = |sets: &[&str]| {
+            let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+            let c = RunConfig::resolve(Some("CartPole-v1"), None, &sets).unwrap();
+            c.learner
+                .engine
+                .use_fused(&c.learner.devices, c.network.layer_norm)
+        };
+        assert!(engine(&[]));
+        assert!(engine(&["learner.engine=fused"]));
+        assert!(!engine(&["learner.engine=burn"]));
+        assert!(!engine(&["network.layer_norm=pre"]));
+        assert!(!engine(&["learner.devices=[\"cpu\", \"cpu\"]"]));
+        // A run file written before the field existed still reads (as `auto`).
+        let mut old = RunConfig::preset("CartPole-v1").unwrap().to_toml();
+        old = old.replace("engine = \"auto\"\n", "");
+        assert!(!old.contains("engine"));
+        let c: RunConfig = toml::from_str(&old).unwrap();
+        assert_eq!(c.learner.engine, LearnerEngine::Auto);
     }
 
     #[test]
@@ -283,6 +310,19 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("gelu"), "{e}");
+        let e = RunConfig::resolve(
+            Some("CartPole-v1"),
+            None,
+            &[
+                "learner.engine=fused".into(),
+                "learner.devices=[\"cpu\", \"cpu\"]".into(),
+            ],
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("`learner.engine`"), "{e}");
+        let e = RunConfig::resolve(Some("CartPole-v1"), None, &["learner.engine=jit".into()])
+            .unwrap_err();
+        assert!(e.to_string().contains("jit"), "{e}");
         let e = RunConfig::resolve(Some("Nope-v0"), None, &[]).unwrap_err();
         assert!(e.to_string().contains("Nope-v0"), "{e}");
         assert!(matches!(

@@ -27,6 +27,7 @@ impl RunConfig {
                 max_policy_lag: 2,
                 final_eval_timeout_secs: 300,
                 checkpoint_interval: 10,
+                engine: LearnerEngine::Auto,
             },
             actor: ActorConfig { send_queue: 1 },
             eval: EvalConfig {

@@ -186,6 +186,36 @@ pub struct LearnerConfig {
     pub final_eval_timeout_secs: u64,
     /// Write `checkpoint.bin` every this many updates (and at the end); 0 = never.
     pub checkpoint_interval: u64,
+    /// What computes the PPO update: `auto` (default: `fused` where it applies,
+    /// else `burn`), `burn` (burn's autodiff, any device and network) or
+    /// `fused` (a hand-written CPU forward and backward: one `cpu` device, no
+    /// LayerNorm; several times faster for small networks).
+    #[serde(default)]
+    pub engine: LearnerEngine,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LearnerEngine {
+    #[default]
+    Auto,
+    Burn,
+    Fused,
+}
+
+impl LearnerEngine {
+    /// Whether the fused engine covers a learner on `devices` with `layer_norm`.
+    pub fn fused_applies(devices: &[String], layer_norm: LayerNormPlacement) -> bool {
+        devices.len() == 1 && devices[0].trim() == "cpu" && layer_norm == LayerNormPlacement::None
+    }
+
+    /// Whether a learner with this setting runs the fused engine.
+    pub fn use_fused(self, devices: &[String], layer_norm: LayerNormPlacement) -> bool {
+        match self {
+            LearnerEngine::Burn => false,
+            LearnerEngine::Auto | LearnerEngine::Fused => Self::fused_applies(devices, layer_norm),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -10,6 +10,7 @@ pub use clip::clip_global_norm;
 pub use losses::{Losses, MbActions, Minibatch, ppo_losses};
 pub use replica::{CollectiveFailure, Replica, Shard, ShardStats};
 
+use crate::fused::{Fused, Unsupported, burn_io};
 use crate::validate::BatchActions;
 use burn::module::Module;
 use burn::tensor::backend::AutodiffBackend;
@@ -94,6 +95,10 @@ pub struct Ppo<B: AutodiffBackend> {
     replicas: Vec<Replica<B>>,
     dist: ActionDist,
     rng: StdRng,
+    spec: ModelSpec,
+    /// The fused CPU engine, when on: it takes the steps, and replica 0 holds
+    /// its parameters (after every update) and Adam state (when saved).
+    fused: Option<Fused>,
 }
 
 impl<B: AutodiffBackend> Ppo<B> {
@@ -174,7 +179,41 @@ impl<B: AutodiffBackend> Ppo<B> {
             replicas,
             dist: spec.dist(),
             rng: StdRng::seed_from_u64(seed ^ 0x5eb0_15ba),
+            spec: spec.clone(),
+            fused: None,
         })
+    }
+
+    /// Switches to the fused CPU engine (see [`crate::fused`]), starting from
+    /// replica 0's parameters and Adam state.
+    pub fn use_fused(&mut self) -> Result<(), Unsupported> {
+        Fused::check(&self.spec, self.replicas.len())?;
+        let mut fused = Fused::new(&self.spec)?;
+        Self::load_fused(&mut fused, &self.replicas[0]).map_err(Unsupported)?;
+        self.fused = Some(fused);
+        Ok(())
+    }
+
+    /// The fused engine, when on.
+    pub fn fused_engine(&self) -> Option<&Fused> {
+        self.fused.as_ref()
+    }
+
+    /// Which engine takes the steps: `fused` or `burn`.
+    pub fn engine(&self) -> &'static str {
+        if self.fused.is_some() {
+            "fused"
+        } else {
+            "burn"
+        }
+    }
+
+    fn load_fused(fused: &mut Fused, replica: &Replica<B>) -> Result<(), String> {
+        let model = replica.model();
+        fused.set_params(burn_io::read_params(fused.layout(), model)?);
+        let (m1, m2, time) = burn_io::read_adam(fused.layout(), model, replica.optim_record())?;
+        fused.set_adam(m1, m2, time);
+        Ok(())
     }
 
     /// Replica 0's model: the one that is published (all are identical).
@@ -201,6 +240,12 @@ impl<B: AutodiffBackend> Ppo<B> {
     /// on. The RNG is re-seeded with it, so a run resumed from this point and
     /// one that never stopped draw the same minibatches.
     pub fn save_state(&mut self) -> Result<PpoState, String> {
+        if let Some(f) = &self.fused {
+            let (m1, m2, time) = f.adam();
+            let r = &mut self.replicas[0];
+            let record = burn_io::write_adam(f.layout(), r.model(), m1, m2, time)?;
+            r.set_optim_record(record);
+        }
         let (model, optim) = self.replicas[0].save_state()?;
         let rng_seed: u64 = self.rng.random();
         self.rng = StdRng::seed_from_u64(rng_seed);
@@ -215,6 +260,9 @@ impl<B: AutodiffBackend> Ppo<B> {
     pub fn load_state(&mut self, state: &PpoState) -> Result<(), String> {
         for r in &mut self.replicas {
             r.load_state(&state.model, &state.optim)?;
+        }
+        if let Some(f) = &mut self.fused {
+            Self::load_fused(f, &self.replicas[0])?;
         }
         self.rng = StdRng::seed_from_u64(state.rng_seed);
         Ok(())
@@ -246,6 +294,15 @@ impl<B: AutodiffBackend> Ppo<B> {
         let continuous = matches!(self.dist, ActionDist::TanhNormal { .. });
         let mut adv = Vec::with_capacity(mb_size);
         let mut noise = Vec::new();
+        if let Some(f) = &mut self.fused {
+            let norm = self.replicas[0].model().obs_norm.as_ref().map(|n| {
+                let v = |t: burn::tensor::Tensor<B, 1>| {
+                    t.into_data().to_vec::<f32>().unwrap_or_default()
+                };
+                (v(n.mean.val()), v(n.var.val()), n.clip)
+            });
+            f.set_obs_norm(norm.as_ref().map(|(m, v, c)| (&m[..], &v[..], *c)));
+        }
         'epochs: for _ in 0..cfg.epochs {
             order.shuffle(&mut self.rng);
             for mb in order.chunks_exact(mb_size).take(cfg.minibatches) {
@@ -279,6 +336,9 @@ impl<B: AutodiffBackend> Ppo<B> {
                 steps += 1;
             }
         }
+        if let Some(f) = &self.fused {
+            burn_io::write_params(f.layout(), f.params(), self.replicas[0].model_mut());
+        }
         let k = steps.max(1) as f64;
         Ok(PpoStats {
             policy_loss: sum.policy_loss / k,
@@ -306,6 +366,9 @@ impl<B: AutodiffBackend> Ppo<B> {
         lr: f64,
         clip: f64,
     ) -> Result<Vec<ShardStats>, PpoError> {
+        if let Some(f) = &mut self.fused {
+            return Ok(vec![f.step(data, mb, adv, noise, cfg, lr, clip)]);
+        }
         let d = self.replicas.len();
         let width = self.dist.action_width();
         let dist = &self.dist;
@@ -353,6 +416,22 @@ impl<B: AutodiffBackend> Ppo<B> {
         });
         Ok(results.into_iter().collect::<Result<Vec<_>, _>>()?)
     }
+}
+
+/// Switches `ppo` to the fused engine when `learner.engine` asks for it (or,
+/// with `auto`, where it applies).
+pub fn use_configured_engine<B: AutodiffBackend>(
+    ppo: &mut Ppo<B>,
+    cfg: &sebulba_core::config::RunConfig,
+) -> Result<(), Unsupported> {
+    if cfg
+        .learner
+        .engine
+        .use_fused(&cfg.learner.devices, cfg.network.layer_norm)
+    {
+        ppo.use_fused()?;
+    }
+    Ok(())
 }
 
 /// burn-collective keeps one collective per backend per process: tests that

@@ -136,6 +136,24 @@ impl<B: AutodiffBackend> Replica<B> {
         &self.device
     }
 
+    /// The model, to overwrite its parameters (the fused engine writes its own back).
+    pub fn model_mut(&mut self) -> &mut ActorCritic<B> {
+        self.model
+            .as_mut()
+            .expect("model is only taken during a step")
+    }
+
+    /// Adam's state as burn keeps it.
+    pub fn optim_record(&self) -> crate::fused::burn_io::AdamRecord<B> {
+        self.optim.to_record()
+    }
+
+    /// Replaces Adam's state.
+    pub fn set_optim_record(&mut self, record: crate::fused::burn_io::AdamRecord<B>) {
+        let optim = std::mem::replace(&mut self.optim, AdamConfig::new().init());
+        self.optim = optim.load_record(record);
+    }
+
     pub fn set_obs_stats(&mut self, stats: &RunningMeanStd) {
         if let Some(m) = self.model.as_mut() {
             m.set_obs_stats(stats);

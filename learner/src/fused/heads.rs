@@ -1,0 +1,173 @@
+//! Log-probability and entropy of one sample under the policy head, with their
+//! gradients with respect to the head's outputs, worked out by hand (each
+//! formula is checked against burn's autodiff in the tests):
+//!
+//! - categorical, `p = softmax(z)` over the allowed actions:
+//!   `d ln p_a / d z_j = [j = a] - p_j`, `d H / d z_j = -p_j (ln p_j + H)`;
+//!   a masked logit gets neither (it is a constant before the softmax);
+//! - tanh-squashed Gaussian, `σ = softplus(ρ) + min_std`, `z = (u - μ) / σ`:
+//!   `d ln p / d μ = z / σ`, `d ln p / d σ = (z² - 1) / σ`, `d σ / d ρ = sigmoid(ρ)`;
+//!   Gaussian entropy `d H / d σ = 1 / σ`; the sampled squash term at
+//!   `s = μ + σ ε` adds `d/ds ln(1 - tanh² s) = -2 tanh s` to `μ` and `ε` times it to `σ`.
+
+use sebulba_core::distribution::{MASKED_LOGIT, Squash, log1m_tanh_sq, softplus};
+
+const HALF_LN_2PI: f64 = 0.918_938_533_204_672_8;
+
+/// One sample's log-probability and entropy; `d_logp` and `d_ent` (the row's
+/// width) receive their gradients with respect to the head row.
+pub struct Eval {
+    pub logp: f64,
+    pub entropy: f64,
+}
+
+/// Categorical head row `z` (logits), action `a`, optional mask row.
+pub fn categorical(
+    z: &[f32],
+    a: usize,
+    mask: Option<&[u8]>,
+    d_logp: &mut [f64],
+    d_ent: &mut [f64],
+) -> Eval {
+    let allowed = |j: usize| mask.is_none_or(|m| m[j] != 0);
+    let logit = |j: usize| {
+        if allowed(j) {
+            z[j] as f64
+        } else {
+            MASKED_LOGIT as f64
+        }
+    };
+    let max = (0..z.len()).map(logit).fold(f64::NEG_INFINITY, f64::max);
+    let ln_sum = (0..z.len())
+        .map(|j| (logit(j) - max).exp())
+        .sum::<f64>()
+        .ln();
+    let logp_j = |j: usize| logit(j) - max - ln_sum;
+    let mut entropy = 0.0;
+    for j in (0..z.len()).filter(|&j| allowed(j)) {
+        let lp = logp_j(j);
+        entropy -= lp.exp() * lp;
+    }
+    for j in 0..z.len() {
+        if allowed(j) {
+            let lp = logp_j(j);
+            let p = lp.exp();
+            d_logp[j] = if j == a { 1.0 - p } else { -p };
+            d_ent[j] = -p * (lp + entropy);
+        } else {
+            d_logp[j] = 0.0;
+            d_ent[j] = 0.0;
+        }
+    }
+    Eval {
+        logp: logp_j(a),
+        entropy,
+    }
+}
+
+fn sigmoid(x: f64) -> f64 {
+    if x >= 0.0 {
+        1.0 / (1.0 + (-x).exp())
+    } else {
+        let e = x.exp();
+        e / (1.0 + e)
+    }
+}
+
+/// Tanh-normal head row `[means, raw stds]`, pre-tanh action `u`, noise `eps`
+/// for the sampled entropy (ignored with `gaussian_entropy`).
+#[allow(clippy::too_many_arguments)]
+pub fn tanh_normal(
+    head: &[f32],
+    u: &[f32],
+    eps: &[f32],
+    min_std: f64,
+    squash: &Squash,
+    gaussian_entropy: bool,
+    d_logp: &mut [f64],
+    d_ent: &mut [f64],
+) -> Eval {
+    let dim = u.len();
+    let mut logp = -squash.log_scale_sum;
+    let mut entropy = 0.0;
+    if !gaussian_entropy {
+        entropy += squash.log_scale_sum;
+    }
+    for j in 0..dim {
+        let (mu, rho, uj) = (head[j] as f64, head[dim + j] as f64, u[j] as f64);
+        let sigma = softplus(rho) + min_std;
+        let dsigma = sigmoid(rho);
+        let z = (uj - mu) / sigma;
+        logp += -0.5 * z * z - sigma.ln() - HALF_LN_2PI - log1m_tanh_sq(uj);
+        d_logp[j] = z / sigma;
+        d_logp[dim + j] = (z * z - 1.0) / sigma * dsigma;
+        entropy += sigma.ln() + 0.5 + HALF_LN_2PI;
+        let (mut de_mu, mut de_sigma) = (0.0, 1.0 / sigma);
+        if !gaussian_entropy {
+            let e = eps[j] as f64;
+            let s = mu + sigma * e;
+            entropy += log1m_tanh_sq(s);
+            let ds = -2.0 * s.tanh();
+            de_mu += ds;
+            de_sigma += ds * e;
+        }
+        d_ent[j] = de_mu;
+        d_ent[dim + j] = de_sigma * dsigma;
+    }
+    Eval { logp, entropy }
+}
+
+/// One sample's terms of the PPO loss and the loss's gradients with respect to
+/// its log-probability and value (before the `1 / minibatch` mean).
+pub struct Terms {
+    pub policy: f64,
+    pub value: f64,
+    pub approx_kl: f64,
+    pub clipped: bool,
+    /// `d policy / d logp`.
+    pub d_logp: f64,
+    /// `d value / d v` (value is `0.5 * error²`).
+    pub d_value: f64,
+}
+
+/// The clipped surrogate `max(-A r, -A clip(r, 1 ± c))` with `r = e^(logp - old)`,
+/// and the value error (optionally clipped around `old_v` by `value_clip`).
+#[allow(clippy::too_many_arguments)]
+pub fn ppo_terms(
+    logp: f64,
+    old_logp: f64,
+    adv: f64,
+    v: f64,
+    ret: f64,
+    old_v: f64,
+    clip: f64,
+    value_clip: Option<f64>,
+) -> Terms {
+    let log_ratio = logp - old_logp;
+    let r = log_ratio.exp();
+    let pg1 = -adv * r;
+    let pg2 = -adv * r.clamp(1.0 - clip, 1.0 + clip);
+    // Where the clipped term is larger, r is outside the clip range and the
+    // clipped term is constant: no gradient. Inside the range both are equal.
+    let (policy, d_logp) = if pg1 >= pg2 { (pg1, pg1) } else { (pg2, 0.0) };
+    let err = v - ret;
+    let (sq, d_value) = match value_clip {
+        None => (err * err, err),
+        Some(eps) => {
+            let clipped = old_v + (v - old_v).clamp(-eps, eps) - ret;
+            if err * err >= clipped * clipped {
+                (err * err, err)
+            } else {
+                (clipped * clipped, 0.0)
+            }
+        }
+    };
+    Terms {
+        policy,
+        value: 0.5 * sq,
+        approx_kl: (r - 1.0) - log_ratio,
+        clipped: (r - 1.0).abs() > clip,
+        d_logp,
+        d_value,
+    }
+}

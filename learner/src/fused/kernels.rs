@@ -1,0 +1,187 @@
+//! The two numeric kernels the fused engine is built on: a strided f32 matrix
+//! product (matrixmultiply, the same routine burn's ndarray backend ends in) and
+//! an f32 tanh without a libm call per element, so loops over it vectorise.
+//! (burn-ndarray evaluates tanh in f64 through libm: a sixth of the learner's
+//! time in the profile before this engine existed.)
+
+/// A read-only matrix operand: element `(i, j)` is `data[i * rs + j * cs]`, so a
+/// transpose is the same slice with the strides swapped.
+#[derive(Clone, Copy)]
+pub struct View<'a> {
+    pub data: &'a [f32],
+    pub rs: usize,
+    pub cs: usize,
+}
+
+impl<'a> View<'a> {
+    /// A row-major `[rows, cols]` matrix.
+    pub fn rows(data: &'a [f32], cols: usize) -> Self {
+        Self {
+            data,
+            rs: cols,
+            cs: 1,
+        }
+    }
+
+    /// The transpose of a row-major matrix with `cols` columns.
+    pub fn transposed(data: &'a [f32], cols: usize) -> Self {
+        Self {
+            data,
+            rs: 1,
+            cs: cols,
+        }
+    }
+
+    fn fits(&self, rows: usize, cols: usize) -> bool {
+        rows == 0 || cols == 0 || (rows - 1) * self.rs + (cols - 1) * self.cs < self.data.len()
+    }
+}
+
+/// `c = a · b + beta · c` with `a` `[m, k]`, `b` `[k, n]` and `c` row-major `[m, n]`.
+/// Panics when an operand is smaller than its shape (a bug, never input).
+pub fn gemm(m: usize, k: usize, n: usize, a: View<'_>, b: View<'_>, beta: f32, c: &mut [f32]) {
+    assert!(
+        a.fits(m, k) && b.fits(k, n) && c.len() >= m * n,
+        "gemm operands smaller than [{m}, {k}] x [{k}, {n}]"
+    );
+    if m == 0 || n == 0 {
+        return;
+    }
+    // SAFETY: the assertion above keeps every index the routine reads or writes
+    // (`i * rs + j * cs` over the given shapes) inside its slice; `c` is a
+    // unique borrow, so it aliases neither input.
+    unsafe {
+        matrixmultiply::sgemm(
+            m,
+            k,
+            n,
+            1.0,
+            a.data.as_ptr(),
+            a.rs as isize,
+            a.cs as isize,
+            b.data.as_ptr(),
+            b.rs as isize,
+            b.cs as isize,
+            beta,
+            c.as_mut_ptr(),
+            n as isize,
+            1,
+        );
+    }
+}
+
+/// Adds each row of the row-major `[rows, cols]` matrix `x` into `out` (`[cols]`).
+pub fn add_column_sums(x: &[f32], cols: usize, out: &mut [f32]) {
+    for row in x.chunks_exact(cols) {
+        for (o, &v) in out.iter_mut().zip(row) {
+            *o += v;
+        }
+    }
+}
+
+const LOG2_E: f32 = std::f32::consts::LOG2_E;
+/// ln 2 split in two (Cody and Waite) so `x - n ln 2` is exact for small `n`.
+const LN2_HI: f32 = 0.693_359_4;
+const LN2_LO: f32 = -2.121_944_4e-4;
+/// 1.5 * 2^23: adding and subtracting it rounds an f32 of magnitude < 2^22 to an integer.
+const ROUND: f32 = 12_582_912.0;
+
+/// `e^x` for `x` in `[-87, 0]`: `x = n ln 2 + r` with `|r| <= ln 2 / 2`, the
+/// Taylor series of `e^r` to degree 7 (remainder < 6e-9), times `2^n` built
+/// from its exponent bits.
+#[inline(always)]
+fn exp_nonpositive(x: f32) -> f32 {
+    let n = (x * LOG2_E + ROUND) - ROUND;
+    let r = (x - n * LN2_HI) - n * LN2_LO;
+    let p = 1.0
+        + r * (1.0
+            + r * (1.0 / 2.0
+                + r * (1.0 / 6.0
+                    + r * (1.0 / 24.0
+                        + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r * (1.0 / 5040.0)))))));
+    let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
+    p * scale
+}
+
+/// `tanh(x)` in f32 to within 3e-7 absolute: `sign(x) (1 - e) / (1 + e)` with
+/// `e = e^(-2|x|)`; beyond |x| = 9 tanh is 1 to f32 precision. NaN stays NaN.
+#[inline(always)]
+pub fn tanh(x: f32) -> f32 {
+    let a = x.abs();
+    let a = if a > 9.0 { 9.0 } else { a };
+    let e = exp_nonpositive(-2.0 * a);
+    ((1.0 - e) / (1.0 + e)).copysign(x)
+}
+
+/// [`tanh`] over a slice, in place.
+pub fn tanh_in_place(x: &mut [f32]) {
+    for v in x.iter_mut() {
+        *v = tanh(*v);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tanh_matches_f64_tanh_everywhere() {
+        let mut worst = 0.0f64;
+        let mut x = -20.0f64;
+        while x <= 20.0 {
+            let got = tanh(x as f32) as f64;
+            let want = (x as f32 as f64).tanh();
+            worst = worst.max((got - want).abs());
+            x += 1.0 / 4096.0;
+        }
+        assert!(worst < 3e-7, "worst error {worst}");
+        // Small inputs keep their sign and size; the ends saturate exactly.
+        assert_eq!(tanh(0.0), 0.0);
+        assert!((tanh(1e-6) - 1e-6).abs() < 2e-7 && tanh(-1e-6) < 0.0);
+        assert_eq!(tanh(50.0), 1.0);
+        assert_eq!(tanh(-50.0), -1.0);
+        assert!(tanh(f32::NAN).is_nan());
+    }
+
+    #[test]
+    fn gemm_matches_a_naive_product_with_transposes() {
+        // a [2, 3], b [3, 2]; also a^T given as a [3, 2] row-major buffer.
+        let a = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+        let b = [7.0, 8.0, 9.0, 10.0, 11.0, 12.0];
+        let mut c = [1.0f32; 4];
+        gemm(2, 3, 2, View::rows(&a, 3), View::rows(&b, 2), 1.0, &mut c);
+        // [1 2 3; 4 5 6] [7 8; 9 10; 11 12] = [58 64; 139 154], plus the 1s.
+        assert_eq!(c, [59.0, 65.0, 140.0, 155.0]);
+        // (a^T)^T b, with a^T stored row-major [3, 2]: same product.
+        let at = [1.0, 4.0, 2.0, 5.0, 3.0, 6.0];
+        let mut d = [0.0f32; 4];
+        gemm(
+            2,
+            3,
+            2,
+            View::transposed(&at, 2),
+            View::rows(&b, 2),
+            0.0,
+            &mut d,
+        );
+        assert_eq!(d, [58.0, 64.0, 139.0, 154.0]);
+        let mut s = [0.0f32; 3];
+        add_column_sums(&a, 3, &mut s);
+        assert_eq!(s, [5.0, 7.0, 9.0]);
+    }
+
+    #[test]
+    #[should_panic(expected = "gemm operands")]
+    fn gemm_refuses_short_operands() {
+        let mut c = [0.0f32; 4];
+        gemm(
+            2,
+            3,
+            2,
+            View::rows(&[0.0; 5], 3),
+            View::rows(&[0.0; 6], 2),
+            0.0,
+            &mut c,
+        );
+    }
+}

@@ -1,0 +1,350 @@
+//! The actor-critic network on flat f32 buffers: where each weight lives in the
+//! parameter vector, a forward pass that keeps every layer's output, and the
+//! backward pass from the heads' gradients to every parameter's gradient.
+//! Weights are `[d_in, d_out]` row-major and a layer is `y = act(x W + b)`, as
+//! in burn's `Linear`, so parameters copy across unchanged.
+
+use super::kernels::{View, add_column_sums, gemm, tanh_in_place};
+use sebulba_core::config::Activation;
+use sebulba_core::model::ModelSpec;
+
+/// One linear layer's place in the parameter vector.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Dense {
+    /// Offset of the `[d_in, d_out]` weight.
+    pub w: usize,
+    /// Offset of the `[d_out]` bias.
+    pub b: usize,
+    pub d_in: usize,
+    pub d_out: usize,
+}
+
+/// Where every parameter is, for one [`ModelSpec`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Layout {
+    pub obs_dim: usize,
+    pub head_dim: usize,
+    pub actor: Vec<Dense>,
+    /// `None`: the critic shares the actor's torso.
+    pub critic: Option<Vec<Dense>>,
+    pub policy: Dense,
+    pub value: Dense,
+    pub activation: Activation,
+    /// Total parameter count.
+    pub len: usize,
+}
+
+impl Layout {
+    pub fn new(spec: &ModelSpec) -> Self {
+        let mut len = 0;
+        let mut dense = |d_in: usize, d_out: usize| {
+            let d = Dense {
+                w: len,
+                b: len + d_in * d_out,
+                d_in,
+                d_out,
+            };
+            len += d_in * d_out + d_out;
+            d
+        };
+        let hidden = &spec.network.hidden;
+        let mut torso = || {
+            let mut width = spec.obs_dim;
+            hidden
+                .iter()
+                .map(|&h| {
+                    let d = dense(width, h);
+                    width = h;
+                    d
+                })
+                .collect::<Vec<_>>()
+        };
+        let actor = torso();
+        let critic = (!spec.network.shared_torso).then(&mut torso);
+        let width = hidden.last().copied().unwrap_or(spec.obs_dim);
+        let policy = dense(width, spec.head_dim());
+        let value = dense(width, 1);
+        Self {
+            obs_dim: spec.obs_dim,
+            head_dim: spec.head_dim(),
+            actor,
+            critic,
+            policy,
+            value,
+            activation: spec.network.activation,
+            len,
+        }
+    }
+
+    fn width(&self) -> usize {
+        self.actor.last().map_or(self.obs_dim, |d| d.d_out)
+    }
+
+    fn widest(&self) -> usize {
+        let torso = self.actor.iter().chain(self.critic.iter().flatten());
+        torso
+            .map(|d| d.d_out)
+            .chain([self.obs_dim, self.head_dim])
+            .max()
+            .unwrap_or(1)
+    }
+}
+
+/// Buffers for one minibatch of `m` rows, reused from step to step.
+#[derive(Default)]
+pub struct Work {
+    pub m: usize,
+    /// `[m, obs_dim]` the (normalised) observations: the caller fills it.
+    pub x: Vec<f32>,
+    actor: Vec<Vec<f32>>,
+    critic: Vec<Vec<f32>>,
+    /// `[m, head_dim]` policy-head outputs.
+    pub head: Vec<f32>,
+    /// `[m]` values.
+    pub value: Vec<f32>,
+    /// `[m, head_dim]` the loss's gradient with respect to `head`: the caller fills it.
+    pub d_head: Vec<f32>,
+    /// `[m]` the loss's gradient with respect to `value`: the caller fills it.
+    pub d_value: Vec<f32>,
+    scratch: [Vec<f32>; 3],
+}
+
+impl Work {
+    /// Sizes every buffer for `m` rows (allocates only when `m` or the layout grows).
+    pub fn resize(&mut self, layout: &Layout, m: usize) {
+        self.m = m;
+        self.x.resize(m * layout.obs_dim, 0.0);
+        let outs = |layers: &[Dense], bufs: &mut Vec<Vec<f32>>| {
+            bufs.resize_with(layers.len(), Vec::new);
+            for (b, d) in bufs.iter_mut().zip(layers) {
+                b.resize(m * d.d_out, 0.0);
+            }
+        };
+        outs(&layout.actor, &mut self.actor);
+        outs(layout.critic.as_deref().unwrap_or(&[]), &mut self.critic);
+        self.head.resize(m * layout.head_dim, 0.0);
+        self.value.resize(m, 0.0);
+        self.d_head.resize(m * layout.head_dim, 0.0);
+        self.d_value.resize(m, 0.0);
+        for s in &mut self.scratch {
+            s.resize(m * layout.widest(), 0.0);
+        }
+    }
+}
+
+/// `out = act(x W + b)` for `m` rows.
+fn dense_forward(
+    p: &[f32],
+    d: &Dense,
+    x: &[f32],
+    m: usize,
+    act: Option<Activation>,
+    out: &mut [f32],
+) {
+    let out = &mut out[..m * d.d_out];
+    for row in out.chunks_exact_mut(d.d_out) {
+        row.copy_from_slice(&p[d.b..d.b + d.d_out]);
+    }
+    let w = &p[d.w..d.w + d.d_in * d.d_out];
+    gemm(
+        m,
+        d.d_in,
+        d.d_out,
+        View::rows(x, d.d_in),
+        View::rows(w, d.d_out),
+        1.0,
+        out,
+    );
+    match act {
+        Some(Activation::Tanh) => tanh_in_place(out),
+        Some(Activation::Relu) => out.iter_mut().for_each(|v| *v = v.max(0.0)),
+        None => {}
+    }
+}
+
+fn torso_forward(
+    p: &[f32],
+    layers: &[Dense],
+    x: &[f32],
+    m: usize,
+    act: Activation,
+    outs: &mut [Vec<f32>],
+) {
+    for (i, d) in layers.iter().enumerate() {
+        let (done, rest) = outs.split_at_mut(i);
+        let input = done.last().map_or(x, |v| v.as_slice());
+        dense_forward(p, d, input, m, Some(act), &mut rest[0]);
+    }
+}
+
+/// Policy-head outputs and values for the rows in `work.x`.
+pub fn forward(layout: &Layout, p: &[f32], work: &mut Work) {
+    let m = work.m;
+    let act = layout.activation;
+    torso_forward(p, &layout.actor, &work.x, m, act, &mut work.actor);
+    let ha = work
+        .actor
+        .last()
+        .map_or(work.x.as_slice(), |v| v.as_slice());
+    dense_forward(p, &layout.policy, ha, m, None, &mut work.head);
+    let hv = match &layout.critic {
+        Some(critic) => {
+            torso_forward(p, critic, &work.x, m, act, &mut work.critic);
+            work.critic
+                .last()
+                .map_or(work.x.as_slice(), |v| v.as_slice())
+        }
+        None => ha,
+    };
+    dense_forward(p, &layout.value, hv, m, None, &mut work.value);
+}
+
+/// Gradient of a linear layer: `dW = xᵀ dy`, `db = Σ dy` (written, not added),
+/// and, when asked, `dx = dy Wᵀ`.
+fn dense_backward(
+    p: &[f32],
+    g: &mut [f32],
+    d: &Dense,
+    x: &[f32],
+    dy: &[f32],
+    m: usize,
+    dx: Option<&mut [f32]>,
+) {
+    let gw = &mut g[d.w..d.w + d.d_in * d.d_out];
+    gemm(
+        d.d_in,
+        m,
+        d.d_out,
+        View::transposed(x, d.d_in),
+        View::rows(dy, d.d_out),
+        0.0,
+        gw,
+    );
+    let gb = &mut g[d.b..d.b + d.d_out];
+    gb.fill(0.0);
+    add_column_sums(&dy[..m * d.d_out], d.d_out, gb);
+    if let Some(dx) = dx {
+        let w = &p[d.w..d.w + d.d_in * d.d_out];
+        gemm(
+            m,
+            d.d_out,
+            d.d_in,
+            View::rows(dy, d.d_out),
+            View::transposed(w, d.d_out),
+            0.0,
+            dx,
+        );
+    }
+}
+
+/// Back through a torso from `dh` (the gradient at its output, `[m, width]`,
+/// overwritten), given its layer outputs `outs` and input `x`.
+#[allow(clippy::too_many_arguments)]
+fn torso_backward(
+    p: &[f32],
+    g: &mut [f32],
+    layers: &[Dense],
+    x: &[f32],
+    outs: &[Vec<f32>],
+    act: Activation,
+    m: usize,
+    dh: &mut Vec<f32>,
+    spare: &mut Vec<f32>,
+) {
+    for i in (0..layers.len()).rev() {
+        let d = &layers[i];
+        let y = &outs[i][..m * d.d_out];
+        let dy = &mut dh[..m * d.d_out];
+        match act {
+            // tanh' = 1 - y^2 and relu' = [y > 0], both from the layer's output.
+            Activation::Tanh => dy.iter_mut().zip(y).for_each(|(g, &y)| *g *= 1.0 - y * y),
+            Activation::Relu => dy
+                .iter_mut()
+                .zip(y)
+                .for_each(|(g, &y)| *g = if y > 0.0 { *g } else { 0.0 }),
+        }
+        let input = if i == 0 { x } else { &outs[i - 1] };
+        let dx = (i > 0).then_some(&mut spare[..m * d.d_in]);
+        dense_backward(p, g, d, input, dh, m, dx);
+        if i > 0 {
+            std::mem::swap(dh, spare);
+        }
+    }
+}
+
+/// Every parameter's gradient into `g` (overwritten) from `work.d_head` and
+/// `work.d_value`, using the activations of the last [`forward`].
+pub fn backward(layout: &Layout, p: &[f32], g: &mut [f32], work: &mut Work) {
+    let m = work.m;
+    let act = layout.activation;
+    let width = layout.width();
+    let [dha, dhv, spare] = &mut work.scratch;
+    let ha = work
+        .actor
+        .last()
+        .map_or(work.x.as_slice(), |v| v.as_slice());
+    dense_backward(
+        p,
+        g,
+        &layout.policy,
+        ha,
+        &work.d_head,
+        m,
+        Some(&mut dha[..m * width]),
+    );
+    match &layout.critic {
+        Some(critic) => {
+            let hv = work
+                .critic
+                .last()
+                .map_or(work.x.as_slice(), |v| v.as_slice());
+            dense_backward(
+                p,
+                g,
+                &layout.value,
+                hv,
+                &work.d_value,
+                m,
+                Some(&mut dhv[..m * width]),
+            );
+            torso_backward(
+                p,
+                g,
+                &layout.actor,
+                &work.x,
+                &work.actor,
+                act,
+                m,
+                dha,
+                spare,
+            );
+            torso_backward(p, g, critic, &work.x, &work.critic, act, m, dhv, spare);
+        }
+        None => {
+            dense_backward(
+                p,
+                g,
+                &layout.value,
+                ha,
+                &work.d_value,
+                m,
+                Some(&mut dhv[..m * width]),
+            );
+            dha[..m * width]
+                .iter_mut()
+                .zip(&dhv[..m * width])
+                .for_each(|(a, &b)| *a += b);
+            torso_backward(
+                p,
+                g,
+                &layout.actor,
+                &work.x,
+                &work.actor,
+                act,
+                m,
+                dha,
+                spare,
+            );
+        }
+    }
+}

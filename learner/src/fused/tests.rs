@@ -1,0 +1,458 @@
+//! The fused engine against burn's autodiff on the same model and minibatch:
+//! every parameter's gradient, the loss statistics, whole updates, and
+//! checkpoints that cross between the engines.
+
+use super::burn_io::{param_slots, read_adam, read_params, write_adam};
+use super::*;
+use crate::ppo::{Ppo, Replica, Shard, ppo_losses};
+use burn::module::Module;
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{ElementConversion, Tensor, TensorData};
+use burn_optim::GradientsParams;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use sebulba_core::CpuAutodiff;
+use sebulba_core::config::{Activation, AdvantageNorm, NetworkConfig, RunConfig};
+use sebulba_core::distribution::{log_softmax_row, tanh_normal_log_prob};
+use sebulba_core::env::{ActionSpace, env_spec};
+use sebulba_core::model::{ActorCritic, RunningMeanStd};
+
+type B = CpuAutodiff;
+type Inner = <B as AutodiffBackend>::InnerBackend;
+
+fn ppo_cfg() -> PpoConfig {
+    let mut c = RunConfig::preset("CartPole-v1").unwrap().ppo;
+    c.ent_coef = 0.01;
+    c.vf_coef = 0.5;
+    c
+}
+
+struct Case {
+    name: &'static str,
+    spec: ModelSpec,
+    masks: bool,
+    cfg: PpoConfig,
+}
+
+fn cases() -> Vec<Case> {
+    let discrete = |network: NetworkConfig| ModelSpec {
+        obs_dim: 4,
+        action_space: ActionSpace::Discrete { n: 3 },
+        network,
+    };
+    let pendulum = |network: NetworkConfig| {
+        let mut env = env_spec("MountainCarContinuous-v0").unwrap();
+        env.obs_dim = 3;
+        ModelSpec::new(&env, &network)
+    };
+    let net = |hidden: Vec<usize>| NetworkConfig {
+        hidden,
+        ..Default::default()
+    };
+    let mut clipped_value = ppo_cfg();
+    clipped_value.clip_value_loss = true;
+    clipped_value.value_clip_coef = 0.05;
+    let mut gaussian = ppo_cfg();
+    gaussian.gaussian_entropy = true;
+    vec![
+        Case {
+            name: "discrete, separate tanh torsos",
+            spec: discrete(net(vec![16, 8])),
+            masks: false,
+            cfg: ppo_cfg(),
+        },
+        Case {
+            name: "discrete, masks, clipped value loss",
+            spec: discrete(net(vec![8])),
+            masks: true,
+            cfg: clipped_value,
+        },
+        Case {
+            name: "discrete, shared relu torso, obs norm",
+            spec: discrete(NetworkConfig {
+                hidden: vec![16, 16],
+                activation: Activation::Relu,
+                shared_torso: true,
+                obs_norm: true,
+                obs_clip: 1.5,
+                ..Default::default()
+            }),
+            masks: false,
+            cfg: ppo_cfg(),
+        },
+        Case {
+            name: "continuous, sampled entropy, obs norm",
+            spec: pendulum(NetworkConfig {
+                obs_norm: true,
+                ..net(vec![16, 8])
+            }),
+            masks: false,
+            cfg: ppo_cfg(),
+        },
+        Case {
+            name: "continuous, gaussian entropy, no hidden layer",
+            spec: pendulum(net(vec![])),
+            masks: false,
+            cfg: gaussian,
+        },
+    ]
+}
+
+/// A model with obs-norm statistics set (when on) from the case's observations.
+fn model(case: &Case, data: &UpdateData) -> ActorCritic<B> {
+    let dev = Default::default();
+    B::seed(&dev, 7);
+    let mut m = case.spec.init::<B>(&dev);
+    let mut stats = RunningMeanStd::new(data.obs_dim);
+    stats.update(&data.observations[..data.obs_dim * 8]);
+    m.set_obs_stats(&stats);
+    m
+}
+
+/// `n` samples whose behaviour log-probabilities are the model's own, jittered
+/// so that ratios land on both sides of the clip range.
+fn data(case: &Case, n: usize, seed: u64) -> UpdateData {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let d = case.spec.obs_dim;
+    let observations: Vec<f32> = (0..n * d).map(|_| rng.random_range(-2.0..2.0)).collect();
+    let (actions, masks) = match &case.spec.action_space {
+        ActionSpace::Discrete { n: k } => {
+            let masks: Vec<u8> = (0..n)
+                .flat_map(|i| (0..*k).map(move |j| u8::from(j != (i % 4) || i % 4 == 3)))
+                .collect();
+            let actions = (0..n)
+                .map(|i| {
+                    let mut a = rng.random_range(0..*k);
+                    while case.masks && masks[i * k + a] == 0 {
+                        a = rng.random_range(0..*k);
+                    }
+                    a as i32
+                })
+                .collect();
+            (
+                crate::validate::BatchActions::Discrete(actions),
+                case.masks.then_some(masks),
+            )
+        }
+        ActionSpace::Box { low, .. } => (
+            crate::validate::BatchActions::Continuous(
+                (0..n * low.len())
+                    .map(|_| rng.random_range(-1.5..1.5))
+                    .collect(),
+            ),
+            None,
+        ),
+    };
+    let mut data = UpdateData {
+        obs_dim: d,
+        observations,
+        actions,
+        masks,
+        old_log_probs: vec![0.0; n],
+        advantages: (0..n).map(|_| rng.random_range(-2.0..2.0)).collect(),
+        returns: (0..n).map(|_| rng.random_range(-1.0..1.0)).collect(),
+        old_values: (0..n).map(|_| rng.random_range(-0.2..0.2)).collect(),
+    };
+    let m = model(case, &data);
+    let obs = Tensor::<B, 2>::from_data(
+        TensorData::new(data.observations.clone(), [n, d]),
+        &Default::default(),
+    );
+    let heads: Vec<f32> = m.policy(obs).into_data().to_vec().unwrap();
+    let hd = case.spec.head_dim();
+    let dist = case.spec.dist();
+    for i in 0..n {
+        let head = &heads[i * hd..(i + 1) * hd];
+        let lp = match (&dist, &data.actions) {
+            (ActionDist::Categorical { .. }, crate::validate::BatchActions::Discrete(a)) => {
+                let mut out = vec![0.0; hd];
+                let mask = data.masks.as_ref().map(|mk| &mk[i * hd..(i + 1) * hd]);
+                log_softmax_row(head, mask, &mut out);
+                out[a[i] as usize]
+            }
+            (
+                ActionDist::TanhNormal {
+                    squash, min_std, ..
+                },
+                crate::validate::BatchActions::Continuous(u),
+            ) => {
+                let w = hd / 2;
+                tanh_normal_log_prob(head, &u[i * w..(i + 1) * w], *min_std, squash)
+            }
+            _ => unreachable!(),
+        };
+        data.old_log_probs[i] = lp + rng.random_range(-0.4..0.4);
+    }
+    data
+}
+
+fn fused_from(case: &Case, m: &ActorCritic<B>) -> Fused {
+    let mut f = Fused::new(&case.spec).unwrap();
+    f.set_params(read_params(f.layout(), m).unwrap());
+    let norm = m.obs_norm.as_ref().map(|n| {
+        let v = |t: Tensor<B, 1>| t.into_data().to_vec::<f32>().unwrap();
+        (v(n.mean.val()), v(n.var.val()), n.clip)
+    });
+    f.set_obs_norm(norm.as_ref().map(|(a, b, c)| (&a[..], &b[..], *c)));
+    f
+}
+
+fn scalar(t: Tensor<Inner, 1>) -> f64 {
+    t.into_scalar().elem::<f64>()
+}
+
+#[test]
+fn every_gradient_and_loss_term_matches_burn_autodiff() {
+    for case in cases() {
+        let n = 64;
+        let data = data(&case, n, 3);
+        let m = model(&case, &data);
+        let idx: Vec<usize> = (0..n).rev().step_by(2).collect();
+        let adv: Vec<f32> = idx.iter().map(|&i| data.advantages[i]).collect();
+        let width = case.spec.dist().action_width();
+        let noise: Vec<f32> = if case.spec.action_space.is_discrete() {
+            vec![]
+        } else {
+            let mut rng = StdRng::seed_from_u64(9);
+            (0..idx.len() * width)
+                .map(|_| rng.random_range(-2.0..2.0))
+                .collect()
+        };
+        let mut cfg = case.cfg.clone();
+        cfg.max_grad_norm = 1e9;
+        cfg.target_kl = 0.0;
+        let shard = Shard {
+            data: &data,
+            idx: &idx,
+            adv: &adv,
+            noise: &noise,
+            minibatch: idx.len(),
+        };
+        let dist = case.spec.dist();
+        let replica = Replica::new(m.clone(), &cfg, Default::default(), None);
+        let losses = ppo_losses(&m, replica.minibatch(&shard, &dist), &dist, &cfg, 0.2);
+        let want = [
+            scalar(losses.policy),
+            scalar(losses.value),
+            scalar(losses.entropy),
+            scalar(losses.approx_kl),
+            scalar(losses.clip_fraction),
+        ];
+        let grads = GradientsParams::from_grads(losses.total.backward(), &m);
+
+        let mut f = fused_from(&case, &m);
+        let s = f.step(&data, &idx, &adv, &noise, &cfg, 0.0, 0.2);
+        let got = [
+            s.policy_loss,
+            s.value_loss,
+            s.entropy,
+            s.approx_kl,
+            s.clip_fraction,
+        ];
+        for (what, (g, w)) in ["policy", "value", "entropy", "kl", "clip fraction"]
+            .iter()
+            .zip(got.iter().zip(&want))
+        {
+            assert!(
+                (g - w).abs() <= 2e-5 * (1.0 + w.abs()),
+                "{}: {what} {g} vs burn {w}",
+                case.name
+            );
+        }
+        assert!(
+            want[4] > 0.1 && want[4] < 0.9,
+            "{}: ratios should fall on both sides of the clip range",
+            case.name
+        );
+        for (id, at, shape) in param_slots(f.layout(), &m).unwrap() {
+            let burn: Vec<f32> = match shape.len() {
+                2 => grads
+                    .get::<Inner, 2>(id)
+                    .map(|g| g.into_data().to_vec().unwrap()),
+                _ => grads
+                    .get::<Inner, 1>(id)
+                    .map(|g| g.into_data().to_vec().unwrap()),
+            }
+            .unwrap_or_else(|| vec![0.0; shape.iter().product()]);
+            let ours = &f.grads()[at..at + burn.len()];
+            let scale = burn.iter().fold(1e-6f32, |a, &b| a.max(b.abs()));
+            for (k, (o, b)) in ours.iter().zip(&burn).enumerate() {
+                assert!(
+                    (o - b).abs() <= 1e-4 * scale,
+                    "{}: gradient of {shape:?} at {k}: fused {o} vs burn {b}",
+                    case.name
+                );
+            }
+        }
+        // The learning rate was zero: the parameters did not move.
+        assert_eq!(f.params(), read_params(f.layout(), &m).unwrap());
+    }
+}
+
+fn flat<Bk: Backend>(m: &ActorCritic<Bk>, layout: &Layout) -> Vec<f32> {
+    read_params(layout, m).unwrap()
+}
+
+fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+#[test]
+fn whole_updates_follow_the_burn_engine() {
+    for case in cases() {
+        let data = data(&case, 256, 5);
+        let m = model(&case, &data);
+        let mut cfg = case.cfg.clone();
+        cfg.epochs = 3;
+        cfg.minibatches = 4;
+        cfg.adv_norm = AdvantageNorm::Minibatch;
+        let new = || {
+            Ppo::<B>::with_model(&case.spec, m.clone(), &cfg, 11, vec![Default::default()]).unwrap()
+        };
+        let (mut burn, mut fused) = (new(), new());
+        fused.use_fused().unwrap();
+        assert_eq!((burn.engine(), fused.engine()), ("burn", "fused"));
+        let layout = Layout::new(&case.spec);
+        let start = flat(burn.model(), &layout);
+        for _ in 0..2 {
+            let a = burn.update(&data, &cfg, 3e-3, 0.2).unwrap();
+            let b = fused.update(&data, &cfg, 3e-3, 0.2).unwrap();
+            assert_eq!(a.minibatch_steps, b.minibatch_steps);
+            for (what, x, y) in [
+                ("policy", a.policy_loss, b.policy_loss),
+                ("value", a.value_loss, b.value_loss),
+                ("entropy", a.entropy, b.entropy),
+                ("grad norm", a.grad_norm, b.grad_norm),
+            ] {
+                assert!(
+                    (x - y).abs() <= 1e-3 * (1.0 + x.abs()),
+                    "{}: {what} {x} vs {y}",
+                    case.name
+                );
+            }
+        }
+        let (pa, pb) = (flat(burn.model(), &layout), flat(fused.model(), &layout));
+        let moved = max_diff(&pa, &start);
+        assert!(moved > 1e-3, "{}: the update moved nothing", case.name);
+        assert!(
+            max_diff(&pa, &pb) < 0.02 * moved,
+            "{}: engines apart by {} after moving {moved}",
+            case.name,
+            max_diff(&pa, &pb)
+        );
+        // What is published is the fused engine's parameters.
+        let published = flat(&fused.inference_model(), &layout);
+        assert_eq!(published, pb);
+    }
+}
+
+#[test]
+fn target_kl_stops_the_fused_engine_like_burn() {
+    let case = &cases()[0];
+    let data = data(case, 128, 2);
+    let m = model(case, &data);
+    let mut cfg = case.cfg.clone();
+    cfg.epochs = 50;
+    cfg.minibatches = 2;
+    cfg.target_kl = 0.02;
+    let new =
+        || Ppo::<B>::with_model(&case.spec, m.clone(), &cfg, 1, vec![Default::default()]).unwrap();
+    let (mut burn, mut fused) = (new(), new());
+    fused.use_fused().unwrap();
+    let a = burn.update(&data, &cfg, 2e-2, 0.2).unwrap();
+    let b = fused.update(&data, &cfg, 2e-2, 0.2).unwrap();
+    assert!(a.early_stopped && b.early_stopped);
+    assert_eq!(a.minibatch_steps, b.minibatch_steps);
+}
+
+#[test]
+fn adam_state_converts_to_burn_records_and_back() {
+    let case = &cases()[3];
+    let data = data(case, 128, 4);
+    let m = model(case, &data);
+    let mut fused = Ppo::<B>::with_model(
+        &case.spec,
+        m.clone(),
+        &case.cfg,
+        3,
+        vec![Default::default()],
+    )
+    .unwrap();
+    fused.use_fused().unwrap();
+    fused.update(&data, &case.cfg, 1e-3, 0.2).unwrap();
+    let f = fused.fused_engine().unwrap();
+    let (m1, m2, time) = f.adam();
+    assert!(time > 0 && m1.iter().any(|&x| x != 0.0));
+    let record = write_adam(f.layout(), fused.model(), m1, m2, time).unwrap();
+    let (a, b, t) = read_adam(f.layout(), fused.model(), record).unwrap();
+    assert_eq!((a.as_slice(), b.as_slice(), t), (m1, m2, time));
+}
+
+#[test]
+fn checkpoints_cross_between_the_engines() {
+    for case in [&cases()[1], &cases()[3]] {
+        let data = data(case, 128, 6);
+        let m = model(case, &data);
+        let cfg = &case.cfg;
+        let new = || {
+            Ppo::<B>::with_model(&case.spec, m.clone(), cfg, 5, vec![Default::default()]).unwrap()
+        };
+        let mut fused = new();
+        fused.use_fused().unwrap();
+        fused.update(&data, cfg, 3e-3, 0.2).unwrap();
+        let state = fused.save_state().unwrap();
+        // Resumed on burn, and on a fresh fused engine: both continue as the
+        // original does.
+        let mut on_burn = new();
+        on_burn.load_state(&state).unwrap();
+        let mut on_fused = new();
+        on_fused.use_fused().unwrap();
+        on_fused.load_state(&state).unwrap();
+        let layout = Layout::new(&case.spec);
+        assert_eq!(
+            flat(on_fused.model(), &layout),
+            flat(fused.model(), &layout)
+        );
+        let before = flat(fused.model(), &layout);
+        for p in [&mut fused, &mut on_burn, &mut on_fused] {
+            p.update(&data, cfg, 3e-3, 0.2).unwrap();
+        }
+        let (a, b, c) = (
+            flat(fused.model(), &layout),
+            flat(on_burn.model(), &layout),
+            flat(on_fused.model(), &layout),
+        );
+        assert_eq!(a, c, "{}: a fused resume continues exactly", case.name);
+        let moved = max_diff(&a, &before);
+        assert!(
+            max_diff(&a, &b) < 0.02 * moved,
+            "{}: burn resumed from a fused checkpoint is {} apart after moving {moved}",
+            case.name,
+            max_diff(&a, &b)
+        );
+        // And the record holds Adam's state: a burn resume without it would
+        // take a first, larger Adam step.
+        assert!(
+            on_burn.replicas()[0].optim_record().len()
+                == 2 * (layout.actor.len() + layout.critic.as_ref().map_or(0, Vec::len) + 2)
+        );
+    }
+}
+
+#[test]
+fn unsupported_networks_are_refused_by_name() {
+    let mut spec = cases()[0].spec.clone();
+    spec.network.layer_norm = sebulba_core::config::LayerNormPlacement::Pre;
+    let e = Fused::check(&spec, 1).unwrap_err().to_string();
+    assert!(e.contains("network.layer_norm"), "{e}");
+    let e = Fused::check(&cases()[0].spec, 2).unwrap_err().to_string();
+    assert!(e.contains("2 devices"), "{e}");
+    let m = spec.init::<B>(&Default::default());
+    let mut ppo = Ppo::<B>::with_model(&spec, m, &ppo_cfg(), 1, vec![Default::default()]).unwrap();
+    assert!(ppo.use_fused().is_err());
+    assert_eq!(ppo.engine(), "burn");
+    let _ = ppo.model().clone().into_record();
+}
