@@ -9,7 +9,6 @@ use crate::reward_scale::RewardScaler;
 use crate::summary::Lag;
 use crate::validate::{BatchActions, DecodedBatch};
 use burn::tensor::backend::AutodiffBackend;
-use burn::tensor::{Tensor, TensorData};
 use sebulba_core::config::{AdvantageNorm, RunConfig};
 use sebulba_core::model::RunningMeanStd;
 
@@ -85,16 +84,7 @@ pub fn prepare<B: AutodiffBackend>(
     for b in batches {
         all_obs.extend_from_slice(&b.final_observations);
     }
-    let rows = all_obs.len() / d;
-    let values: Vec<f32> = ppo
-        .inference_model()
-        .value(Tensor::from_data(
-            TensorData::new(all_obs, [rows, d]),
-            ppo.device(),
-        ))
-        .into_data()
-        .to_vec()
-        .unwrap_or_else(|_| vec![0.0; rows]);
+    let values = ppo.values(&all_obs);
 
     let n: usize = batches.iter().map(|b| b.num_steps * b.num_envs).sum();
     let mut observations = Vec::with_capacity(n * d);

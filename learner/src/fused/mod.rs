@@ -13,15 +13,14 @@
 
 pub mod burn_io;
 mod heads;
-pub mod kernels;
-pub mod net;
 
 use crate::ppo::{ShardStats, UpdateData};
 use crate::validate::BatchActions;
-use net::{Layout, Work};
-use sebulba_core::config::{LayerNormPlacement, PpoConfig};
+use sebulba_core::config::PpoConfig;
 use sebulba_core::distribution::ActionDist;
-use sebulba_core::model::{ModelSpec, OBS_NORM_EPS};
+use sebulba_core::model::ModelSpec;
+use sebulba_core::model::fast::net::{self, Layout, Work};
+use sebulba_core::model::fast::{ObsScaler, covers};
 
 /// Why a run cannot use the fused engine.
 #[derive(Debug, thiserror::Error)]
@@ -42,8 +41,8 @@ pub struct Fused {
     m2: Vec<f32>,
     /// Adam steps taken.
     time: usize,
-    /// Observation normaliser `(mean, std, clip)`, when on.
-    norm: Option<(Vec<f32>, Vec<f32>, f32)>,
+    /// Observation normaliser, when on.
+    scaler: Option<ObsScaler>,
     work: Work,
     d_logp: Vec<f64>,
     d_ent: Vec<f64>,
@@ -58,7 +57,7 @@ impl Fused {
                 "{devices} devices (it runs on one CPU device)"
             )));
         }
-        if spec.network.layer_norm != LayerNormPlacement::None {
+        if !covers(spec) {
             return Err(Unsupported("LayerNorm (`network.layer_norm`)".into()));
         }
         Ok(())
@@ -79,7 +78,7 @@ impl Fused {
             m1: vec![0.0; n],
             m2: vec![0.0; n],
             time: 0,
-            norm: None,
+            scaler: None,
             work: Work::default(),
             d_logp: vec![0.0; width],
             d_ent: vec![0.0; width],
@@ -115,16 +114,9 @@ impl Fused {
         (self.m1, self.m2, self.time) = (m1, m2, time);
     }
 
-    /// The observation normaliser's statistics (`None`: off).
-    pub fn set_obs_norm(&mut self, stats: Option<(&[f32], &[f32], f64)>) {
-        self.norm = stats.map(|(mean, var, clip)| {
-            // As burn's ObsNorm computes it: sqrt(var + eps) in f32.
-            let std = var
-                .iter()
-                .map(|&v| (v + OBS_NORM_EPS as f32).sqrt())
-                .collect();
-            (mean.to_vec(), std, clip as f32)
-        });
+    /// The observation normaliser (`None`: off).
+    pub fn set_scaler(&mut self, scaler: Option<ObsScaler>) {
+        self.scaler = scaler;
     }
 
     /// Fills `work.x` with the (normalised) observations of `idx`.
@@ -133,17 +125,21 @@ impl Fused {
         self.work.resize(&self.layout, idx.len());
         for (row, &i) in self.work.x.chunks_exact_mut(d).zip(idx) {
             row.copy_from_slice(&data.observations[i * d..(i + 1) * d]);
-            if let Some((mean, std, clip)) = &self.norm {
-                for ((x, m), s) in row.iter_mut().zip(mean).zip(std) {
-                    *x = ((*x - m) / s).clamp(-clip, *clip);
-                }
+            if let Some(s) = &self.scaler {
+                s.apply(row);
             }
         }
     }
 
-    /// Values of the observations `idx` (for tests and value estimates).
-    pub fn values(&mut self, data: &UpdateData, idx: &[usize]) -> Vec<f32> {
-        self.gather_obs(data, idx);
+    /// State values of the observation rows `obs` (`[rows * obs_dim]`).
+    pub fn values(&mut self, obs: &[f32]) -> Vec<f32> {
+        let d = self.layout.obs_dim;
+        let rows = obs.len() / d;
+        self.work.resize(&self.layout, rows);
+        self.work.x.copy_from_slice(&obs[..rows * d]);
+        if let Some(s) = &self.scaler {
+            self.work.x.chunks_exact_mut(d).for_each(|row| s.apply(row));
+        }
         net::forward(&self.layout, &self.params, &mut self.work);
         self.work.value.clone()
     }

@@ -2,7 +2,7 @@
 //! every parameter's gradient, the loss statistics, whole updates, and
 //! checkpoints that cross between the engines.
 
-use super::burn_io::{param_slots, read_adam, read_params, write_adam};
+use super::burn_io::{read_adam, write_adam};
 use super::*;
 use crate::ppo::{Ppo, Replica, Shard, ppo_losses};
 use burn::module::Module;
@@ -15,6 +15,8 @@ use sebulba_core::CpuAutodiff;
 use sebulba_core::config::{Activation, AdvantageNorm, NetworkConfig, RunConfig};
 use sebulba_core::distribution::{log_softmax_row, tanh_normal_log_prob};
 use sebulba_core::env::{ActionSpace, env_spec};
+use sebulba_core::model::fast::ObsScaler;
+use sebulba_core::model::fast::params::{param_slots, read_params};
 use sebulba_core::model::{ActorCritic, RunningMeanStd};
 
 type B = CpuAutodiff;
@@ -189,11 +191,7 @@ fn data(case: &Case, n: usize, seed: u64) -> UpdateData {
 fn fused_from(case: &Case, m: &ActorCritic<B>) -> Fused {
     let mut f = Fused::new(&case.spec).unwrap();
     f.set_params(read_params(f.layout(), m).unwrap());
-    let norm = m.obs_norm.as_ref().map(|n| {
-        let v = |t: Tensor<B, 1>| t.into_data().to_vec::<f32>().unwrap();
-        (v(n.mean.val()), v(n.var.val()), n.clip)
-    });
-    f.set_obs_norm(norm.as_ref().map(|(a, b, c)| (&a[..], &b[..], *c)));
+    f.set_scaler(ObsScaler::of_model(m).unwrap());
     f
 }
 

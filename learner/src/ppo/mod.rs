@@ -20,6 +20,7 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use sebulba_core::config::{AdvantageNorm, PpoConfig};
 use sebulba_core::distribution::ActionDist;
+use sebulba_core::model::fast::{ObsScaler, params};
 use sebulba_core::model::{ActorCritic, ModelSpec, RunningMeanStd};
 
 /// Flat training data of one update (N samples); advantages already normalised
@@ -210,7 +211,8 @@ impl<B: AutodiffBackend> Ppo<B> {
 
     fn load_fused(fused: &mut Fused, replica: &Replica<B>) -> Result<(), String> {
         let model = replica.model();
-        fused.set_params(burn_io::read_params(fused.layout(), model)?);
+        fused.set_scaler(ObsScaler::of_model(model)?);
+        fused.set_params(params::read_params(fused.layout(), model)?);
         let (m1, m2, time) = burn_io::read_adam(fused.layout(), model, replica.optim_record())?;
         fused.set_adam(m1, m2, time);
         Ok(())
@@ -273,6 +275,31 @@ impl<B: AutodiffBackend> Ppo<B> {
         for r in &mut self.replicas {
             r.set_obs_stats(stats);
         }
+        let net = &self.spec.network;
+        if let Some(f) = &mut self.fused
+            && net.obs_norm
+        {
+            let (mean, var) = (stats.mean_f32(), stats.var_f32());
+            f.set_scaler(Some(ObsScaler::new(&mean, &var, net.obs_clip)));
+        }
+    }
+
+    /// State values of observation rows `obs` (`[rows * obs_dim]`) under the
+    /// current parameters.
+    pub fn values(&mut self, obs: &[f32]) -> Vec<f32> {
+        if let Some(f) = &mut self.fused {
+            return f.values(obs);
+        }
+        let d = self.spec.obs_dim;
+        let rows = obs.len() / d;
+        self.inference_model()
+            .value(burn::tensor::Tensor::from_data(
+                burn::tensor::TensorData::new(obs[..rows * d].to_vec(), [rows, d]),
+                self.device(),
+            ))
+            .into_data()
+            .to_vec()
+            .unwrap_or_else(|_| vec![0.0; rows])
     }
 
     /// Epochs x minibatches of PPO over `data` at learning rate `lr` and ratio
@@ -294,15 +321,6 @@ impl<B: AutodiffBackend> Ppo<B> {
         let continuous = matches!(self.dist, ActionDist::TanhNormal { .. });
         let mut adv = Vec::with_capacity(mb_size);
         let mut noise = Vec::new();
-        if let Some(f) = &mut self.fused {
-            let norm = self.replicas[0].model().obs_norm.as_ref().map(|n| {
-                let v = |t: burn::tensor::Tensor<B, 1>| {
-                    t.into_data().to_vec::<f32>().unwrap_or_default()
-                };
-                (v(n.mean.val()), v(n.var.val()), n.clip)
-            });
-            f.set_obs_norm(norm.as_ref().map(|(m, v, c)| (&m[..], &v[..], *c)));
-        }
         'epochs: for _ in 0..cfg.epochs {
             order.shuffle(&mut self.rng);
             for mb in order.chunks_exact(mb_size).take(cfg.minibatches) {
@@ -337,7 +355,7 @@ impl<B: AutodiffBackend> Ppo<B> {
             }
         }
         if let Some(f) = &self.fused {
-            burn_io::write_params(f.layout(), f.params(), self.replicas[0].model_mut());
+            params::write_params(f.layout(), f.params(), self.replicas[0].model_mut());
         }
         let k = steps.max(1) as f64;
         Ok(PpoStats {

@@ -5,8 +5,8 @@
 //! in burn's `Linear`, so parameters copy across unchanged.
 
 use super::kernels::{View, add_column_sums, gemm, tanh_in_place};
-use sebulba_core::config::Activation;
-use sebulba_core::model::ModelSpec;
+use crate::config::Activation;
+use crate::model::ModelSpec;
 
 /// One linear layer's place in the parameter vector.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -177,16 +177,33 @@ fn torso_forward(
     }
 }
 
-/// Policy-head outputs and values for the rows in `work.x`.
-pub fn forward(layout: &Layout, p: &[f32], work: &mut Work) {
+/// Policy-head outputs for the rows in `work.x` (no value head: acting).
+pub fn policy_forward(layout: &Layout, p: &[f32], work: &mut Work) {
     let m = work.m;
-    let act = layout.activation;
-    torso_forward(p, &layout.actor, &work.x, m, act, &mut work.actor);
+    torso_forward(
+        p,
+        &layout.actor,
+        &work.x,
+        m,
+        layout.activation,
+        &mut work.actor,
+    );
     let ha = work
         .actor
         .last()
         .map_or(work.x.as_slice(), |v| v.as_slice());
     dense_forward(p, &layout.policy, ha, m, None, &mut work.head);
+}
+
+/// Policy-head outputs and values for the rows in `work.x`.
+pub fn forward(layout: &Layout, p: &[f32], work: &mut Work) {
+    policy_forward(layout, p, work);
+    let m = work.m;
+    let act = layout.activation;
+    let ha = work
+        .actor
+        .last()
+        .map_or(work.x.as_slice(), |v| v.as_slice());
     let hv = match &layout.critic {
         Some(critic) => {
             torso_forward(p, critic, &work.x, m, act, &mut work.critic);

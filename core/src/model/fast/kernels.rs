@@ -91,7 +91,8 @@ const ROUND: f32 = 12_582_912.0;
 /// from its exponent bits.
 #[inline(always)]
 fn exp_nonpositive(x: f32) -> f32 {
-    let n = (x * LOG2_E + ROUND) - ROUND;
+    let shifted = x * LOG2_E + ROUND;
+    let n = shifted - ROUND;
     let r = (x - n * LN2_HI) - n * LN2_LO;
     let p = 1.0
         + r * (1.0
@@ -99,7 +100,10 @@ fn exp_nonpositive(x: f32) -> f32 {
                 + r * (1.0 / 6.0
                     + r * (1.0 / 24.0
                         + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r * (1.0 / 5040.0)))))));
-    let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
+    // `shifted`'s low mantissa bits hold n itself: integer arithmetic on the
+    // bits (unlike a saturating `as i32`) vectorises.
+    let n_bits = shifted.to_bits().wrapping_sub(ROUND.to_bits());
+    let scale = f32::from_bits(n_bits.wrapping_add(127) << 23);
     p * scale
 }
 
