@@ -16,7 +16,7 @@ use sebulba_proto::{
 use serde::Serialize;
 use std::pin::Pin;
 use std::time::Instant;
-use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 #[derive(Debug, Clone, Serialize)]
@@ -156,7 +156,7 @@ pub async fn bench_transport(
                     .max_decoding_message_size(MAX_MESSAGE_BYTES)
                     .max_encoding_message_size(MAX_MESSAGE_BYTES),
             )
-            .serve_with_incoming(TcpListenerStream::new(listener)),
+            .serve_with_incoming(sebulba_proto::grpc::incoming(listener)),
     );
     let mut client = LearnerClient::new(
         channel(

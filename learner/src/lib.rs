@@ -36,7 +36,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
-use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
 use tonic::service::interceptor::InterceptedService;
 use tracing::{info, warn};
@@ -154,7 +153,7 @@ pub async fn run(
                         .max_encoding_message_size(MAX_MESSAGE_BYTES),
                 )
                 .serve_with_incoming_shutdown(
-                    TcpListenerStream::new(listener),
+                    sebulba_proto::grpc::incoming(listener),
                     stop.cancelled_owned(),
                 ),
         )

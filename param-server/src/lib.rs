@@ -15,7 +15,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tokio_stream::wrappers::{TcpListenerStream, WatchStream};
+use tokio_stream::wrappers::WatchStream;
 use tokio_stream::{Stream, StreamExt};
 use tokio_util::sync::CancellationToken;
 use tonic::service::interceptor::InterceptedService;
@@ -198,7 +198,10 @@ pub async fn run(
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)
                 .max_encoding_message_size(MAX_MESSAGE_BYTES),
         )
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown.cancelled_owned())
+        .serve_with_incoming_shutdown(
+            sebulba_proto::grpc::incoming(listener),
+            shutdown.cancelled_owned(),
+        )
         .await
         .map_err(|e| ParamServerError::Transport(e.to_string()))
 }
