@@ -17,6 +17,11 @@ use std::path::PathBuf;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Async worker threads (gRPC, ingest, publishing); default: one per CPU
+    /// core. The learner's update loop, each local actor's rollout and the
+    /// evaluator's episodes run on threads of their own besides these.
+    #[arg(long, global = true, env = "SEBULBA_THREADS", value_parser = clap::value_parser!(u16).range(1..))]
+    pub threads: Option<u16>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -151,6 +156,10 @@ pub enum BenchCommand {
 pub struct BenchLocalArgs {
     #[command(flatten)]
     pub local: LocalArgs,
+    /// Also report the env steps at the first evaluation whose mean return
+    /// reaches this (the learning-curve check; 475 for CartPole-v1).
+    #[arg(long)]
+    pub target_return: Option<f64>,
     #[arg(long)]
     pub json: Option<PathBuf>,
 }

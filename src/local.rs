@@ -10,10 +10,11 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+/// Runs every role in this process; returns the learner's summary and the run directory.
 pub async fn run(
     args: LocalArgs,
     shutdown: CancellationToken,
-) -> anyhow::Result<sebulba_learner::summary::Summary> {
+) -> anyhow::Result<(sebulba_learner::summary::Summary, std::path::PathBuf)> {
     let config = args.config.resolve()?;
     let run_dir = args.config.run_dir(&config);
     let actors = args.actors.unwrap_or(config.run.local_actors);
@@ -125,5 +126,5 @@ pub async fn run(
         best_eval_return_mean = ?summary.best_eval_return_mean,
         "done"
     );
-    Ok(summary)
+    Ok((summary, run_dir))
 }

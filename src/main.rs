@@ -15,7 +15,11 @@ use tracing::info;
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let rt = tokio::runtime::Builder::new_multi_thread()
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = cli.threads {
+        rt.worker_threads(n.into());
+    }
+    let rt = rt
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;
@@ -141,7 +145,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Bench(cli::BenchCommand::Local(args)) => {
             let command = std::env::args().collect::<Vec<_>>().join(" ");
-            let s = local::run(args.local, shutdown).await?;
+            let (s, run_dir) = local::run(args.local, shutdown).await?;
+            let steps_to_target = match args.target_return {
+                Some(target) => first_eval_reaching(&run_dir.join("eval.jsonl"), target)?,
+                None => None,
+            };
             let r = BenchLocal {
                 command,
                 env_id: s.env_id.clone(),
@@ -151,16 +159,23 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 updates: s.updates,
                 final_eval_return_mean: s.final_eval_return_mean,
                 peak_rss_mib: s.peak_rss_mib,
+                target_return: args.target_return,
+                steps_to_target,
             };
             println!(
-                "end-to-end local {}: {:.0} env steps/s ({} steps, {} updates in {:.1} s), final eval {:?}, peak RSS {:.0} MiB",
+                "end-to-end local {}: {:.0} env steps/s ({} steps, {} updates in {:.1} s), final eval {:?}, peak RSS {:.0} MiB{}",
                 r.env_id,
                 r.env_steps_per_second,
                 r.env_steps,
                 r.updates,
                 r.wall_seconds,
                 r.final_eval_return_mean,
-                r.peak_rss_mib.unwrap_or(f64::NAN)
+                r.peak_rss_mib.unwrap_or(f64::NAN),
+                match (r.target_return, r.steps_to_target) {
+                    (Some(t), Some(n)) => format!(", first eval >= {t} at {n} env steps"),
+                    (Some(t), None) => format!(", no eval reached {t}"),
+                    _ => String::new(),
+                }
             );
             emit_json(&r, args.json.as_deref())
         }
@@ -213,6 +228,24 @@ struct BenchLocal {
     updates: u64,
     final_eval_return_mean: Option<f64>,
     peak_rss_mib: Option<f64>,
+    /// `--target-return`, and the env steps of the first evaluation whose mean
+    /// return reached it (None: none did).
+    target_return: Option<f64>,
+    steps_to_target: Option<u64>,
+}
+
+/// Env steps of the first line of `eval.jsonl` with `return_mean >= target`.
+fn first_eval_reaching(path: &std::path::Path, target: f64) -> anyhow::Result<Option<u64>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value =
+            serde_json::from_str(line).with_context(|| format!("a line of {}", path.display()))?;
+        if v["return_mean"].as_f64().is_some_and(|r| r >= target) {
+            return Ok(v["env_steps"].as_u64());
+        }
+    }
+    Ok(None)
 }
 
 /// A benchmark's output is its product: figures on stdout (not a service log).

@@ -59,6 +59,27 @@ fn every_benchmark_line_prints_and_writes_its_figures() {
         ],
     );
     measured(&le, "samples_per_second");
+    assert_eq!(
+        le["engine"], "fused",
+        "auto picks the fused engine on one cpu: {le}"
+    );
+    let burn = bench(
+        &dir,
+        "learner-burn",
+        &[
+            "learner",
+            "--env",
+            "CartPole-v1",
+            "--samples",
+            "256",
+            "--updates",
+            "1",
+            "--set",
+            "learner.engine=burn",
+        ],
+    );
+    measured(&burn, "samples_per_second");
+    assert_eq!(burn["engine"], "burn");
     let run = dir.join("run");
     let run = run.to_str().expect("utf-8 path");
     let local = bench(
@@ -72,6 +93,8 @@ fn every_benchmark_line_prints_and_writes_its_figures() {
             "6000",
             "--run-dir",
             run,
+            "--target-return",
+            "0",
         ],
     );
     measured(&local, "env_steps_per_second");
@@ -83,4 +106,11 @@ fn every_benchmark_line_prints_and_writes_its_figures() {
         "the JSON says how to reproduce it: {local}"
     );
     measured(&local, "peak_rss_mib");
+    // Every return reaches 0: the first evaluation (of version 0, at 0 steps).
+    let first_eval =
+        std::fs::read_to_string(dir.join("run").join("eval.jsonl")).expect("eval.jsonl");
+    let first: serde_json::Value =
+        serde_json::from_str(first_eval.lines().next().expect("an eval line")).expect("json");
+    assert_eq!(local["target_return"], 0.0);
+    assert_eq!(local["steps_to_target"], first["env_steps"], "{local}");
 }

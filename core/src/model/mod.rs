@@ -184,8 +184,8 @@ mod tests {
             Tensor::<CpuBackend, 2>::from_data(TensorData::new(vec![0.1f32; 12], [3, 4]), &dev);
         assert_eq!(m.policy(obs.clone()).dims(), [3, 2]);
         assert_eq!(m.value(obs).dims(), [3]);
-        // Orthogonal [64, 64] with gain sqrt(2): W^T W = 2 I, to f32 precision
-        // (burn orthogonalises in f32: off-diagonals up to ~5e-4 were seen on
+        // Orthogonal [64, 64] with gain sqrt(2): W^T W = 2 I to within 1% (burn
+        // orthogonalises in f32: off-diagonals up to 8e-3 were seen on
         // ill-conditioned draws; a non-orthogonal matrix is off by O(1)).
         let w = m.actor.layers[1].weight.val();
         let wtw: Vec<f32> = w
@@ -199,7 +199,7 @@ mod tests {
             for j in 0..64 {
                 let want = if i == j { 2.0 } else { 0.0 };
                 assert!(
-                    (wtw[i * 64 + j] - want).abs() < 2e-3,
+                    (wtw[i * 64 + j] - want).abs() < 2e-2,
                     "({i},{j}) = {}",
                     wtw[i * 64 + j]
                 );
