@@ -174,7 +174,7 @@ fn fast_copy(
     spec: &ModelSpec,
     m: &ActorCritic<CpuBackend>,
 ) -> Result<Option<FastPolicy>, PolicyError> {
-    if !fast::covers(spec) {
+    if !fast::covers(&spec.network) {
         return Ok(None);
     }
     FastPolicy::of_model(spec, m)

@@ -206,7 +206,7 @@ impl RunConfig {
             Ok(_) => {}
         }
         if self.learner.engine == LearnerEngine::Fused
-            && !LearnerEngine::fused_applies(&self.learner.devices, self.network.layer_norm)
+            && !LearnerEngine::fused_applies(&self.learner.devices, &self.network)
         {
             return bad(
                 "learner.engine",
@@ -275,9 +275,7 @@ mod tests {
         let engine = |sets: &[&str]| {
             let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
             let c = RunConfig::resolve(Some("CartPole-v1"), None, &sets).unwrap();
-            c.learner
-                .engine
-                .use_fused(&c.learner.devices, c.network.layer_norm)
+            c.learner.engine.use_fused(&c.learner.devices, &c.network)
         };
         assert!(engine(&[]));
         assert!(engine(&["learner.engine=fused"]));

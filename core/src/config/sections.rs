@@ -204,16 +204,16 @@ pub enum LearnerEngine {
 }
 
 impl LearnerEngine {
-    /// Whether the fused engine covers a learner on `devices` with `layer_norm`.
-    pub fn fused_applies(devices: &[String], layer_norm: LayerNormPlacement) -> bool {
-        devices.len() == 1 && devices[0].trim() == "cpu" && layer_norm == LayerNormPlacement::None
+    /// Whether the fused engine covers a learner of `network` on `devices`.
+    pub fn fused_applies(devices: &[String], network: &NetworkConfig) -> bool {
+        devices.len() == 1 && devices[0].trim() == "cpu" && crate::model::fast::covers(network)
     }
 
     /// Whether a learner with this setting runs the fused engine.
-    pub fn use_fused(self, devices: &[String], layer_norm: LayerNormPlacement) -> bool {
+    pub fn use_fused(self, devices: &[String], network: &NetworkConfig) -> bool {
         match self {
             LearnerEngine::Burn => false,
-            LearnerEngine::Auto | LearnerEngine::Fused => Self::fused_applies(devices, layer_norm),
+            LearnerEngine::Auto | LearnerEngine::Fused => Self::fused_applies(devices, network),
         }
     }
 }

@@ -57,7 +57,7 @@ impl Fused {
                 "{devices} devices (it runs on one CPU device)"
             )));
         }
-        if !covers(spec) {
+        if !covers(&spec.network) {
             return Err(Unsupported("LayerNorm (`network.layer_norm`)".into()));
         }
         Ok(())
@@ -140,7 +140,7 @@ impl Fused {
         if let Some(s) = &self.scaler {
             self.work.x.chunks_exact_mut(d).for_each(|row| s.apply(row));
         }
-        net::forward(&self.layout, &self.params, &mut self.work);
+        net::value_forward(&self.layout, &self.params, &mut self.work);
         self.work.value.clone()
     }
 

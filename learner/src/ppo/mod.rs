@@ -445,7 +445,7 @@ pub fn use_configured_engine<B: AutodiffBackend>(
     if cfg
         .learner
         .engine
-        .use_fused(&cfg.learner.devices, cfg.network.layer_norm)
+        .use_fused(&cfg.learner.devices, &cfg.network)
     {
         ppo.use_fused()?;
     }

@@ -13,15 +13,15 @@ pub mod kernels;
 pub mod net;
 pub mod params;
 
-use crate::config::LayerNormPlacement;
+use crate::config::{LayerNormPlacement, NetworkConfig};
 use crate::model::{ActorCritic, ModelSpec, OBS_NORM_EPS};
 use burn::tensor::backend::Backend;
 use net::{Layout, Work};
 use std::sync::Mutex;
 
-/// Whether the flat network can stand in for burn's for `spec`.
-pub fn covers(spec: &ModelSpec) -> bool {
-    spec.network.layer_norm == LayerNormPlacement::None
+/// Whether the flat network can stand in for burn's for `network`.
+pub fn covers(network: &NetworkConfig) -> bool {
+    network.layer_norm == LayerNormPlacement::None
 }
 
 /// The observation normaliser as burn's `ObsNorm` applies it.
@@ -76,7 +76,7 @@ pub struct FastPolicy {
 impl FastPolicy {
     /// A copy of `model`'s weights (`spec` must be [`covers`]ed).
     pub fn of_model<B: Backend>(spec: &ModelSpec, model: &ActorCritic<B>) -> Result<Self, String> {
-        if !covers(spec) {
+        if !covers(&spec.network) {
             return Err("LayerNorm networks run on burn".into());
         }
         let layout = Layout::new(spec);
@@ -109,7 +109,7 @@ impl FastPolicy {
 mod tests {
     use super::*;
     use crate::CpuBackend;
-    use crate::config::{Activation, NetworkConfig};
+    use crate::config::Activation;
     use crate::env::env_spec;
     use crate::model::RunningMeanStd;
     use burn::tensor::{Tensor, TensorData};

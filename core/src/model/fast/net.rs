@@ -195,25 +195,41 @@ pub fn policy_forward(layout: &Layout, p: &[f32], work: &mut Work) {
     dense_forward(p, &layout.policy, ha, m, None, &mut work.head);
 }
 
+/// The critic torso (when separate) and the value head; with a shared torso,
+/// from the actor torso's outputs already in `work`.
+fn value_from_torso(layout: &Layout, p: &[f32], work: &mut Work) {
+    let m = work.m;
+    let hv = match &layout.critic {
+        Some(critic) => {
+            torso_forward(p, critic, &work.x, m, layout.activation, &mut work.critic);
+            &work.critic
+        }
+        None => &work.actor,
+    };
+    let hv = hv.last().map_or(work.x.as_slice(), |v| v.as_slice());
+    dense_forward(p, &layout.value, hv, m, None, &mut work.value);
+}
+
 /// Policy-head outputs and values for the rows in `work.x`.
 pub fn forward(layout: &Layout, p: &[f32], work: &mut Work) {
     policy_forward(layout, p, work);
-    let m = work.m;
-    let act = layout.activation;
-    let ha = work
-        .actor
-        .last()
-        .map_or(work.x.as_slice(), |v| v.as_slice());
-    let hv = match &layout.critic {
-        Some(critic) => {
-            torso_forward(p, critic, &work.x, m, act, &mut work.critic);
-            work.critic
-                .last()
-                .map_or(work.x.as_slice(), |v| v.as_slice())
-        }
-        None => ha,
-    };
-    dense_forward(p, &layout.value, hv, m, None, &mut work.value);
+    value_from_torso(layout, p, work);
+}
+
+/// Values only for the rows in `work.x` (the learner's bootstrap pass).
+pub fn value_forward(layout: &Layout, p: &[f32], work: &mut Work) {
+    if layout.critic.is_none() {
+        let m = work.m;
+        torso_forward(
+            p,
+            &layout.actor,
+            &work.x,
+            m,
+            layout.activation,
+            &mut work.actor,
+        );
+    }
+    value_from_torso(layout, p, work);
 }
 
 /// Gradient of a linear layer: `dW = xᵀ dy`, `db = Σ dy` (written, not added),
