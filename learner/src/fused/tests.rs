@@ -454,3 +454,28 @@ fn unsupported_networks_are_refused_by_name() {
     assert_eq!(ppo.engine(), "burn");
     let _ = ppo.model().clone().into_record();
 }
+
+#[test]
+fn bootstrap_values_match_burn() {
+    for case in cases() {
+        let data = data(&case, 32, 8);
+        let m = model(&case, &data);
+        let mut burn = Ppo::<B>::with_model(
+            &case.spec,
+            m.clone(),
+            &case.cfg,
+            1,
+            vec![Default::default()],
+        )
+        .unwrap();
+        let mut fused =
+            Ppo::<B>::with_model(&case.spec, m, &case.cfg, 1, vec![Default::default()]).unwrap();
+        fused.use_fused().unwrap();
+        let (a, b) = (
+            burn.values(&data.observations),
+            fused.values(&data.observations),
+        );
+        assert_eq!(a.len(), 32);
+        assert!(max_diff(&a, &b) < 1e-5, "{}: {a:?} vs {b:?}", case.name);
+    }
+}
