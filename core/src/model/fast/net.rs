@@ -172,7 +172,7 @@ fn torso_forward(
 ) {
     for (i, d) in layers.iter().enumerate() {
         let (done, rest) = outs.split_at_mut(i);
-        let input = done.last().map_or(x, |v| v.as_slice());
+        let input = top(x, done);
         dense_forward(p, d, input, m, Some(act), &mut rest[0]);
     }
 }
@@ -188,10 +188,7 @@ pub fn policy_forward(layout: &Layout, p: &[f32], work: &mut Work) {
         layout.activation,
         &mut work.actor,
     );
-    let ha = work
-        .actor
-        .last()
-        .map_or(work.x.as_slice(), |v| v.as_slice());
+    let ha = top(&work.x, &work.actor);
     dense_forward(p, &layout.policy, ha, m, None, &mut work.head);
 }
 
@@ -206,7 +203,7 @@ fn value_from_torso(layout: &Layout, p: &[f32], work: &mut Work) {
         }
         None => &work.actor,
     };
-    let hv = hv.last().map_or(work.x.as_slice(), |v| v.as_slice());
+    let hv = top(&work.x, hv);
     dense_forward(p, &layout.value, hv, m, None, &mut work.value);
 }
 
@@ -308,38 +305,18 @@ fn torso_backward(
 /// Every parameter's gradient into `g` (overwritten) from `work.d_head` and
 /// `work.d_value`, using the activations of the last [`forward`].
 pub fn backward(layout: &Layout, p: &[f32], g: &mut [f32], work: &mut Work) {
-    let m = work.m;
-    let act = layout.activation;
-    let width = layout.width();
+    let (m, act, width) = (work.m, layout.activation, layout.width());
     let [dha, dhv, spare] = &mut work.scratch;
-    let ha = work
-        .actor
-        .last()
-        .map_or(work.x.as_slice(), |v| v.as_slice());
-    dense_backward(
-        p,
-        g,
-        &layout.policy,
-        ha,
-        &work.d_head,
-        m,
-        Some(&mut dha[..m * width]),
-    );
+    let ha = top(&work.x, &work.actor);
+    let hv = match layout.critic {
+        Some(_) => top(&work.x, &work.critic),
+        None => ha,
+    };
+    let (dha_w, dhv_w) = (&mut dha[..m * width], &mut dhv[..m * width]);
+    dense_backward(p, g, &layout.policy, ha, &work.d_head, m, Some(dha_w));
+    dense_backward(p, g, &layout.value, hv, &work.d_value, m, Some(dhv_w));
     match &layout.critic {
         Some(critic) => {
-            let hv = work
-                .critic
-                .last()
-                .map_or(work.x.as_slice(), |v| v.as_slice());
-            dense_backward(
-                p,
-                g,
-                &layout.value,
-                hv,
-                &work.d_value,
-                m,
-                Some(&mut dhv[..m * width]),
-            );
             torso_backward(
                 p,
                 g,
@@ -354,19 +331,9 @@ pub fn backward(layout: &Layout, p: &[f32], g: &mut [f32], work: &mut Work) {
             torso_backward(p, g, critic, &work.x, &work.critic, act, m, dhv, spare);
         }
         None => {
-            dense_backward(
-                p,
-                g,
-                &layout.value,
-                ha,
-                &work.d_value,
-                m,
-                Some(&mut dhv[..m * width]),
-            );
-            dha[..m * width]
-                .iter_mut()
-                .zip(&dhv[..m * width])
-                .for_each(|(a, &b)| *a += b);
+            // A shared torso gets both heads' gradients.
+            let (a, b) = (&mut dha[..m * width], &dhv[..m * width]);
+            a.iter_mut().zip(b).for_each(|(a, &b)| *a += b);
             torso_backward(
                 p,
                 g,
@@ -380,4 +347,9 @@ pub fn backward(layout: &Layout, p: &[f32], g: &mut [f32], work: &mut Work) {
             );
         }
     }
+}
+
+/// A torso's output: its last layer's, or the input itself when it has no layer.
+fn top<'a>(x: &'a [f32], outs: &'a [Vec<f32>]) -> &'a [f32] {
+    outs.last().map_or(x, |v| v.as_slice())
 }
