@@ -195,6 +195,16 @@ fn fused_from(case: &Case, m: &ActorCritic<B>) -> Fused {
     f
 }
 
+/// PPO on one CPU device from a copy of `m`, on the fused engine when `fused`.
+fn on_cpu(spec: &ModelSpec, m: &ActorCritic<B>, cfg: &PpoConfig, seed: u64, fused: bool) -> Ppo<B> {
+    let mut ppo =
+        Ppo::<B>::with_model(spec, m.clone(), cfg, seed, vec![Default::default()]).unwrap();
+    if fused {
+        ppo.use_fused().unwrap();
+    }
+    ppo
+}
+
 fn scalar(t: Tensor<Inner, 1>) -> f64 {
     t.into_scalar().elem::<f64>()
 }
@@ -307,11 +317,8 @@ fn whole_updates_follow_the_burn_engine() {
         cfg.epochs = 3;
         cfg.minibatches = 4;
         cfg.adv_norm = AdvantageNorm::Minibatch;
-        let new = || {
-            Ppo::<B>::with_model(&case.spec, m.clone(), &cfg, 11, vec![Default::default()]).unwrap()
-        };
-        let (mut burn, mut fused) = (new(), new());
-        fused.use_fused().unwrap();
+        let mut burn = on_cpu(&case.spec, &m, &cfg, 11, false);
+        let mut fused = on_cpu(&case.spec, &m, &cfg, 11, true);
         assert_eq!((burn.engine(), fused.engine()), ("burn", "fused"));
         let layout = Layout::new(&case.spec);
         let start = flat(burn.model(), &layout);
@@ -356,10 +363,8 @@ fn target_kl_stops_the_fused_engine_like_burn() {
     cfg.epochs = 50;
     cfg.minibatches = 2;
     cfg.target_kl = 0.02;
-    let new =
-        || Ppo::<B>::with_model(&case.spec, m.clone(), &cfg, 1, vec![Default::default()]).unwrap();
-    let (mut burn, mut fused) = (new(), new());
-    fused.use_fused().unwrap();
+    let mut burn = on_cpu(&case.spec, &m, &cfg, 1, false);
+    let mut fused = on_cpu(&case.spec, &m, &cfg, 1, true);
     let a = burn.update(&data, &cfg, 2e-2, 0.2).unwrap();
     let b = fused.update(&data, &cfg, 2e-2, 0.2).unwrap();
     assert!(a.early_stopped && b.early_stopped);
@@ -371,15 +376,7 @@ fn adam_state_converts_to_burn_records_and_back() {
     let case = &cases()[3];
     let data = data(case, 128, 4);
     let m = model(case, &data);
-    let mut fused = Ppo::<B>::with_model(
-        &case.spec,
-        m.clone(),
-        &case.cfg,
-        3,
-        vec![Default::default()],
-    )
-    .unwrap();
-    fused.use_fused().unwrap();
+    let mut fused = on_cpu(&case.spec, &m, &case.cfg, 3, true);
     fused.update(&data, &case.cfg, 1e-3, 0.2).unwrap();
     let f = fused.fused_engine().unwrap();
     let (m1, m2, time) = f.adam();
@@ -395,19 +392,14 @@ fn checkpoints_cross_between_the_engines() {
         let data = data(case, 128, 6);
         let m = model(case, &data);
         let cfg = &case.cfg;
-        let new = || {
-            Ppo::<B>::with_model(&case.spec, m.clone(), cfg, 5, vec![Default::default()]).unwrap()
-        };
-        let mut fused = new();
-        fused.use_fused().unwrap();
+        let mut fused = on_cpu(&case.spec, &m, cfg, 5, true);
         fused.update(&data, cfg, 3e-3, 0.2).unwrap();
         let state = fused.save_state().unwrap();
         // Resumed on burn, and on a fresh fused engine: both continue as the
         // original does.
-        let mut on_burn = new();
+        let mut on_burn = on_cpu(&case.spec, &m, cfg, 5, false);
         on_burn.load_state(&state).unwrap();
-        let mut on_fused = new();
-        on_fused.use_fused().unwrap();
+        let mut on_fused = on_cpu(&case.spec, &m, cfg, 5, true);
         on_fused.load_state(&state).unwrap();
         let layout = Layout::new(&case.spec);
         assert_eq!(
@@ -460,17 +452,8 @@ fn bootstrap_values_match_burn() {
     for case in cases() {
         let data = data(&case, 32, 8);
         let m = model(&case, &data);
-        let mut burn = Ppo::<B>::with_model(
-            &case.spec,
-            m.clone(),
-            &case.cfg,
-            1,
-            vec![Default::default()],
-        )
-        .unwrap();
-        let mut fused =
-            Ppo::<B>::with_model(&case.spec, m, &case.cfg, 1, vec![Default::default()]).unwrap();
-        fused.use_fused().unwrap();
+        let mut burn = on_cpu(&case.spec, &m, &case.cfg, 1, false);
+        let mut fused = on_cpu(&case.spec, &m, &case.cfg, 1, true);
         let (a, b) = (
             burn.values(&data.observations),
             fused.values(&data.observations),

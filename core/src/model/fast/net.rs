@@ -317,36 +317,25 @@ pub fn backward(layout: &Layout, p: &[f32], g: &mut [f32], work: &mut Work) {
     dense_backward(p, g, &layout.value, hv, &work.d_value, m, Some(dhv_w));
     match &layout.critic {
         Some(critic) => {
-            torso_backward(
-                p,
-                g,
-                &layout.actor,
-                &work.x,
-                &work.actor,
-                act,
-                m,
-                dha,
-                spare,
-            );
             torso_backward(p, g, critic, &work.x, &work.critic, act, m, dhv, spare);
         }
         None => {
             // A shared torso gets both heads' gradients.
             let (a, b) = (&mut dha[..m * width], &dhv[..m * width]);
             a.iter_mut().zip(b).for_each(|(a, &b)| *a += b);
-            torso_backward(
-                p,
-                g,
-                &layout.actor,
-                &work.x,
-                &work.actor,
-                act,
-                m,
-                dha,
-                spare,
-            );
         }
     }
+    torso_backward(
+        p,
+        g,
+        &layout.actor,
+        &work.x,
+        &work.actor,
+        act,
+        m,
+        dha,
+        spare,
+    );
 }
 
 /// A torso's output: its last layer's, or the input itself when it has no layer.
