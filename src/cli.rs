@@ -5,7 +5,7 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use sebulba_core::config::RunConfig;
 use sebulba_core::devices::DeviceKind;
-use sebulba_proto::security::{Security, Tls, Tokens};
+use sebulba_transport::security::{Security, Tls, Tokens};
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]

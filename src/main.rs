@@ -1,6 +1,8 @@
-//! `sebulba`: one binary for every role. This file only parses the command line
-//! and hands over to the role crates.
+//! `sebulba`: one binary for every role. This file parses the command line,
+//! sets up the runtime, telemetry and signal handling, and hands over to the
+//! role crates (or to [`bench`], [`local`] and [`certs`] in this package).
 
+mod bench;
 mod certs;
 mod cli;
 mod local;
@@ -25,10 +27,10 @@ fn main() -> anyhow::Result<()> {
         .context("starting the tokio runtime")?;
     let telemetry = match cli.command.role() {
         // Services export traces when OTEL_EXPORTER_OTLP_ENDPOINT is set.
-        Some(role) => rt.block_on(async { sebulba_core::telemetry::init(role) })?,
+        Some(role) => rt.block_on(async { sebulba_transport::telemetry::init(role) })?,
         None => {
-            sebulba_core::telemetry::init_logging();
-            sebulba_core::telemetry::Telemetry::default()
+            sebulba_transport::telemetry::init_logging();
+            sebulba_transport::telemetry::Telemetry::default()
         }
     };
     let result = rt.block_on(run(cli));
@@ -122,89 +124,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             info!(evaluations = lines.len(), "evaluator done");
             Ok(())
         }
-        Command::Bench(cli::BenchCommand::Learner(args)) => bench_learner(args),
-        Command::Bench(cli::BenchCommand::Transport(args)) => {
-            let r = sebulba_learner::bench_transport::bench_transport(
-                &args.env,
-                args.envs,
-                args.steps,
-                args.batches,
-            )
-            .await?;
-            println!(
-                "transport {} {}x{} ({} bytes): {:.0} batches/s, {:.1} MB/s, {:.0} env steps/s",
-                r.env_id,
-                r.rollout_length,
-                r.num_envs,
-                r.bytes_per_batch,
-                r.batches_per_second,
-                r.megabytes_per_second,
-                r.env_steps_per_second
-            );
-            emit_json(&r, args.json.as_deref())
-        }
-        Command::Bench(cli::BenchCommand::Local(args)) => {
-            let command = std::env::args().collect::<Vec<_>>().join(" ");
-            let (s, run_dir) = local::run(args.local, shutdown).await?;
-            let steps_to_target = match args.target_return {
-                Some(target) => first_eval_reaching(&run_dir.join("eval.jsonl"), target)?,
-                None => None,
-            };
-            let r = BenchLocal {
-                command,
-                env_id: s.env_id.clone(),
-                env_steps: s.env_steps,
-                wall_seconds: s.wall_seconds,
-                env_steps_per_second: s.steps_per_second,
-                updates: s.updates,
-                final_eval_return_mean: s.final_eval_return_mean,
-                peak_rss_mib: s.peak_rss_mib,
-                target_return: args.target_return,
-                steps_to_target,
-            };
-            println!(
-                "end-to-end local {}: {:.0} env steps/s ({} steps, {} updates in {:.1} s), final eval {:?}, peak RSS {:.0} MiB{}",
-                r.env_id,
-                r.env_steps_per_second,
-                r.env_steps,
-                r.updates,
-                r.wall_seconds,
-                r.final_eval_return_mean,
-                r.peak_rss_mib.unwrap_or(f64::NAN),
-                match (r.target_return, r.steps_to_target) {
-                    (Some(t), Some(n)) => format!(", first eval >= {t} at {n} env steps"),
-                    (Some(t), None) => format!(", no eval reached {t}"),
-                    _ => String::new(),
-                }
-            );
-            emit_json(&r, args.json.as_deref())
-        }
-        Command::Bench(cli::BenchCommand::Envs(args)) => {
-            let rows = sebulba_core::bench::bench_envs(args.envs, args.seconds)?;
-            for r in &rows {
-                println!(
-                    "env {}: {} envs, {:.0} steps/s ({} steps in {:.2} s)",
-                    r.env_id, r.num_envs, r.steps_per_second, r.steps, r.seconds
-                );
-            }
-            emit_json(&rows, args.json.as_deref())
-        }
-        Command::Bench(cli::BenchCommand::Inference(args)) => {
-            let config = args.config.resolve()?;
-            let batch = args.batch.unwrap_or(config.env.envs_per_actor);
-            let r = sebulba_core::bench::bench_inference(
-                &config.env.id,
-                &config.network,
-                batch,
-                args.seconds,
-            )?;
-            println!(
-                "inference {} hidden {:?} batch {}: {:.0} calls/s, {:.0} samples/s",
-                r.env_id, r.hidden, r.batch, r.calls_per_second, r.samples_per_second
-            );
-            emit_json(&r, args.json.as_deref())
-        }
-        Command::Health(args) => sebulba_proto::grpc::check_health(
+        Command::Bench(cmd) => bench::run(cmd, shutdown).await,
+        Command::Health(args) => sebulba_transport::grpc::check_health(
             &args.addr,
             &args.service,
             std::time::Duration::from_secs(args.timeout_secs),
@@ -214,67 +135,4 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("not healthy: {e}")),
         Command::Certs(args) => certs::write(&args.out, &args.names),
     }
-}
-
-/// The end-to-end line of the benchmark suite.
-#[derive(serde::Serialize)]
-struct BenchLocal {
-    /// The command line that reproduces it.
-    command: String,
-    env_id: String,
-    env_steps: u64,
-    wall_seconds: f64,
-    env_steps_per_second: f64,
-    updates: u64,
-    final_eval_return_mean: Option<f64>,
-    peak_rss_mib: Option<f64>,
-    /// `--target-return`, and the env steps of the first evaluation whose mean
-    /// return reached it (None: none did).
-    target_return: Option<f64>,
-    steps_to_target: Option<u64>,
-}
-
-/// Env steps of the first line of `eval.jsonl` with `return_mean >= target`.
-fn first_eval_reaching(path: &std::path::Path, target: f64) -> anyhow::Result<Option<u64>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let v: serde_json::Value =
-            serde_json::from_str(line).with_context(|| format!("a line of {}", path.display()))?;
-        if v["return_mean"].as_f64().is_some_and(|r| r >= target) {
-            return Ok(v["env_steps"].as_u64());
-        }
-    }
-    Ok(None)
-}
-
-/// A benchmark's output is its product: figures on stdout (not a service log).
-fn bench_learner(args: cli::BenchLearnerArgs) -> anyhow::Result<()> {
-    let config = args.config.resolve()?;
-    let r = sebulba_learner::bench::bench_learner(&config, args.samples, args.updates)?;
-    println!(
-        "learner PPO update: {} hidden {:?} devices {:?} engine {}: {} samples x {} epochs x {} minibatches, {} updates in {:.2} s: {:.0} samples/s ({:.0} sample-gradients/s)",
-        r.env_id,
-        r.hidden,
-        r.devices,
-        r.engine,
-        r.samples_per_update,
-        r.epochs,
-        r.minibatches,
-        r.updates,
-        r.seconds,
-        r.samples_per_second,
-        r.sample_grads_per_second
-    );
-    emit_json(&r, args.json.as_deref())
-}
-
-/// Prints the figures as JSON and writes them to `path` when given.
-fn emit_json<T: serde::Serialize>(value: &T, path: Option<&std::path::Path>) -> anyhow::Result<()> {
-    let json = serde_json::to_string_pretty(value)?;
-    println!("{json}");
-    if let Some(path) = path {
-        std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;
-    }
-    Ok(())
 }

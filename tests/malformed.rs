@@ -7,13 +7,13 @@
 mod common;
 
 use common::{actor, assert_accounted, exits_ok, learner, param_server, read_json, run_dir};
-use sebulba_proto::grpc::{MAX_MESSAGE_BYTES, channel};
 use sebulba_proto::learner_client::LearnerClient;
-use sebulba_proto::security::Security;
 use sebulba_proto::{
     Ack, EpisodeStats, JoinRequest, PROTOCOL_VERSION, Role, TrajectoryBatch, encode_f32,
     encode_i32, encode_u8,
 };
+use sebulba_transport::grpc::{MAX_MESSAGE_BYTES, channel};
+use sebulba_transport::security::Security;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;

@@ -10,14 +10,14 @@ use common::{
     actor, assert_accounted, bin, evaluator, exits_ok, learner, param_server, read_json,
     read_jsonl, run_dir,
 };
-use sebulba_proto::grpc::{MAX_MESSAGE_BYTES, channel};
 use sebulba_proto::learner_client::LearnerClient;
 use sebulba_proto::parameter_server_client::ParameterServerClient;
-use sebulba_proto::security::{Class, Security, Tls, Tokens};
 use sebulba_proto::{
     EvalReport, JoinRequest, LatestRequest, ListEvalsRequest, PROTOCOL_VERSION, Role, WatchRequest,
     Weights,
 };
+use sebulba_transport::grpc::{MAX_MESSAGE_BYTES, channel};
+use sebulba_transport::security::{Class, Security, Tls, Tokens};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;

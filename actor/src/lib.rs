@@ -10,10 +10,10 @@ mod rollout;
 use rollout::{Rollout, RolloutSetup};
 use sebulba_core::distribution::ActionDist;
 use sebulba_core::policy::network_from_wire;
-use sebulba_proto::grpc::{MAX_MESSAGE_BYTES, channel};
 use sebulba_proto::learner_client::LearnerClient;
-use sebulba_proto::security::{Class, Security};
 use sebulba_proto::{JoinRequest, PROTOCOL_VERSION, Role, Weights};
+use sebulba_transport::grpc::{MAX_MESSAGE_BYTES, channel};
+use sebulba_transport::security::{Class, Security};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -63,7 +63,7 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> Result<ActorReport, ActorError> {
     let (weights_tx, weights_rx) = watch::channel(None);
-    let follower = tokio::spawn(sebulba_proto::follow::follow_weights(
+    let follower = tokio::spawn(sebulba_transport::follow::follow_weights(
         opts.param_server.clone(),
         opts.security.clone(),
         Class::Actor,
@@ -72,7 +72,7 @@ pub async fn run(
     ));
     let mut report = ActorReport::default();
     let new_backoff =
-        || sebulba_proto::grpc::backoff(Duration::from_millis(100), Duration::from_secs(5));
+        || sebulba_transport::grpc::backoff(Duration::from_millis(100), Duration::from_secs(5));
     let mut backoff = new_backoff();
     let result = loop {
         report.sessions += 1;
@@ -106,7 +106,7 @@ pub async fn run(
 /// Refused credentials are fatal (retrying cannot fix them); the rest is worth retrying.
 fn unavailable(s: tonic::Status) -> ActorError {
     let m = format!("{:?}: {}", s.code(), s.message());
-    if sebulba_proto::security::credentials_refused(&s) {
+    if sebulba_transport::security::credentials_refused(&s) {
         ActorError::Fatal(m)
     } else {
         ActorError::Unavailable(m)
@@ -131,12 +131,8 @@ async fn session(
     });
     join.set_timeout(Duration::from_secs(10));
     let joined = match client.join(join).await {
+        Ok(r) if r.get_ref().run_finished => return Ok(SessionEnd::RunFinished),
         Ok(r) => r.into_inner(),
-        Err(s)
-            if s.code() == tonic::Code::FailedPrecondition && s.message().contains("finished") =>
-        {
-            return Ok(SessionEnd::RunFinished);
-        }
         Err(s) if s.code() == tonic::Code::FailedPrecondition => {
             return Err(ActorError::Fatal(s.message().to_string()));
         }

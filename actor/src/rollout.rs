@@ -114,7 +114,7 @@ impl Rollout {
         {
             // Continues the trace of the learner's publish.
             let span = info_span!("weight_refresh", version = w.version);
-            sebulba_proto::trace::set_parent_from_map(&span, &w.trace_context);
+            sebulba_transport::trace::set_parent_from_map(&span, &w.trace_context);
             let _entered = span.enter();
             match self.policy.load(w.version, w.safetensors.to_vec()) {
                 Ok(()) => self.weights_trace = w.trace_context.clone(),
@@ -167,7 +167,7 @@ impl Rollout {
                 steps = t_len,
                 envs = e_len
             );
-            sebulba_proto::trace::link_from_map(&span, &self.weights_trace);
+            sebulba_transport::trace::link_from_map(&span, &self.weights_trace);
             let act = info_span!(parent: &span, "act");
             let guard = act.enter();
             obs_rows[..e_len * d].copy_from_slice(&obs);
@@ -224,7 +224,7 @@ impl Rollout {
                 action_masks,
                 player_ids: None,
                 episodes: episodes.clone(),
-                trace_context: sebulba_proto::trace::context_map(&send),
+                trace_context: sebulba_transport::trace::context_map(&send),
             };
             sequence += 1;
             let sent = self.rt.block_on(

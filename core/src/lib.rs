@@ -2,7 +2,6 @@
 //! action distributions, the run configuration, weight (de)serialisation and
 //! telemetry setup.
 
-pub mod bench;
 pub mod config;
 pub mod devices;
 pub mod distribution;
@@ -11,7 +10,6 @@ pub mod files;
 pub mod memory;
 pub mod model;
 pub mod policy;
-pub mod telemetry;
 pub mod weights;
 
 /// The CPU inference backend (actors, evaluator).

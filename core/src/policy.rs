@@ -5,7 +5,7 @@ use crate::CpuBackend;
 use crate::config::{Activation, Init, LayerNormPlacement, NetworkConfig};
 use crate::devices::DeviceKind;
 use crate::env::EnvSpec;
-use crate::model::fast::{self, FastPolicy};
+use crate::model::fused::{self, FusedPolicy};
 use crate::model::{ActorCritic, ModelSpec};
 use crate::weights::{WeightsError, load_into};
 use burn::tensor::backend::Backend;
@@ -24,7 +24,7 @@ pub enum PolicyError {
     #[error(transparent)]
     Dist(#[from] crate::distribution::DistError),
     #[error("copying the weights for CPU inference: {0}")]
-    Fast(String),
+    Fused(String),
     #[error("device `{0}`: inference on cuda needs a binary built with `--features cuda`")]
     Device(DeviceKind),
 }
@@ -81,10 +81,10 @@ pub fn network_to_wire(n: &NetworkConfig) -> sebulba_proto::NetworkSpec {
 }
 
 /// The inference model on the backend of its device. On CPU, a network the
-/// flat forward pass covers acts through it (several times faster at actor
+/// fused forward pass covers acts through it (several times faster at actor
 /// batch sizes); the burn model still loads and checks each version.
 enum Model {
-    Cpu(ActorCritic<CpuBackend>, Option<FastPolicy>),
+    Cpu(ActorCritic<CpuBackend>, Option<FusedPolicy>),
     #[cfg(feature = "cuda")]
     Cuda(ActorCritic<crate::CudaBackend>, burn_cuda::CudaDevice),
 }
@@ -106,8 +106,8 @@ impl InferencePolicy {
         let model = match device {
             DeviceKind::Cpu => {
                 let m = spec.init::<CpuBackend>(&Default::default());
-                let fast = fast_copy(&spec, &m)?;
-                Model::Cpu(m, fast)
+                let fused = fused_copy(&spec, &m)?;
+                Model::Cpu(m, fused)
             }
             #[cfg(feature = "cuda")]
             DeviceKind::Cuda(n) => {
@@ -140,12 +140,12 @@ impl InferencePolicy {
             // so the copy is cheap), not a freshly initialised one: an
             // orthogonal init per version cost a fifth of the CPU of a local
             // run. The copy is swapped in only when every tensor loaded.
-            Model::Cpu(m, fast) => {
+            Model::Cpu(m, fused) => {
                 let mut next = m.clone();
                 load_into(&mut next, bytes)?;
-                let next_fast = fast_copy(&self.spec, &next)?;
+                let next_fused = fused_copy(&self.spec, &next)?;
                 *m = next;
-                *fast = next_fast;
+                *fused = next_fused;
             }
             #[cfg(feature = "cuda")]
             Model::Cuda(m, _) => {
@@ -161,7 +161,7 @@ impl InferencePolicy {
     /// Policy-head outputs `[n * head_dim]` for `n` observations `[n * obs_dim]`.
     pub fn head(&self, obs: &[f32], n: usize) -> Vec<f32> {
         match &self.model {
-            Model::Cpu(_, Some(fast)) => fast.head(obs, n),
+            Model::Cpu(_, Some(fused)) => fused.head(obs, n),
             Model::Cpu(m, None) => head_on(m, &self.spec, obs, n, &Default::default()),
             #[cfg(feature = "cuda")]
             Model::Cuda(m, dev) => head_on(m, &self.spec, obs, n, dev),
@@ -169,17 +169,17 @@ impl InferencePolicy {
     }
 }
 
-/// The flat copy of `m`, where it covers the network.
-fn fast_copy(
+/// The fused copy of `m`, where it covers the network.
+fn fused_copy(
     spec: &ModelSpec,
     m: &ActorCritic<CpuBackend>,
-) -> Result<Option<FastPolicy>, PolicyError> {
-    if !fast::covers(&spec.network) {
+) -> Result<Option<FusedPolicy>, PolicyError> {
+    if !fused::covers(&spec.network) {
         return Ok(None);
     }
-    FastPolicy::of_model(spec, m)
+    FusedPolicy::of_model(spec, m)
         .map(Some)
-        .map_err(PolicyError::Fast)
+        .map_err(PolicyError::Fused)
 }
 
 fn head_on<B: Backend>(
@@ -232,7 +232,7 @@ mod tests {
         let bytes = crate::weights::to_safetensors(&other, p.spec()).unwrap();
         let want = head_on(&other, p.spec(), &obs, 2, &dev);
         p.load(1, bytes.clone()).unwrap();
-        // (The CPU policy acts through the flat forward pass: equal to burn's
+        // (The CPU policy acts through the fused forward pass: equal to burn's
         // to f32 rounding.)
         let close = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-6);
         let loaded = p.head(&obs, 2);

@@ -8,10 +8,10 @@ mod episodes;
 pub use episodes::{EpisodeResults, play_episodes};
 use sebulba_core::files::{JsonLines, write_atomic};
 use sebulba_core::policy::{InferencePolicy, network_from_wire};
-use sebulba_proto::grpc::{SecureChannel, channel};
 use sebulba_proto::parameter_server_client::ParameterServerClient;
-use sebulba_proto::security::{Class, Security};
 use sebulba_proto::{EvalReport, Weights};
+use sebulba_transport::grpc::{SecureChannel, channel};
+use sebulba_transport::security::{Class, Security};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -77,7 +77,7 @@ pub async fn run(
         channel(&opts.param_server, &opts.security, Some(Class::ReadOnly))
             .map_err(|e| EvaluatorError::Transport(e.to_string()))?,
     );
-    let mut follower = tokio::spawn(sebulba_proto::follow::follow_weights(
+    let mut follower = tokio::spawn(sebulba_transport::follow::follow_weights(
         opts.param_server.clone(),
         opts.security.clone(),
         Class::ReadOnly,
@@ -139,7 +139,7 @@ pub async fn run(
         let t0 = Instant::now();
         // Continues the trace of the publish that made this version.
         let span = info_span!("evaluate", version = w.version, episodes);
-        sebulba_proto::trace::set_parent_from_map(&span, &w.trace_context);
+        sebulba_transport::trace::set_parent_from_map(&span, &w.trace_context);
         let play_span = span.clone();
         let (p, results) = tokio::task::spawn_blocking(move || {
             let _e = play_span.enter();

@@ -5,6 +5,7 @@
 //! reward-scale state as JSON. One file, written atomically (write, then rename),
 //! so a learner killed mid-write leaves the previous checkpoint intact.
 
+use crate::engine::EngineState;
 use crate::ppo::PpoState;
 use crate::reward_scale::RewardScaler;
 use sebulba_core::config::NetworkConfig;
@@ -76,12 +77,13 @@ impl Checkpoint {
 
     pub fn encode(&self) -> Result<Vec<u8>, serde_json::Error> {
         let meta = serde_json::to_vec(&self.meta)?;
-        let mut out =
-            Vec::with_capacity(64 + meta.len() + self.ppo.model.len() + self.ppo.optim.len());
+        let mut out = Vec::with_capacity(
+            64 + meta.len() + self.ppo.engine.model.len() + self.ppo.engine.optim.len(),
+        );
         out.extend_from_slice(MAGIC);
         put(&mut out, &meta);
-        put(&mut out, &self.ppo.model);
-        put(&mut out, &self.ppo.optim);
+        put(&mut out, &self.ppo.engine.model);
+        put(&mut out, &self.ppo.engine.optim);
         out.extend_from_slice(&self.ppo.rng_seed.to_le_bytes());
         Ok(out)
     }
@@ -101,8 +103,7 @@ impl Checkpoint {
         Ok(Self {
             meta,
             ppo: PpoState {
-                model,
-                optim,
+                engine: EngineState { model, optim },
                 rng_seed: u64::from_le_bytes(seed),
             },
         })
@@ -148,8 +149,10 @@ mod tests {
                 reward_scale: Some(RewardScaler::new(0.99)),
             },
             ppo: PpoState {
-                model: vec![1, 2, 3],
-                optim: vec![4, 5],
+                engine: EngineState {
+                    model: vec![1, 2, 3],
+                    optim: vec![4, 5],
+                },
                 rng_seed: 0xdead_beef,
             },
         }

@@ -1,13 +1,15 @@
 //! Turning an update's batches into training data: observation-normaliser and
-//! reward-scale statistics first, then values of every observation (T+1 rows
-//! per batch plus the final observations) in one forward pass, GAE per batch,
-//! and advantages normalised once over the whole update.
+//! reward-scale statistics first; then, batch by batch, the values of its T+1
+//! observation rows and its final observations in one forward pass and GAE
+//! over that batch's slices; last, advantages normalised once over the whole
+//! update.
 
+use crate::batch::{BatchActions, DecodedBatch};
+use crate::data::{UpdateData, normalize};
 use crate::gae;
-use crate::ppo::{Ppo, UpdateData};
+use crate::ppo::Ppo;
 use crate::reward_scale::RewardScaler;
 use crate::summary::Lag;
-use crate::validate::{BatchActions, DecodedBatch};
 use burn::tensor::backend::AutodiffBackend;
 use sebulba_core::config::{AdvantageNorm, RunConfig};
 use sebulba_core::model::RunningMeanStd;
@@ -51,16 +53,50 @@ pub fn prepare<B: AutodiffBackend>(
     cfg: &RunConfig,
     obs_dim: usize,
 ) -> Prepared {
-    let d = obs_dim;
-    // Normaliser statistics from this update's observations, set before any
-    // value or gradient is computed, so the whole update sees one normalisation.
+    let reward_scale = observe(batches, ppo, norms, obs_dim);
+    let n: usize = batches.iter().map(|b| b.num_steps * b.num_envs).sum();
+    let mut out = Collected::with_capacity(n, obs_dim, batches);
+    let mut lags = Vec::with_capacity(batches.len());
+    for b in batches {
+        out.push(b, ppo, reward_scale, cfg);
+        lags.push(version.saturating_sub(b.policy_version));
+    }
+    let mut data = out.data;
+    let explained_variance = explained_variance(&data.old_values, &data.returns);
+    if cfg.ppo.adv_norm == AdvantageNorm::Update {
+        normalize(&mut data.advantages);
+    }
+    Prepared {
+        data,
+        explained_variance,
+        lag: Lag {
+            min: lags.iter().copied().min().unwrap_or(0),
+            mean: lags.iter().sum::<u64>() as f64 / lags.len().max(1) as f64,
+            max: lags.iter().copied().max().unwrap_or(0),
+        },
+        episode_returns: out.episode_returns,
+        episode_lengths: out.episode_lengths,
+        reward_scale,
+    }
+}
+
+/// Folds the update's observations into the normaliser's statistics (set on
+/// the model before any value or gradient is computed, so the whole update
+/// sees one normalisation) and its rewards into the reward scale; returns the
+/// reward factor.
+fn observe<B: AutodiffBackend>(
+    batches: &[DecodedBatch],
+    ppo: &mut Ppo<B>,
+    norms: &mut Normalizers,
+    d: usize,
+) -> f32 {
     if let Some(stats) = &mut norms.obs {
         for b in batches {
             stats.update(&b.observations[..b.num_steps * b.num_envs * d]);
         }
         ppo.set_obs_stats(stats);
     }
-    let reward_scale = match &mut norms.rewards {
+    match &mut norms.rewards {
         Some(s) => {
             for b in batches {
                 s.observe(
@@ -74,49 +110,70 @@ pub fn prepare<B: AutodiffBackend>(
             s.factor()
         }
         None => 1.0,
-    };
-
-    // One forward pass over every observation row and every final observation.
-    let mut all_obs = Vec::new();
-    for b in batches {
-        all_obs.extend_from_slice(&b.observations);
     }
-    for b in batches {
-        all_obs.extend_from_slice(&b.final_observations);
-    }
-    let values = ppo.values(&all_obs);
+}
 
-    let n: usize = batches.iter().map(|b| b.num_steps * b.num_envs).sum();
-    let mut observations = Vec::with_capacity(n * d);
-    let mut advantages = vec![0.0f32; n];
-    let mut returns = vec![0.0f32; n];
-    let mut old_values = Vec::with_capacity(n);
-    let mut old_log_probs = Vec::with_capacity(n);
-    let mut discrete = Vec::new();
-    let mut continuous = Vec::new();
-    let mask_width = batches.iter().find_map(|b| {
-        b.action_masks
-            .as_ref()
-            .map(|m| m.len() / (b.num_steps * b.num_envs).max(1))
-    });
-    let any_masks = mask_width.is_some();
-    let mut masks = Vec::new();
-    let mut fin_off: usize = batches.iter().map(|b| b.observations.len() / d).sum();
-    let (mut obs_off, mut out_off) = (0usize, 0usize);
-    let mut episode_returns = Vec::new();
-    let mut episode_lengths = Vec::new();
-    let mut lags = Vec::with_capacity(batches.len());
-    let mut scaled = Vec::new();
-    for b in batches {
-        let te = b.num_steps * b.num_envs;
-        let v = &values[obs_off..obs_off + te + b.num_envs];
-        let mut final_values = vec![0.0f32; te];
-        for (i, _) in b.truncated.iter().enumerate().filter(|(_, t)| **t == 1) {
-            final_values[i] = values[fin_off];
-            fin_off += 1;
+/// The update's training data, batch after batch.
+struct Collected {
+    data: UpdateData,
+    /// Mask width, when any batch has masks (a batch without allows every action).
+    mask_width: Option<usize>,
+    episode_returns: Vec<f64>,
+    episode_lengths: Vec<u32>,
+}
+
+impl Collected {
+    fn with_capacity(n: usize, obs_dim: usize, batches: &[DecodedBatch]) -> Self {
+        let mask_width = batches.iter().find_map(|b| {
+            b.action_masks
+                .as_ref()
+                .map(|m| m.len() / (b.num_steps * b.num_envs).max(1))
+        });
+        let continuous = matches!(
+            batches.first().map(|b| &b.actions),
+            Some(BatchActions::Continuous(_))
+        );
+        Self {
+            data: UpdateData {
+                obs_dim,
+                observations: Vec::with_capacity(n * obs_dim),
+                actions: if continuous {
+                    BatchActions::Continuous(Vec::new())
+                } else {
+                    BatchActions::Discrete(Vec::with_capacity(n))
+                },
+                masks: mask_width.map(|w| Vec::with_capacity(n * w)),
+                old_log_probs: Vec::with_capacity(n),
+                advantages: Vec::with_capacity(n),
+                returns: Vec::with_capacity(n),
+                old_values: Vec::with_capacity(n),
+            },
+            mask_width,
+            episode_returns: Vec::new(),
+            episode_lengths: Vec::new(),
         }
-        scaled.clear();
-        scaled.extend(b.rewards.iter().map(|&r| r * reward_scale));
+    }
+
+    /// Values and GAE of batch `b`, appended with its samples.
+    fn push<B: AutodiffBackend>(
+        &mut self,
+        b: &DecodedBatch,
+        ppo: &mut Ppo<B>,
+        reward_scale: f32,
+        cfg: &RunConfig,
+    ) {
+        let te = b.num_steps * b.num_envs;
+        let d = self.data.obs_dim;
+        // One forward pass: the T+1 rows, then the final observations.
+        let rows = [b.observations.as_slice(), &b.final_observations].concat();
+        let values = ppo.values(&rows);
+        let (v, finals) = values.split_at(te + b.num_envs);
+        let mut final_values = vec![0.0f32; te];
+        let truncated = b.truncated.iter().enumerate().filter(|(_, t)| **t == 1);
+        for ((i, _), &fv) in truncated.zip(finals) {
+            final_values[i] = fv;
+        }
+        let scaled: Vec<f32> = b.rewards.iter().map(|&r| r * reward_scale).collect();
         let input = gae::GaeInput {
             num_steps: b.num_steps,
             num_envs: b.num_envs,
@@ -126,74 +183,36 @@ pub fn prepare<B: AutodiffBackend>(
             values: v,
             final_values: &final_values,
         };
+        let (mut adv, mut ret) = (vec![0.0f32; te], vec![0.0f32; te]);
         gae::compute_gae(
             &input,
             cfg.ppo.gamma,
             cfg.ppo.gae_lambda,
-            &mut advantages[out_off..out_off + te],
-            &mut returns[out_off..out_off + te],
+            &mut adv,
+            &mut ret,
         );
-        old_values.extend_from_slice(&v[..te]);
-        observations.extend_from_slice(&b.observations[..te * d]);
-        match &b.actions {
-            BatchActions::Discrete(a) => discrete.extend_from_slice(a),
-            BatchActions::Continuous(a) => continuous.extend_from_slice(a),
+        let out = &mut self.data;
+        out.advantages.extend_from_slice(&adv);
+        out.returns.extend_from_slice(&ret);
+        out.old_values.extend_from_slice(&v[..te]);
+        out.observations
+            .extend_from_slice(&b.observations[..te * d]);
+        match (&mut out.actions, &b.actions) {
+            (BatchActions::Discrete(all), BatchActions::Discrete(a)) => all.extend_from_slice(a),
+            (BatchActions::Continuous(all), BatchActions::Continuous(a)) => {
+                all.extend_from_slice(a)
+            }
+            _ => unreachable!("every batch of a run has the run's action space"),
         }
-        if any_masks {
+        if let (Some(all), Some(w)) = (&mut out.masks, self.mask_width) {
             match &b.action_masks {
-                Some(m) => masks.extend_from_slice(m),
-                // A batch without masks allows every action.
-                None => masks.extend(std::iter::repeat_n(1u8, te * mask_width.unwrap_or(0))),
+                Some(m) => all.extend_from_slice(m),
+                None => all.extend(std::iter::repeat_n(1u8, te * w)),
             }
         }
-        old_log_probs.extend_from_slice(&b.log_probs);
-        episode_returns.extend_from_slice(&b.episode_returns);
-        episode_lengths.extend_from_slice(&b.episode_lengths);
-        lags.push(version.saturating_sub(b.policy_version));
-        obs_off += (b.num_steps + 1) * b.num_envs;
-        out_off += te;
-    }
-    let explained_variance = explained_variance(&old_values, &returns);
-    if cfg.ppo.adv_norm == AdvantageNorm::Update {
-        normalize(&mut advantages);
-    }
-    let actions = if continuous.is_empty() {
-        BatchActions::Discrete(discrete)
-    } else {
-        BatchActions::Continuous(continuous)
-    };
-    let lag = Lag {
-        min: lags.iter().copied().min().unwrap_or(0),
-        mean: lags.iter().sum::<u64>() as f64 / lags.len().max(1) as f64,
-        max: lags.iter().copied().max().unwrap_or(0),
-    };
-    Prepared {
-        data: UpdateData {
-            obs_dim: d,
-            observations,
-            actions,
-            masks: any_masks.then_some(masks),
-            old_log_probs,
-            advantages,
-            returns,
-            old_values,
-        },
-        explained_variance,
-        lag,
-        episode_returns,
-        episode_lengths,
-        reward_scale,
-    }
-}
-
-/// Normalises in place to zero mean and unit (population) std, over everything given.
-pub fn normalize(x: &mut [f32]) {
-    let n = x.len().max(1) as f64;
-    let m = x.iter().map(|&v| v as f64).sum::<f64>() / n;
-    let var = x.iter().map(|&v| (v as f64 - m).powi(2)).sum::<f64>() / n;
-    let std = var.sqrt() + 1e-8;
-    for v in x.iter_mut() {
-        *v = ((*v as f64 - m) / std) as f32;
+        out.old_log_probs.extend_from_slice(&b.log_probs);
+        self.episode_returns.extend_from_slice(&b.episode_returns);
+        self.episode_lengths.extend_from_slice(&b.episode_lengths);
     }
 }
 
@@ -217,14 +236,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn normalisation_and_explained_variance() {
-        let mut x = [1.0f32, 2.0, 3.0, 4.0];
-        normalize(&mut x);
-        // mean 2.5, population std sqrt(1.25) = 1.118034
-        assert!(
-            (x[0] + 1.341_640_8).abs() < 1e-5 && (x[3] - 1.341_640_8).abs() < 1e-5,
-            "{x:?}"
-        );
+    fn explained_variance_of_perfect_and_constant_critics() {
         assert!((explained_variance(&[1.0, 2.0, 3.0], &[1.0, 2.0, 3.0]) - 1.0).abs() < 1e-12);
         // values 0: ev = 0
         assert!(explained_variance(&[0.0, 0.0, 0.0], &[1.0, 2.0, 3.0]).abs() < 1e-12);

@@ -1,10 +1,10 @@
 //! Publishing weights to the parameter server, and reading evaluation reports
 //! back for the summary. A param-server hiccup is retried, never fatal to training.
 
-use sebulba_proto::grpc::{ChannelError, MAX_MESSAGE_BYTES, SecureChannel, channel};
 use sebulba_proto::parameter_server_client::ParameterServerClient;
-use sebulba_proto::security::{Class, Security};
 use sebulba_proto::{EvalReport, LatestRequest, ListEvalsRequest, Weights};
+use sebulba_transport::grpc::{ChannelError, MAX_MESSAGE_BYTES, SecureChannel, channel};
+use sebulba_transport::security::{Class, Security};
 use std::time::{Duration, Instant};
 use tracing::warn;
 
@@ -25,7 +25,7 @@ impl Publisher {
     pub async fn publish(&self, weights: Weights, patience: Duration) -> Result<(), tonic::Status> {
         let start = Instant::now();
         let mut delays =
-            sebulba_proto::grpc::backoff(Duration::from_millis(50), Duration::from_secs(2));
+            sebulba_transport::grpc::backoff(Duration::from_millis(50), Duration::from_secs(2));
         loop {
             let mut client = self.client.clone();
             let mut req = tonic::Request::new(weights.clone());
@@ -35,7 +35,7 @@ impl Publisher {
                 // Retrying cannot fix a refused version or refused credentials.
                 Err(e)
                     if e.code() == tonic::Code::FailedPrecondition
-                        || sebulba_proto::security::credentials_refused(&e) =>
+                        || sebulba_transport::security::credentials_refused(&e) =>
                 {
                     return Err(e);
                 }

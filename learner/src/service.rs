@@ -3,14 +3,15 @@
 //! bounded, so a slow learner holds the stream back and the actors wait.
 
 use crate::accounting::Outcome;
+use crate::batch::{AckSender, DecodedBatch, Verdict, ack};
 use crate::state::Shared;
-use crate::validate::{DecodedBatch, Expect, decode_batch};
+use crate::validate::{Expect, decode_batch};
 use sebulba_core::policy::network_to_wire;
 use sebulba_proto::learner_server::Learner;
-use sebulba_proto::security::{Class, Gate};
 use sebulba_proto::{
     Ack, JoinRequest, JoinResponse, PROTOCOL_VERSION, Role, RunSpec, TrajectoryBatch,
 };
+use sebulba_transport::security::{Class, Gate};
 use std::pin::Pin;
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -18,8 +19,6 @@ use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Request, Response, Status, Streaming};
 use tracing::{Instrument, info, info_span, warn};
-
-pub type AckSender = mpsc::Sender<Result<Ack, Status>>;
 
 pub struct LearnerService {
     pub shared: Arc<Shared>,
@@ -52,25 +51,21 @@ impl LearnerService {
         ack_to: &AckSender,
     ) -> Option<Ack> {
         let version = shared.current_version();
-        let mut ack = Ack {
-            sequence: batch.sequence,
-            learner_version: version,
-            ..Default::default()
+        let now = |verdict: Verdict, finished: bool| {
+            Some(ack(batch.sequence, version, verdict, finished))
         };
         if !shared.is_known_actor(&batch.actor_id) {
             shared.accounting.rejected("<unknown>", "unknown_actor");
-            ack.code = Code::FailedPrecondition as i32;
-            ack.message = format!(
+            let message = format!(
                 "field `actor_id`: `{}` has not joined this learner (call Join first)",
                 batch.actor_id
             );
-            return Some(ack);
+            let code = Code::FailedPrecondition;
+            return now(Verdict::Refused { code, message }, false);
         }
         if shared.is_finished() {
             shared.accounting.arrived_after_finish(&batch.actor_id);
-            ack.run_finished = true;
-            ack.message = "run finished".into();
-            return Some(ack);
+            return now(Verdict::Dropped("run finished".into()), true);
         }
         // One span per batch, continuing the actor's trace (its send span).
         let span = info_span!(
@@ -80,7 +75,7 @@ impl LearnerService {
             sequence = batch.sequence,
             version = batch.policy_version,
         );
-        sebulba_proto::trace::set_parent_from_map(&span, &batch.trace_context);
+        sebulba_transport::trace::set_parent_from_map(&span, &batch.trace_context);
         let expect = Expect {
             env: &shared.env,
             num_steps: shared.config.env.rollout_length,
@@ -89,33 +84,32 @@ impl LearnerService {
         };
         // Not `span.enter()`: a guard held across the `.await` below would leave
         // the span entered on a worker thread while this task is parked.
-        match span.in_scope(|| decode_batch(&batch, &expect)) {
+        let mut decoded = match span.in_scope(|| decode_batch(&batch, &expect)) {
+            Ok(d) => d,
             Err(r) => {
                 shared.accounting.rejected(&batch.actor_id, r.reason);
                 warn!(parent: &span, actor = %batch.actor_id, sequence = batch.sequence, reason = r.reason, "batch rejected: {}", r.message);
-                ack.code = r.code as i32;
-                ack.message = r.message;
+                let refused = Verdict::Refused {
+                    code: r.code,
+                    message: r.message,
+                };
+                return now(refused, shared.is_finished());
             }
-            Ok(mut decoded) => {
-                decoded.ack_to = Some(ack_to.clone());
-                decoded.trace.ingest = sebulba_proto::trace::context_map(&span);
-                decoded.trace.queue_wait = Some(info_span!(parent: &span, "queue_wait"));
-                shared.accounting.queued(&batch.actor_id);
-                match queue.send(decoded).instrument(span.clone()).await {
-                    Ok(()) => return None,
-                    Err(mpsc::error::SendError(b)) => {
-                        // The update loop has stopped: the run is over.
-                        shared
-                            .accounting
-                            .dequeued(&b.actor_id, Outcome::DroppedShutdown);
-                        ack.run_finished = true;
-                        ack.message = "run finished".into();
-                    }
-                }
+        };
+        decoded.ack_to = Some(ack_to.clone());
+        decoded.trace.ingest = sebulba_transport::trace::context_map(&span);
+        decoded.trace.queue_wait = Some(info_span!(parent: &span, "queue_wait"));
+        shared.accounting.queued(&batch.actor_id);
+        match queue.send(decoded).instrument(span.clone()).await {
+            Ok(()) => None,
+            Err(mpsc::error::SendError(b)) => {
+                // The update loop has stopped: the run is over.
+                shared
+                    .accounting
+                    .dequeued(&b.actor_id, Outcome::DroppedShutdown);
+                now(Verdict::Dropped("run finished".into()), true)
             }
         }
-        ack.run_finished |= shared.is_finished();
-        Some(ack)
     }
 }
 
@@ -136,7 +130,12 @@ impl Learner for LearnerService {
             )));
         }
         if self.shared.is_finished() {
-            return Err(Status::failed_precondition("the run has finished"));
+            // Not an error: the caller learns the run is over and stops.
+            return Ok(Response::new(JoinResponse {
+                run_finished: true,
+                protocol_version: PROTOCOL_VERSION,
+                ..Default::default()
+            }));
         }
         let role = Role::try_from(req.role).map_err(|_| {
             Status::invalid_argument(format!("field `role`: unknown role {}", req.role))
@@ -155,6 +154,7 @@ impl Learner for LearnerService {
             actor_id,
             spec: Some(self.run_spec(seed)),
             protocol_version: PROTOCOL_VERSION,
+            run_finished: false,
         }))
     }
 

@@ -30,3 +30,41 @@ pub struct Lag {
     pub mean: f64,
     pub max: u64,
 }
+
+impl Summary {
+    /// The summary of a run that ended with `outcome` after `wall` time; its
+    /// final and best evaluations are taken from `evals`.
+    pub fn of_run(
+        cfg: &sebulba_core::config::RunConfig,
+        outcome: &crate::update::LoopOutcome,
+        wall: std::time::Duration,
+        evals: &[sebulba_proto::EvalReport],
+        shared: &crate::state::Shared,
+    ) -> Self {
+        let wall = wall.as_secs_f64();
+        let final_eval = evals
+            .iter()
+            .find(|r| r.version == outcome.final_version)
+            .map(|r| r.return_mean);
+        let best = evals
+            .iter()
+            .max_by(|a, b| a.return_mean.total_cmp(&b.return_mean));
+        let (batches, batches_per_actor) = shared.accounting.snapshot();
+        Self {
+            env_id: cfg.env.id.clone(),
+            seed: cfg.run.seed,
+            env_steps: outcome.env_steps,
+            wall_seconds: wall,
+            steps_per_second: outcome.env_steps as f64 / wall.max(1e-9),
+            updates: outcome.updates,
+            final_version: outcome.final_version,
+            final_eval_return_mean: final_eval,
+            best_eval_return_mean: best.map(|r| r.return_mean),
+            best_eval_version: best.map(|r| r.version),
+            batches,
+            batches_per_actor,
+            peak_rss_mib: sebulba_core::memory::peak_rss_bytes()
+                .map(|b| b as f64 / (1 << 20) as f64),
+        }
+    }
+}

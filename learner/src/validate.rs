@@ -7,58 +7,7 @@ use sebulba_core::env::{ActionSpace, EnvSpec};
 use sebulba_proto::{TensorError, TrajectoryBatch, decode_f32, decode_i32, decode_u8};
 use tonic::Code;
 
-/// A validated batch, decoded once into the arrays the update reads.
-#[derive(Debug)]
-pub struct DecodedBatch {
-    pub actor_id: String,
-    pub sequence: u64,
-    pub policy_version: u64,
-    pub num_steps: usize,
-    pub num_envs: usize,
-    /// `[(T+1) * E * obs_dim]`
-    pub observations: Vec<f32>,
-    pub actions: BatchActions,
-    /// `[T * E * n]`, 1 = allowed, when the env has action masks.
-    pub action_masks: Option<Vec<u8>>,
-    pub log_probs: Vec<f32>,
-    pub rewards: Vec<f32>,
-    pub terminated: Vec<u8>,
-    pub truncated: Vec<u8>,
-    /// `[K * obs_dim]`, one row per truncated step in (t, e) order.
-    pub final_observations: Vec<f32>,
-    pub episode_returns: Vec<f64>,
-    pub episode_lengths: Vec<u32>,
-    /// Where the ack goes once the update loop takes the batch. Acking on dequeue
-    /// (not on arrival) is the actors' flow control: an actor holds at most its
-    /// credit of batches the learner has not started on, so none goes stale.
-    pub ack_to: Option<tokio::sync::mpsc::Sender<Result<sebulba_proto::Ack, tonic::Status>>>,
-    /// The batch's journey through the learner, for tracing.
-    pub trace: BatchTrace,
-}
-
-/// Tracing state that travels with a queued batch: the `queue_wait` span is
-/// open from enqueue until the update loop takes the batch (dropping it closes
-/// the span), and `ingest` names the ingest span the update links to.
-#[derive(Debug, Default)]
-pub struct BatchTrace {
-    pub queue_wait: Option<tracing::Span>,
-    pub ingest: std::collections::HashMap<String, String>,
-}
-
-/// The actions of a batch, by action-space kind.
-#[derive(Debug, Clone, PartialEq)]
-pub enum BatchActions {
-    /// `[T * E]` indices.
-    Discrete(Vec<i32>),
-    /// `[T * E * dim]` pre-tanh samples.
-    Continuous(Vec<f32>),
-}
-
-impl DecodedBatch {
-    pub fn env_steps(&self) -> u64 {
-        (self.num_steps * self.num_envs) as u64
-    }
-}
+use crate::batch::{BatchActions, BatchTrace, DecodedBatch};
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{message}")]

@@ -8,7 +8,8 @@
 use proptest::prelude::*;
 use prost::Message;
 use sebulba_core::env::{ActionSpace, EnvSpec, env_spec};
-use sebulba_learner::validate::{BatchActions, DecodedBatch, Expect, decode_batch};
+use sebulba_learner::batch::{BatchActions, DecodedBatch};
+use sebulba_learner::validate::{Expect, decode_batch};
 use sebulba_proto::{EpisodeStats, Tensor, TrajectoryBatch, encode_f32, encode_i32, encode_u8};
 use tonic::Code;
 

@@ -4,13 +4,13 @@
 //! learner's summary can read them.
 
 use dashmap::DashMap;
-use sebulba_proto::grpc::MAX_MESSAGE_BYTES;
 use sebulba_proto::parameter_server_server::{ParameterServer, ParameterServerServer};
-use sebulba_proto::security::{Class, Gate, Security};
 use sebulba_proto::{
     EvalList, EvalReport, LatestRequest, ListEvalsRequest, PublishAck, ReportAck, WatchRequest,
     Weights,
 };
+use sebulba_transport::grpc::MAX_MESSAGE_BYTES;
+use sebulba_transport::security::{Class, Gate, Security};
 use std::pin::Pin;
 use std::sync::Arc;
 use tokio::net::TcpListener;
@@ -185,11 +185,11 @@ pub async fn run(
         store: Arc::new(Store::default()),
         gate: gate.clone(),
     };
-    let reflection = sebulba_proto::grpc::reflection()
+    let reflection = sebulba_transport::grpc::reflection()
         .map_err(|e| ParamServerError::Transport(e.to_string()))?;
-    let health = sebulba_proto::grpc::health(&["sebulba.v1.ParameterServer"]).await;
+    let health = sebulba_transport::grpc::health(&["sebulba.v1.ParameterServer"]).await;
     info!(%local, tls = security.tls.identity.is_some(), auth = gate.is_enforcing(), "parameter server serving");
-    sebulba_proto::grpc::server(security)
+    sebulba_transport::grpc::server(security)
         .map_err(|e| ParamServerError::Transport(e.to_string()))?
         .add_service(health)
         .add_service(InterceptedService::new(reflection, gate.any_class()))
@@ -199,7 +199,7 @@ pub async fn run(
                 .max_encoding_message_size(MAX_MESSAGE_BYTES),
         )
         .serve_with_incoming_shutdown(
-            sebulba_proto::grpc::incoming(listener),
+            sebulba_transport::grpc::incoming(listener),
             shutdown.cancelled_owned(),
         )
         .await

@@ -1,10 +1,8 @@
-//! The sebulba wire protocol: generated gRPC code plus packed-tensor codecs.
+//! The sebulba wire format: the code generated from `sebulba.proto` (messages,
+//! clients and service traits) and the packed-tensor codecs. How the bytes
+//! travel (channels, TLS, tokens, trace propagation) is `sebulba-transport`.
 
-pub mod follow;
-pub mod grpc;
-pub mod security;
 pub mod tensor;
-pub mod trace;
 
 #[allow(clippy::all, clippy::pedantic)]
 pub mod pb {
@@ -17,7 +15,7 @@ pub use tensor::{
 };
 
 /// Version of the wire protocol; `Learner.Join` refuses a peer with another.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// Encoded `FileDescriptorSet` of sebulba.proto, for gRPC reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("sebulba_descriptor");

@@ -206,7 +206,7 @@ pub enum LearnerEngine {
 impl LearnerEngine {
     /// Whether the fused engine covers a learner of `network` on `devices`.
     pub fn fused_applies(devices: &[String], network: &NetworkConfig) -> bool {
-        devices.len() == 1 && devices[0].trim() == "cpu" && crate::model::fast::covers(network)
+        devices.len() == 1 && devices[0].trim() == "cpu" && crate::model::fused::covers(network)
     }
 
     /// Whether a learner with this setting runs the fused engine.

@@ -5,7 +5,7 @@
 //! value head); biases start at zero, except the continuous head's std half,
 //! which starts at `init_std`.
 
-pub mod fast;
+pub mod fused;
 mod mlp;
 mod obs_norm;
 

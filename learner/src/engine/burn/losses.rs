@@ -17,7 +17,7 @@ pub enum MbActions<B: Backend> {
 }
 
 /// One minibatch, on the device.
-pub struct Minibatch<B: Backend> {
+pub struct MinibatchTensors<B: Backend> {
     pub obs: Tensor<B, 2>,
     pub actions: MbActions<B>,
     /// `[M, n]` allowed actions, when the env has masks.
@@ -47,7 +47,7 @@ pub struct Losses<B: AutodiffBackend> {
 /// `clip` is the (possibly annealed) ratio clip range.
 pub fn ppo_losses<B: AutodiffBackend>(
     model: &ActorCritic<B>,
-    mb: Minibatch<B>,
+    mb: MinibatchTensors<B>,
     dist: &ActionDist,
     cfg: &PpoConfig,
     clip: f64,

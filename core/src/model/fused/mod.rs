@@ -3,7 +3,7 @@
 //! (tensor handles, allocations, an f64 libm tanh per element), while here a
 //! forward pass is a few matrix products and loops over reused buffers. The
 //! learner's fused engine adds the backward pass; actors and the evaluator act
-//! with [`FastPolicy`]. The burn model stays the source of the weights (loading,
+//! with [`FusedPolicy`]. The burn model stays the source of the weights (loading,
 //! publishing, checkpoints), and [`params`] copies between the two.
 //!
 //! Covered: MLP torsos (separate or shared, tanh or relu) without LayerNorm,
@@ -66,14 +66,14 @@ impl ObsScaler {
 }
 
 /// A policy network for acting on CPU: the flat copy of a burn model.
-pub struct FastPolicy {
+pub struct FusedPolicy {
     layout: Layout,
     params: Vec<f32>,
     scaler: Option<ObsScaler>,
     work: Mutex<Work>,
 }
 
-impl FastPolicy {
+impl FusedPolicy {
     /// A copy of `model`'s weights (`spec` must be [`covers`]ed).
     pub fn of_model<B: Backend>(spec: &ModelSpec, model: &ActorCritic<B>) -> Result<Self, String> {
         if !covers(&spec.network) {
@@ -138,13 +138,13 @@ mod tests {
             let mut stats = RunningMeanStd::new(spec.obs_dim);
             stats.update(&obs[..2 * spec.obs_dim]);
             m.set_obs_stats(&stats);
-            let fast = FastPolicy::of_model(&spec, &m).unwrap();
+            let fused = FusedPolicy::of_model(&spec, &m).unwrap();
             let x = Tensor::<CpuBackend, 2>::from_data(
                 TensorData::new(obs.clone(), [n, spec.obs_dim]),
                 &dev,
             );
             let want: Vec<f32> = m.policy(x).into_data().to_vec().unwrap();
-            let got = fast.head(&obs, n);
+            let got = fused.head(&obs, n);
             assert_eq!(got.len(), want.len());
             for (g, w) in got.iter().zip(&want) {
                 assert!(
@@ -153,11 +153,11 @@ mod tests {
                 );
             }
             // A smaller batch afterwards reuses the buffers.
-            assert_eq!(fast.head(&obs, 2).len(), 2 * spec.head_dim());
+            assert_eq!(fused.head(&obs, 2).len(), 2 * spec.head_dim());
         }
         let mut spec = ModelSpec::new(&env_spec("CartPole-v1").unwrap(), &nets[0]);
         spec.network.layer_norm = LayerNormPlacement::Post;
         let m = spec.init::<CpuBackend>(&Default::default());
-        assert!(FastPolicy::of_model(&spec, &m).is_err());
+        assert!(FusedPolicy::of_model(&spec, &m).is_err());
     }
 }

@@ -2,17 +2,16 @@
 //! loopback gRPC and decoded + validated by a sink server that acks each one,
 //! the path every batch takes from actor to learner.
 
-use crate::LearnerError;
-use crate::validate::{Expect, decode_batch};
+use anyhow::Context;
 use futures::StreamExt;
 use prost::Message;
 use sebulba_core::env::env_spec;
-use sebulba_proto::grpc::{MAX_MESSAGE_BYTES, channel};
+use sebulba_learner::validate::{Expect, decode_batch};
 use sebulba_proto::learner_client::LearnerClient;
 use sebulba_proto::learner_server::{Learner, LearnerServer};
-use sebulba_proto::{
-    Ack, JoinRequest, JoinResponse, TrajectoryBatch, encode_f32, encode_i32, encode_u8,
-};
+use sebulba_proto::{Ack, JoinRequest, JoinResponse, TrajectoryBatch};
+use sebulba_testkit::valid_batch;
+use sebulba_transport::grpc::{MAX_MESSAGE_BYTES, channel};
 use serde::Serialize;
 use std::pin::Pin;
 use std::time::Instant;
@@ -97,37 +96,6 @@ where
     Box::pin(ReceiverStream::new(rx))
 }
 
-/// A well-formed batch of the env's shapes (contents irrelevant to the timing).
-fn make_batch(
-    env: &sebulba_core::env::EnvSpec,
-    t: usize,
-    e: usize,
-    sequence: u64,
-) -> TrajectoryBatch {
-    let d = env.obs_dim;
-    let w = env.action_space.dim();
-    let actions = if env.action_space.is_discrete() {
-        encode_i32(&[t, e], &vec![0; t * e])
-    } else {
-        encode_f32(&[t, e, w], &vec![0.1; t * e * w])
-    };
-    TrajectoryBatch {
-        actor_id: "bench".into(),
-        sequence,
-        policy_version: 0,
-        num_steps: t as u32,
-        num_envs: e as u32,
-        observations: Some(encode_f32(&[t + 1, e, d], &vec![0.25; (t + 1) * e * d])),
-        actions: Some(actions),
-        log_probs: Some(encode_f32(&[t, e], &vec![-0.7; t * e])),
-        rewards: Some(encode_f32(&[t, e], &vec![1.0; t * e])),
-        terminated: Some(encode_u8(&[t, e], &vec![0; t * e])),
-        truncated: Some(encode_u8(&[t, e], &vec![0; t * e])),
-        final_observations: Some(encode_f32(&[0, d], &[])),
-        ..Default::default()
-    }
-}
-
 /// Encodes `batches` batches of E envs x T steps, streams them to a loopback
 /// sink that decodes and validates each, and waits for every ack.
 pub async fn bench_transport(
@@ -135,14 +103,12 @@ pub async fn bench_transport(
     num_envs: usize,
     rollout_length: usize,
     batches: usize,
-) -> Result<TransportBench, LearnerError> {
-    let env = env_spec(env_id).map_err(|e| LearnerError::Config(e.to_string()))?;
+) -> anyhow::Result<TransportBench> {
+    let env = env_spec(env_id)?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
-        .map_err(|e| LearnerError::Io("bind 127.0.0.1:0".into(), e))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| LearnerError::Io("local_addr".into(), e))?;
+        .context("binding 127.0.0.1:0")?;
+    let addr = listener.local_addr()?;
     let sink = Sink {
         env: env.clone(),
         num_steps: rollout_length,
@@ -150,25 +116,22 @@ pub async fn bench_transport(
     };
     let server = tokio::spawn(
         tonic::transport::Server::builder()
-            .trace_fn(sebulba_proto::trace::server_span)
+            .trace_fn(sebulba_transport::trace::server_span)
             .add_service(
                 LearnerServer::new(sink)
                     .max_decoding_message_size(MAX_MESSAGE_BYTES)
                     .max_encoding_message_size(MAX_MESSAGE_BYTES),
             )
-            .serve_with_incoming(sebulba_proto::grpc::incoming(listener)),
+            .serve_with_incoming(sebulba_transport::grpc::incoming(listener)),
     );
-    let mut client = LearnerClient::new(
-        channel(
-            &format!("http://{addr}"),
-            &sebulba_proto::security::Security::insecure(),
-            None,
-        )
-        .map_err(|e| LearnerError::Transport(e.to_string()))?,
-    )
+    let mut client = LearnerClient::new(channel(
+        &format!("http://{addr}"),
+        &sebulba_transport::security::Security::insecure(),
+        None,
+    )?)
     .max_decoding_message_size(MAX_MESSAGE_BYTES)
     .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    let bytes_per_batch = make_batch(&env, rollout_length, num_envs, 0).encoded_len();
+    let bytes_per_batch = valid_batch(&env, rollout_length, num_envs, "bench", 0, 0).encoded_len();
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     let t0 = Instant::now();
     let producer = {
@@ -177,7 +140,14 @@ pub async fn bench_transport(
             for i in 0..batches {
                 // Encoding is part of the measured path.
                 if tx
-                    .send(make_batch(&env, rollout_length, num_envs, i as u64))
+                    .send(valid_batch(
+                        &env,
+                        rollout_length,
+                        num_envs,
+                        "bench",
+                        i as u64,
+                        0,
+                    ))
                     .await
                     .is_err()
                 {
@@ -188,24 +158,21 @@ pub async fn bench_transport(
     };
     let mut acks = client
         .stream_trajectories(ReceiverStream::new(rx))
-        .await
-        .map_err(|s| LearnerError::Transport(s.message().to_string()))?
+        .await?
         .into_inner();
     let mut acked = 0usize;
     while acked < batches {
         match acks.message().await {
             Ok(Some(_)) => acked += 1,
             Ok(None) => break,
-            Err(s) => return Err(LearnerError::Transport(s.message().to_string())),
+            Err(s) => return Err(s.into()),
         }
     }
     let seconds = t0.elapsed().as_secs_f64();
     let _ = producer.await;
     server.abort();
     if acked < batches {
-        return Err(LearnerError::Transport(format!(
-            "only {acked} of {batches} batches were acknowledged"
-        )));
+        anyhow::bail!("only {acked} of {batches} batches were acknowledged");
     }
     Ok(TransportBench {
         env_id: env_id.to_string(),

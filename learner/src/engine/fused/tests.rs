@@ -4,7 +4,9 @@
 
 use super::burn_io::{read_adam, write_adam};
 use super::*;
-use crate::ppo::{Ppo, Replica, Shard, ppo_losses};
+use crate::data::{Minibatch, UpdateData};
+use crate::engine::burn::{Replica, Shard, ppo_losses};
+use crate::ppo::Ppo;
 use burn::module::Module;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{ElementConversion, Tensor, TensorData};
@@ -12,11 +14,15 @@ use burn_optim::GradientsParams;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use sebulba_core::CpuAutodiff;
+use sebulba_core::config::PpoConfig;
 use sebulba_core::config::{Activation, AdvantageNorm, NetworkConfig, RunConfig};
+use sebulba_core::distribution::ActionDist;
 use sebulba_core::distribution::{log_softmax_row, tanh_normal_log_prob};
 use sebulba_core::env::{ActionSpace, env_spec};
-use sebulba_core::model::fast::ObsScaler;
-use sebulba_core::model::fast::params::{param_slots, read_params};
+use sebulba_core::model::ModelSpec;
+use sebulba_core::model::fused::ObsScaler;
+use sebulba_core::model::fused::net::Layout;
+use sebulba_core::model::fused::params::{param_slots, read_params};
 use sebulba_core::model::{ActorCritic, RunningMeanStd};
 
 type B = CpuAutodiff;
@@ -132,12 +138,12 @@ fn data(case: &Case, n: usize, seed: u64) -> UpdateData {
                 })
                 .collect();
             (
-                crate::validate::BatchActions::Discrete(actions),
+                crate::batch::BatchActions::Discrete(actions),
                 case.masks.then_some(masks),
             )
         }
         ActionSpace::Box { low, .. } => (
-            crate::validate::BatchActions::Continuous(
+            crate::batch::BatchActions::Continuous(
                 (0..n * low.len())
                     .map(|_| rng.random_range(-1.5..1.5))
                     .collect(),
@@ -166,7 +172,7 @@ fn data(case: &Case, n: usize, seed: u64) -> UpdateData {
     for i in 0..n {
         let head = &heads[i * hd..(i + 1) * hd];
         let lp = match (&dist, &data.actions) {
-            (ActionDist::Categorical { .. }, crate::validate::BatchActions::Discrete(a)) => {
+            (ActionDist::Categorical { .. }, crate::batch::BatchActions::Discrete(a)) => {
                 let mut out = vec![0.0; hd];
                 let mask = data.masks.as_ref().map(|mk| &mk[i * hd..(i + 1) * hd]);
                 log_softmax_row(head, mask, &mut out);
@@ -176,7 +182,7 @@ fn data(case: &Case, n: usize, seed: u64) -> UpdateData {
                 ActionDist::TanhNormal {
                     squash, min_std, ..
                 },
-                crate::validate::BatchActions::Continuous(u),
+                crate::batch::BatchActions::Continuous(u),
             ) => {
                 let w = hd / 2;
                 tanh_normal_log_prob(head, &u[i * w..(i + 1) * w], *min_std, squash)
@@ -189,7 +195,7 @@ fn data(case: &Case, n: usize, seed: u64) -> UpdateData {
 }
 
 fn fused_from(case: &Case, m: &ActorCritic<B>) -> Fused {
-    let mut f = Fused::new(&case.spec).unwrap();
+    let mut f = Fused::new(&case.spec);
     f.set_params(read_params(f.layout(), m).unwrap());
     f.set_scaler(ObsScaler::of_model(m).unwrap());
     f
@@ -237,7 +243,7 @@ fn every_gradient_and_loss_term_matches_burn_autodiff() {
             minibatch: idx.len(),
         };
         let dist = case.spec.dist();
-        let replica = Replica::new(m.clone(), &cfg, Default::default(), None);
+        let replica = Replica::new(m.clone(), cfg.adam_eps, Default::default(), None);
         let losses = ppo_losses(&m, replica.minibatch(&shard, &dist), &dist, &cfg, 0.2);
         let want = [
             scalar(losses.policy),
@@ -249,7 +255,15 @@ fn every_gradient_and_loss_term_matches_burn_autodiff() {
         let grads = GradientsParams::from_grads(losses.total.backward(), &m);
 
         let mut f = fused_from(&case, &m);
-        let s = f.step(&data, &idx, &adv, &noise, &cfg, 0.0, 0.2);
+        let s = f.step(&Minibatch {
+            data: &data,
+            idx: &idx,
+            adv: &adv,
+            noise: &noise,
+            cfg: &cfg,
+            lr: 0.0,
+            clip: 0.2,
+        });
         let got = [
             s.policy_loss,
             s.value_loss,
@@ -376,13 +390,27 @@ fn adam_state_converts_to_burn_records_and_back() {
     let case = &cases()[3];
     let data = data(case, 128, 4);
     let m = model(case, &data);
-    let mut fused = on_cpu(&case.spec, &m, &case.cfg, 3, true);
-    fused.update(&data, &case.cfg, 1e-3, 0.2).unwrap();
-    let f = fused.fused_engine().unwrap();
+    let home = Replica::new(m.clone(), case.cfg.adam_eps, Default::default(), None);
+    let mut engine = FusedEngine::<B>::new(&case.spec, home).unwrap();
+    let idx: Vec<usize> = (0..data.len()).collect();
+    let noise = vec![0.1; data.len() * case.spec.dist().action_width()];
+    let mb = Minibatch {
+        data: &data,
+        idx: &idx,
+        adv: &data.advantages,
+        noise: &noise,
+        cfg: &case.cfg,
+        lr: 1e-3,
+        clip: 0.2,
+    };
+    engine.step(&mb).unwrap();
+    engine.step(&mb).unwrap();
+    let f = engine.cpu();
     let (m1, m2, time) = f.adam();
-    assert!(time > 0 && m1.iter().any(|&x| x != 0.0));
-    let record = write_adam(f.layout(), fused.model(), m1, m2, time).unwrap();
-    let (a, b, t) = read_adam(f.layout(), fused.model(), record).unwrap();
+    assert!(time == 2 && m1.iter().any(|&x| x != 0.0));
+    let model = engine.replicas()[0].model();
+    let record = write_adam(f.layout(), model, m1, m2, time).unwrap();
+    let (a, b, t) = read_adam(f.layout(), model, record).unwrap();
     assert_eq!((a.as_slice(), b.as_slice(), t), (m1, m2, time));
 }
 
@@ -436,9 +464,11 @@ fn checkpoints_cross_between_the_engines() {
 fn unsupported_networks_are_refused_by_name() {
     let mut spec = cases()[0].spec.clone();
     spec.network.layer_norm = sebulba_core::config::LayerNormPlacement::Pre;
-    let e = Fused::check(&spec, 1).unwrap_err().to_string();
+    let e = FusedEngine::<B>::check(&spec, 1).unwrap_err().to_string();
     assert!(e.contains("network.layer_norm"), "{e}");
-    let e = Fused::check(&cases()[0].spec, 2).unwrap_err().to_string();
+    let e = FusedEngine::<B>::check(&cases()[0].spec, 2)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("2 devices"), "{e}");
     let m = spec.init::<B>(&Default::default());
     let mut ppo = Ppo::<B>::with_model(&spec, m, &ppo_cfg(), 1, vec![Default::default()]).unwrap();

@@ -4,9 +4,9 @@
 //! actors keep acting with them meanwhile.
 
 use crate::grpc::{MAX_MESSAGE_BYTES, channel};
-use crate::parameter_server_client::ParameterServerClient;
 use crate::security::{Class, Security, credentials_refused};
-use crate::{WatchRequest, Weights};
+use sebulba_proto::parameter_server_client::ParameterServerClient;
+use sebulba_proto::{WatchRequest, Weights};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;

@@ -3,9 +3,12 @@
 //! with its peers through burn-collective's all-reduce before an optimizer step
 //! that is then identical on every replica.
 
-use super::losses::{MbActions, Minibatch, ppo_losses};
-use super::{UpdateData, clip_global_norm};
-use crate::validate::BatchActions;
+use super::clip_global_norm;
+use super::losses::{MbActions, MinibatchTensors, ppo_losses};
+use crate::batch::BatchActions;
+use crate::data::{StepStats, UpdateData};
+use crate::engine::fused::burn_io::AdamRecord;
+use crate::engine::{EngineError, EngineState};
 use burn::module::AutodiffModule;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Bool, ElementConversion, Int, Tensor, TensorData, TensorPrimitive};
@@ -15,20 +18,6 @@ use burn_optim::{Adam, AdamConfig, GradientsParams, Optimizer};
 use sebulba_core::config::PpoConfig;
 use sebulba_core::distribution::ActionDist;
 use sebulba_core::model::{ActorCritic, RunningMeanStd};
-
-/// A shard's share of one minibatch step, already weighted by `shard / minibatch`,
-/// so the sum over replicas is the whole minibatch's mean.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct ShardStats {
-    pub policy_loss: f64,
-    pub value_loss: f64,
-    pub entropy: f64,
-    pub approx_kl: f64,
-    pub clip_fraction: f64,
-    pub grad_norm: f64,
-    /// False when the global approximate KL was past the target: no step taken.
-    pub stepped: bool,
-}
 
 /// What one replica works on in one minibatch step.
 pub struct Shard<'a> {
@@ -43,13 +32,10 @@ pub struct Shard<'a> {
     pub minibatch: usize,
 }
 
-#[derive(Debug, thiserror::Error)]
-#[error("gradient all-reduce failed: {0}")]
-pub struct CollectiveFailure(pub String);
-
 pub struct Replica<B: AutodiffBackend> {
     model: Option<ActorCritic<B>>,
     optim: OptimizerAdaptor<Adam, ActorCritic<B>, B>,
+    adam_eps: f32,
     device: B::Device,
     /// This replica's id in the collective; `None` with a single replica.
     peer: Option<PeerId>,
@@ -61,16 +47,16 @@ type Bytes = burn::record::BinBytesRecorder<burn::record::FullPrecisionSettings>
 
 impl<B: AutodiffBackend> Replica<B> {
     /// The model and optimizer state as burn records (bytes).
-    pub fn save_state(&self) -> Result<(Vec<u8>, Vec<u8>), String> {
+    pub fn save_state(&self) -> Result<EngineState, EngineError> {
         use burn::module::Module;
         use burn::record::Recorder;
         let model = Bytes::default()
             .record(self.model().clone().into_record(), ())
-            .map_err(|e| format!("model record: {e:?}"))?;
+            .map_err(|e| record_error("model record", e))?;
         let optim = Bytes::default()
             .record(self.optim.to_record(), ())
-            .map_err(|e| format!("optimizer record: {e:?}"))?;
-        Ok((model, optim))
+            .map_err(|e| record_error("optimizer record", e))?;
+        Ok(EngineState { model, optim })
     }
 
     /// Adam's state per parameter id, each as record bytes, in id order: a
@@ -78,7 +64,7 @@ impl<B: AutodiffBackend> Replica<B> {
     /// hash map, whose byte order varies).
     pub fn optim_state_by_param(
         &self,
-    ) -> Result<std::collections::BTreeMap<String, Vec<u8>>, String> {
+    ) -> Result<std::collections::BTreeMap<String, Vec<u8>>, EngineError> {
         use burn::record::Recorder;
         self.optim
             .to_record()
@@ -87,43 +73,57 @@ impl<B: AutodiffBackend> Replica<B> {
                 Bytes::default()
                     .record(r, ())
                     .map(|b| (format!("{id:?}"), b))
-                    .map_err(|e| format!("optimizer record: {e:?}"))
+                    .map_err(|e| record_error("optimizer record", e))
             })
             .collect()
     }
 
     /// Replaces the model and optimizer state with saved records.
-    pub fn load_state(&mut self, model: &[u8], optim: &[u8]) -> Result<(), String> {
+    pub fn load_state(&mut self, state: &EngineState) -> Result<(), EngineError> {
         use burn::module::Module;
         use burn::record::Recorder;
         let model_record = Bytes::default()
-            .load(model.to_vec(), &self.device)
-            .map_err(|e| format!("model record: {e:?}"))?;
+            .load(state.model.clone(), &self.device)
+            .map_err(|e| record_error("model record", e))?;
         let optim_record = Bytes::default()
-            .load(optim.to_vec(), &self.device)
-            .map_err(|e| format!("optimizer record: {e:?}"))?;
-        let current = self
-            .model
-            .take()
-            .ok_or_else(|| "the model was lost in a failed step".to_string())?;
+            .load(state.optim.clone(), &self.device)
+            .map_err(|e| record_error("optimizer record", e))?;
+        let current = self.model.take().ok_or(EngineError::Record {
+            what: "model",
+            reason: "lost in a failed step".into(),
+        })?;
         self.model = Some(current.load_record(model_record));
-        let optim = std::mem::replace(&mut self.optim, AdamConfig::new().init());
-        self.optim = optim.load_record(optim_record);
+        self.set_optim_record(optim_record);
         Ok(())
     }
 
     pub fn new(
         model: ActorCritic<B>,
-        cfg: &PpoConfig,
+        adam_eps: f64,
         device: B::Device,
         peer: Option<PeerId>,
     ) -> Self {
+        let adam_eps = adam_eps as f32;
         Self {
             model: Some(model),
-            optim: AdamConfig::new().with_epsilon(cfg.adam_eps as f32).init(),
+            optim: AdamConfig::new().with_epsilon(adam_eps).init(),
+            adam_eps,
             device,
             peer,
         }
+    }
+
+    /// A copy of this replica (model, Adam state and settings) outside any
+    /// collective.
+    pub fn fork_single(&self) -> Self {
+        let mut r = Self::new(
+            self.model().clone(),
+            self.adam_eps as f64,
+            self.device.clone(),
+            None,
+        );
+        r.set_optim_record(self.optim_record());
+        r
     }
 
     pub fn model(&self) -> &ActorCritic<B> {
@@ -144,13 +144,14 @@ impl<B: AutodiffBackend> Replica<B> {
     }
 
     /// Adam's state as burn keeps it.
-    pub fn optim_record(&self) -> crate::fused::burn_io::AdamRecord<B> {
+    pub fn optim_record(&self) -> AdamRecord<B> {
         self.optim.to_record()
     }
 
     /// Replaces Adam's state.
-    pub fn set_optim_record(&mut self, record: crate::fused::burn_io::AdamRecord<B>) {
-        let optim = std::mem::replace(&mut self.optim, AdamConfig::new().init());
+    pub fn set_optim_record(&mut self, record: AdamRecord<B>) {
+        let fresh = AdamConfig::new().with_epsilon(self.adam_eps).init();
+        let optim = std::mem::replace(&mut self.optim, fresh);
         self.optim = optim.load_record(record);
     }
 
@@ -165,7 +166,7 @@ impl<B: AutodiffBackend> Replica<B> {
     }
 
     /// The shard as tensors on this replica's device (the one copy it makes).
-    pub fn minibatch(&self, s: &Shard<'_>, dist: &ActionDist) -> Minibatch<B> {
+    pub fn minibatch(&self, s: &Shard<'_>, dist: &ActionDist) -> MinibatchTensors<B> {
         let (data, idx) = (s.data, s.idx);
         let m = idx.len();
         let d = data.obs_dim;
@@ -207,7 +208,7 @@ impl<B: AutodiffBackend> Replica<B> {
             }
             Tensor::<B, 2, Bool>::from_data(TensorData::new(v, [m, n]), dev)
         });
-        Minibatch {
+        MinibatchTensors {
             obs: Tensor::from_data(TensorData::new(obs, [m, d]), dev),
             actions,
             valid,
@@ -229,7 +230,7 @@ impl<B: AutodiffBackend> Replica<B> {
         cfg: &PpoConfig,
         lr: f64,
         clip: f64,
-    ) -> Result<ShardStats, CollectiveFailure> {
+    ) -> Result<StepStats, EngineError> {
         let weight = shard.idx.len() as f64 / shard.minibatch as f64;
         let mb = self.minibatch(shard, dist);
         let model = self.model.take().expect("model present between steps");
@@ -244,7 +245,7 @@ impl<B: AutodiffBackend> Replica<B> {
         };
         if cfg.target_kl > 0.0 && approx_kl > cfg.target_kl {
             self.model = Some(model);
-            return Ok(ShardStats {
+            return Ok(StepStats {
                 approx_kl: local_kl,
                 ..Default::default()
             });
@@ -254,11 +255,11 @@ impl<B: AutodiffBackend> Replica<B> {
         if let Some(peer) = self.peer {
             grads = grads
                 .all_reduce::<B::InnerBackend>(peer, ReduceOperation::Sum)
-                .map_err(|e| CollectiveFailure(format!("{e:?}")))?;
+                .map_err(|e| EngineError::Collective(format!("{e:?}")))?;
         }
         let grad_norm = clip_global_norm(&model, &mut grads, cfg.max_grad_norm);
         self.model = Some(self.optim.step(lr, model, grads));
-        Ok(ShardStats {
+        Ok(StepStats {
             policy_loss: scalar(losses.policy) * weight,
             value_loss: scalar(losses.value) * weight,
             entropy: scalar(losses.entropy) * weight,
@@ -271,20 +272,23 @@ impl<B: AutodiffBackend> Replica<B> {
 }
 
 /// Sum of one number over all replicas.
-fn sum_scalar<I: Backend>(
-    peer: PeerId,
-    x: f64,
-    device: &I::Device,
-) -> Result<f64, CollectiveFailure> {
+fn sum_scalar<I: Backend>(peer: PeerId, x: f64, device: &I::Device) -> Result<f64, EngineError> {
     let t = Tensor::<I, 1>::from_data(TensorData::new(vec![x as f32], [1]), device);
     let summed =
         burn_collective::all_reduce::<I>(peer, t.into_primitive().tensor(), ReduceOperation::Sum)
-            .map_err(|e| CollectiveFailure(format!("{e:?}")))?;
+            .map_err(|e| EngineError::Collective(format!("{e:?}")))?;
     Ok(scalar(Tensor::<I, 1>::from_primitive(
         TensorPrimitive::Float(summed),
     )))
 }
 
-pub(super) fn scalar<B: Backend>(t: Tensor<B, 1>) -> f64 {
+fn record_error(what: &'static str, e: impl std::fmt::Debug) -> EngineError {
+    EngineError::Record {
+        what,
+        reason: format!("{e:?}"),
+    }
+}
+
+pub(crate) fn scalar<B: Backend>(t: Tensor<B, 1>) -> f64 {
     t.into_scalar().elem::<f64>()
 }

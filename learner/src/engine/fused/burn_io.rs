@@ -1,6 +1,6 @@
 //! Copies between the fused engine's Adam moments and burn's Adam record,
 //! keyed by burn's parameter ids (the parameters themselves copy with
-//! [`sebulba_core::model::fast::params`]): the burn model and optimizer stay
+//! [`sebulba_core::model::fused::params`]): the burn model and optimizer stay
 //! what is published and checkpointed, and a checkpoint from either engine
 //! resumes in the other.
 
@@ -10,8 +10,8 @@ use burn_optim::adaptor::OptimizerAdaptor;
 use burn_optim::record::AdaptorRecord;
 use burn_optim::{Adam, AdamState, AdaptiveMomentumState, Optimizer};
 use sebulba_core::model::ActorCritic;
-use sebulba_core::model::fast::net::Layout;
-use sebulba_core::model::fast::params::{floats, param_slots};
+use sebulba_core::model::fused::net::Layout;
+use sebulba_core::model::fused::params::{floats, param_slots};
 
 /// Adam's state for every parameter of the model, as burn keeps it (a map
 /// from parameter id to [`AdaptorRecord`]).

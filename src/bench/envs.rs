@@ -2,20 +2,12 @@
 //! `sebulba bench inference`: stepping each environment through the vectorised
 //! env (auto-reset included), and batched policy inference at batch size E.
 
-use crate::config::NetworkConfig;
-use crate::devices::DeviceKind;
-use crate::env::{ActionBatch, ActionSpace, ENV_IDS, EnvError, VecEnv, env_spec};
-use crate::policy::{InferencePolicy, PolicyError};
+use sebulba_core::config::NetworkConfig;
+use sebulba_core::devices::DeviceKind;
+use sebulba_core::env::{ActionBatch, ActionSpace, ENV_IDS, EnvError, VecEnv, env_spec};
+use sebulba_core::policy::InferencePolicy;
 use serde::Serialize;
 use std::time::Instant;
-
-#[derive(Debug, thiserror::Error)]
-pub enum BenchError {
-    #[error(transparent)]
-    Env(#[from] EnvError),
-    #[error(transparent)]
-    Policy(#[from] PolicyError),
-}
 
 #[derive(Debug, Clone, Serialize)]
 pub struct EnvBench {
@@ -91,7 +83,7 @@ pub fn bench_inference(
     network: &NetworkConfig,
     batch: usize,
     seconds: f64,
-) -> Result<InferenceBench, BenchError> {
+) -> anyhow::Result<InferenceBench> {
     let env = env_spec(env_id)?;
     let policy = InferencePolicy::new(&env, network, DeviceKind::Cpu)?;
     let obs: Vec<f32> = (0..batch * env.obs_dim)

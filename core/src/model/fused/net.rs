@@ -1,10 +1,10 @@
 //! The actor-critic network on flat f32 buffers: where each weight lives in the
-//! parameter vector, a forward pass that keeps every layer's output, and the
-//! backward pass from the heads' gradients to every parameter's gradient.
+//! parameter vector, and a forward pass that keeps every layer's output (the
+//! learner's fused engine runs its backward pass from them).
 //! Weights are `[d_in, d_out]` row-major and a layer is `y = act(x W + b)`, as
 //! in burn's `Linear`, so parameters copy across unchanged.
 
-use super::kernels::{View, add_column_sums, gemm, tanh_in_place};
+use super::kernels::{View, gemm, tanh_in_place};
 use crate::config::Activation;
 use crate::model::ModelSpec;
 
@@ -76,11 +76,13 @@ impl Layout {
         }
     }
 
-    fn width(&self) -> usize {
+    /// The torsos' output width (the heads' input).
+    pub fn width(&self) -> usize {
         self.actor.last().map_or(self.obs_dim, |d| d.d_out)
     }
 
-    fn widest(&self) -> usize {
+    /// The widest activation of any layer.
+    pub fn widest(&self) -> usize {
         let torso = self.actor.iter().chain(self.critic.iter().flatten());
         torso
             .map(|d| d.d_out)
@@ -96,17 +98,14 @@ pub struct Work {
     pub m: usize,
     /// `[m, obs_dim]` the (normalised) observations: the caller fills it.
     pub x: Vec<f32>,
-    actor: Vec<Vec<f32>>,
-    critic: Vec<Vec<f32>>,
+    /// Every actor-torso layer's output, `[m, d_out]` each.
+    pub actor: Vec<Vec<f32>>,
+    /// Every critic-torso layer's output (empty with a shared torso).
+    pub critic: Vec<Vec<f32>>,
     /// `[m, head_dim]` policy-head outputs.
     pub head: Vec<f32>,
     /// `[m]` values.
     pub value: Vec<f32>,
-    /// `[m, head_dim]` the loss's gradient with respect to `head`: the caller fills it.
-    pub d_head: Vec<f32>,
-    /// `[m]` the loss's gradient with respect to `value`: the caller fills it.
-    pub d_value: Vec<f32>,
-    scratch: [Vec<f32>; 3],
 }
 
 impl Work {
@@ -124,11 +123,6 @@ impl Work {
         outs(layout.critic.as_deref().unwrap_or(&[]), &mut self.critic);
         self.head.resize(m * layout.head_dim, 0.0);
         self.value.resize(m, 0.0);
-        self.d_head.resize(m * layout.head_dim, 0.0);
-        self.d_value.resize(m, 0.0);
-        for s in &mut self.scratch {
-            s.resize(m * layout.widest(), 0.0);
-        }
     }
 }
 
@@ -229,116 +223,7 @@ pub fn value_forward(layout: &Layout, p: &[f32], work: &mut Work) {
     value_from_torso(layout, p, work);
 }
 
-/// Gradient of a linear layer: `dW = xᵀ dy`, `db = Σ dy` (written, not added),
-/// and, when asked, `dx = dy Wᵀ`.
-fn dense_backward(
-    p: &[f32],
-    g: &mut [f32],
-    d: &Dense,
-    x: &[f32],
-    dy: &[f32],
-    m: usize,
-    dx: Option<&mut [f32]>,
-) {
-    let gw = &mut g[d.w..d.w + d.d_in * d.d_out];
-    gemm(
-        d.d_in,
-        m,
-        d.d_out,
-        View::transposed(x, d.d_in),
-        View::rows(dy, d.d_out),
-        0.0,
-        gw,
-    );
-    let gb = &mut g[d.b..d.b + d.d_out];
-    gb.fill(0.0);
-    add_column_sums(&dy[..m * d.d_out], d.d_out, gb);
-    if let Some(dx) = dx {
-        let w = &p[d.w..d.w + d.d_in * d.d_out];
-        gemm(
-            m,
-            d.d_out,
-            d.d_in,
-            View::rows(dy, d.d_out),
-            View::transposed(w, d.d_out),
-            0.0,
-            dx,
-        );
-    }
-}
-
-/// Back through a torso from `dh` (the gradient at its output, `[m, width]`,
-/// overwritten), given its layer outputs `outs` and input `x`.
-#[allow(clippy::too_many_arguments)]
-fn torso_backward(
-    p: &[f32],
-    g: &mut [f32],
-    layers: &[Dense],
-    x: &[f32],
-    outs: &[Vec<f32>],
-    act: Activation,
-    m: usize,
-    dh: &mut Vec<f32>,
-    spare: &mut Vec<f32>,
-) {
-    for i in (0..layers.len()).rev() {
-        let d = &layers[i];
-        let y = &outs[i][..m * d.d_out];
-        let dy = &mut dh[..m * d.d_out];
-        match act {
-            // tanh' = 1 - y^2 and relu' = [y > 0], both from the layer's output.
-            Activation::Tanh => dy.iter_mut().zip(y).for_each(|(g, &y)| *g *= 1.0 - y * y),
-            Activation::Relu => dy
-                .iter_mut()
-                .zip(y)
-                .for_each(|(g, &y)| *g = if y > 0.0 { *g } else { 0.0 }),
-        }
-        let input = if i == 0 { x } else { &outs[i - 1] };
-        let dx = (i > 0).then_some(&mut spare[..m * d.d_in]);
-        dense_backward(p, g, d, input, dh, m, dx);
-        if i > 0 {
-            std::mem::swap(dh, spare);
-        }
-    }
-}
-
-/// Every parameter's gradient into `g` (overwritten) from `work.d_head` and
-/// `work.d_value`, using the activations of the last [`forward`].
-pub fn backward(layout: &Layout, p: &[f32], g: &mut [f32], work: &mut Work) {
-    let (m, act, width) = (work.m, layout.activation, layout.width());
-    let [dha, dhv, spare] = &mut work.scratch;
-    let ha = top(&work.x, &work.actor);
-    let hv = match layout.critic {
-        Some(_) => top(&work.x, &work.critic),
-        None => ha,
-    };
-    let (dha_w, dhv_w) = (&mut dha[..m * width], &mut dhv[..m * width]);
-    dense_backward(p, g, &layout.policy, ha, &work.d_head, m, Some(dha_w));
-    dense_backward(p, g, &layout.value, hv, &work.d_value, m, Some(dhv_w));
-    match &layout.critic {
-        Some(critic) => {
-            torso_backward(p, g, critic, &work.x, &work.critic, act, m, dhv, spare);
-        }
-        None => {
-            // A shared torso gets both heads' gradients.
-            let (a, b) = (&mut dha[..m * width], &dhv[..m * width]);
-            a.iter_mut().zip(b).for_each(|(a, &b)| *a += b);
-        }
-    }
-    torso_backward(
-        p,
-        g,
-        &layout.actor,
-        &work.x,
-        &work.actor,
-        act,
-        m,
-        dha,
-        spare,
-    );
-}
-
 /// A torso's output: its last layer's, or the input itself when it has no layer.
-fn top<'a>(x: &'a [f32], outs: &'a [Vec<f32>]) -> &'a [f32] {
+pub fn top<'a>(x: &'a [f32], outs: &'a [Vec<f32>]) -> &'a [f32] {
     outs.last().map_or(x, |v| v.as_slice())
 }

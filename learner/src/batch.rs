@@ -1,0 +1,103 @@
+//! The training vocabulary: a trajectory batch as the learner holds it once
+//! validated (decoded arrays, where its ack goes, its trace state).
+
+/// A validated batch, decoded once into the arrays the update reads.
+#[derive(Debug)]
+pub struct DecodedBatch {
+    pub actor_id: String,
+    pub sequence: u64,
+    pub policy_version: u64,
+    pub num_steps: usize,
+    pub num_envs: usize,
+    /// `[(T+1) * E * obs_dim]`
+    pub observations: Vec<f32>,
+    pub actions: BatchActions,
+    /// `[T * E * n]`, 1 = allowed, when the env has action masks.
+    pub action_masks: Option<Vec<u8>>,
+    pub log_probs: Vec<f32>,
+    pub rewards: Vec<f32>,
+    pub terminated: Vec<u8>,
+    pub truncated: Vec<u8>,
+    /// `[K * obs_dim]`, one row per truncated step in (t, e) order.
+    pub final_observations: Vec<f32>,
+    pub episode_returns: Vec<f64>,
+    pub episode_lengths: Vec<u32>,
+    /// Where the ack goes once the update loop takes the batch. Acking on dequeue
+    /// (not on arrival) is the actors' flow control: an actor holds at most its
+    /// credit of batches the learner has not started on, so none goes stale.
+    pub ack_to: Option<AckSender>,
+    /// The batch's journey through the learner, for tracing.
+    pub trace: BatchTrace,
+}
+
+/// Tracing state that travels with a queued batch: the `queue_wait` span is
+/// open from enqueue until the update loop takes the batch (dropping it closes
+/// the span), and `ingest` names the ingest span the update links to.
+#[derive(Debug, Default)]
+pub struct BatchTrace {
+    pub queue_wait: Option<tracing::Span>,
+    pub ingest: std::collections::HashMap<String, String>,
+}
+
+/// The actions of a batch, by action-space kind.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BatchActions {
+    /// `[T * E]` indices.
+    Discrete(Vec<i32>),
+    /// `[T * E * dim]` pre-tanh samples.
+    Continuous(Vec<f32>),
+}
+
+impl DecodedBatch {
+    pub fn env_steps(&self) -> u64 {
+        (self.num_steps * self.num_envs) as u64
+    }
+}
+
+/// Where a batch's ack goes: the response stream of the call it came on.
+pub type AckSender = tokio::sync::mpsc::Sender<Result<sebulba_proto::Ack, tonic::Status>>;
+
+/// What became of a batch, as its actor is told.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// Taken into an update.
+    Used,
+    /// Well-formed but not trained on (too stale, or the run ended): why.
+    Dropped(String),
+    /// Refused by validation: the status code and the message naming the field.
+    Refused { code: tonic::Code, message: String },
+}
+
+/// The one place an [`Ack`](sebulba_proto::Ack) is made: for the batch
+/// `sequence`, at learner version `version`.
+pub fn ack(
+    sequence: u64,
+    version: u64,
+    verdict: Verdict,
+    run_finished: bool,
+) -> sebulba_proto::Ack {
+    let (accepted, code, message) = match verdict {
+        Verdict::Used => (true, 0, String::new()),
+        Verdict::Dropped(m) => (false, 0, m),
+        Verdict::Refused { code, message } => (false, code as i32, message),
+    };
+    sebulba_proto::Ack {
+        sequence,
+        accepted,
+        code,
+        message,
+        learner_version: version,
+        run_finished,
+    }
+}
+
+impl DecodedBatch {
+    /// Tells the actor what became of this batch (returning its credit). A
+    /// full or closed ack channel means the actor is gone or far behind:
+    /// nothing to wait for.
+    pub fn acknowledge(&self, version: u64, verdict: Verdict, run_finished: bool) {
+        if let Some(tx) = &self.ack_to {
+            let _ = tx.try_send(Ok(ack(self.sequence, version, verdict, run_finished)));
+        }
+    }
+}

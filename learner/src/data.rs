@@ -1,0 +1,96 @@
+//! What one update trains on and what one step reports: the flat training data
+//! of an update ([`UpdateData`]), one minibatch step's input ([`Minibatch`]) and
+//! statistics ([`StepStats`]), and advantage normalisation. Shared by the
+//! preparation, the PPO loop and both update engines.
+
+use crate::batch::BatchActions;
+use sebulba_core::config::PpoConfig;
+
+/// Flat training data of one update (N samples); advantages already normalised
+/// when `adv_norm = update`.
+#[derive(Debug, Clone)]
+pub struct UpdateData {
+    pub obs_dim: usize,
+    /// `[N * obs_dim]`
+    pub observations: Vec<f32>,
+    pub actions: BatchActions,
+    /// `[N * n]` allowed actions, when the env has masks.
+    pub masks: Option<Vec<u8>>,
+    pub old_log_probs: Vec<f32>,
+    pub advantages: Vec<f32>,
+    pub returns: Vec<f32>,
+    /// The critic's values the returns were computed with.
+    pub old_values: Vec<f32>,
+}
+
+impl UpdateData {
+    pub fn len(&self) -> usize {
+        self.old_log_probs.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.old_log_probs.is_empty()
+    }
+}
+
+/// One minibatch step's input: samples `idx` of `data` with their advantages
+/// (normalised per minibatch when asked) and, for continuous actions, the
+/// standard-normal draws of the sampled entropy estimate (`[idx.len() * width]`;
+/// empty for discrete actions). Drawn once for the whole minibatch, so every
+/// engine and device count sees the same numbers.
+pub struct Minibatch<'a> {
+    pub data: &'a UpdateData,
+    pub idx: &'a [usize],
+    pub adv: &'a [f32],
+    pub noise: &'a [f32],
+    pub cfg: &'a PpoConfig,
+    pub lr: f64,
+    /// The ratio clip range (after annealing).
+    pub clip: f64,
+}
+
+/// The loss statistics of one minibatch step (means over its samples). A
+/// replica's share of a step is weighted by `shard / minibatch`, so shares add
+/// up to the whole minibatch's figures.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct StepStats {
+    pub policy_loss: f64,
+    pub value_loss: f64,
+    pub entropy: f64,
+    pub approx_kl: f64,
+    pub clip_fraction: f64,
+    /// Global gradient norm before clipping.
+    pub grad_norm: f64,
+    /// False when the approximate KL was past the target: no step taken.
+    pub stepped: bool,
+}
+
+/// Normalises in place to zero mean and unit (population) std, over everything given.
+pub fn normalize(x: &mut [f32]) {
+    let n = x.len().max(1) as f64;
+    let m = x.iter().map(|&v| v as f64).sum::<f64>() / n;
+    let var = x.iter().map(|&v| (v as f64 - m).powi(2)).sum::<f64>() / n;
+    let std = var.sqrt() + 1e-8;
+    for v in x.iter_mut() {
+        *v = ((*v as f64 - m) / std) as f32;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalisation_gives_zero_mean_unit_std() {
+        let mut x = [1.0f32, 2.0, 3.0, 4.0];
+        normalize(&mut x);
+        // mean 2.5, population std sqrt(1.25) = 1.118034
+        assert!(
+            (x[0] + 1.341_640_8).abs() < 1e-5 && (x[3] - 1.341_640_8).abs() < 1e-5,
+            "{x:?}"
+        );
+        // A constant input stays finite (the epsilon), and becomes zeros.
+        let mut c = [3.0f32; 5];
+        normalize(&mut c);
+        assert!(c.iter().all(|&v| v == 0.0), "{c:?}");
+    }
+}

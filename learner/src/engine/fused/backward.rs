@@ -1,0 +1,145 @@
+//! The fused engine's backward pass: from the loss's gradients at the policy
+//! head and the value (filled in per sample by the engine) back through both
+//! heads and torsos to every parameter's gradient, using the activations core's
+//! forward pass kept in [`Work`]. Checked against burn's autodiff in the tests.
+
+use sebulba_core::config::Activation;
+use sebulba_core::model::fused::kernels::{View, add_column_sums, gemm};
+use sebulba_core::model::fused::net::{Dense, Layout, Work, top};
+
+/// The backward pass's buffers for a minibatch of `m` rows, reused from step
+/// to step.
+#[derive(Default)]
+pub struct Grads {
+    /// `[m, head_dim]` the loss's gradient with respect to the policy head's output.
+    pub d_head: Vec<f32>,
+    /// `[m]` the loss's gradient with respect to the value.
+    pub d_value: Vec<f32>,
+    scratch: [Vec<f32>; 3],
+}
+
+impl Grads {
+    /// Sizes every buffer for `m` rows (allocates only when `m` or the layout grows).
+    pub fn resize(&mut self, layout: &Layout, m: usize) {
+        self.d_head.resize(m * layout.head_dim, 0.0);
+        self.d_value.resize(m, 0.0);
+        for s in &mut self.scratch {
+            s.resize(m * layout.widest(), 0.0);
+        }
+    }
+}
+
+/// Gradient of a linear layer: `dW = xᵀ dy`, `db = Σ dy` (written, not added),
+/// and, when asked, `dx = dy Wᵀ`.
+fn dense_backward(
+    p: &[f32],
+    g: &mut [f32],
+    d: &Dense,
+    x: &[f32],
+    dy: &[f32],
+    m: usize,
+    dx: Option<&mut [f32]>,
+) {
+    let gw = &mut g[d.w..d.w + d.d_in * d.d_out];
+    gemm(
+        d.d_in,
+        m,
+        d.d_out,
+        View::transposed(x, d.d_in),
+        View::rows(dy, d.d_out),
+        0.0,
+        gw,
+    );
+    let gb = &mut g[d.b..d.b + d.d_out];
+    gb.fill(0.0);
+    add_column_sums(&dy[..m * d.d_out], d.d_out, gb);
+    if let Some(dx) = dx {
+        let w = &p[d.w..d.w + d.d_in * d.d_out];
+        gemm(
+            m,
+            d.d_out,
+            d.d_in,
+            View::rows(dy, d.d_out),
+            View::transposed(w, d.d_out),
+            0.0,
+            dx,
+        );
+    }
+}
+
+/// One torso's layers, their input and outputs, for the way back.
+struct Torso<'a> {
+    layers: &'a [Dense],
+    x: &'a [f32],
+    outs: &'a [Vec<f32>],
+    act: Activation,
+}
+
+/// Back through a torso from `dh` (the gradient at its output, `[m, width]`,
+/// overwritten).
+fn torso_backward(
+    p: &[f32],
+    g: &mut [f32],
+    t: &Torso<'_>,
+    m: usize,
+    dh: &mut Vec<f32>,
+    spare: &mut Vec<f32>,
+) {
+    for i in (0..t.layers.len()).rev() {
+        let d = &t.layers[i];
+        let y = &t.outs[i][..m * d.d_out];
+        let dy = &mut dh[..m * d.d_out];
+        match t.act {
+            // tanh' = 1 - y^2 and relu' = [y > 0], both from the layer's output.
+            Activation::Tanh => dy.iter_mut().zip(y).for_each(|(g, &y)| *g *= 1.0 - y * y),
+            Activation::Relu => dy
+                .iter_mut()
+                .zip(y)
+                .for_each(|(g, &y)| *g = if y > 0.0 { *g } else { 0.0 }),
+        }
+        let input = if i == 0 { t.x } else { &t.outs[i - 1] };
+        let dx = (i > 0).then_some(&mut spare[..m * d.d_in]);
+        dense_backward(p, g, d, input, dh, m, dx);
+        if i > 0 {
+            std::mem::swap(dh, spare);
+        }
+    }
+}
+
+/// Every parameter's gradient into `g` (overwritten) from `grads.d_head` and
+/// `grads.d_value`, using the activations of the last forward pass in `work`.
+pub fn backward(layout: &Layout, p: &[f32], g: &mut [f32], work: &Work, grads: &mut Grads) {
+    let (m, act, width) = (work.m, layout.activation, layout.width());
+    let [dha, dhv, spare] = &mut grads.scratch;
+    let ha = top(&work.x, &work.actor);
+    let hv = match layout.critic {
+        Some(_) => top(&work.x, &work.critic),
+        None => ha,
+    };
+    let (dha_w, dhv_w) = (&mut dha[..m * width], &mut dhv[..m * width]);
+    dense_backward(p, g, &layout.policy, ha, &grads.d_head, m, Some(dha_w));
+    dense_backward(p, g, &layout.value, hv, &grads.d_value, m, Some(dhv_w));
+    match &layout.critic {
+        Some(critic) => {
+            let t = Torso {
+                layers: critic,
+                x: &work.x,
+                outs: &work.critic,
+                act,
+            };
+            torso_backward(p, g, &t, m, dhv, spare);
+        }
+        None => {
+            // A shared torso gets both heads' gradients.
+            let (a, b) = (&mut dha[..m * width], &dhv[..m * width]);
+            a.iter_mut().zip(b).for_each(|(a, &b)| *a += b);
+        }
+    }
+    let t = Torso {
+        layers: &layout.actor,
+        x: &work.x,
+        outs: &work.actor,
+        act,
+    };
+    torso_backward(p, g, &t, m, dha, spare);
+}

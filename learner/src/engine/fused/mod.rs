@@ -1,0 +1,135 @@
+//! The fused CPU engine: PPO's forward pass, loss gradients and Adam written
+//! out by hand over flat f32 buffers, for one CPU device. burn's autodiff on
+//! ndarray spends most of a small network's update in per-operation overhead
+//! (graph nodes, allocations, an f64 libm tanh per element); here a minibatch
+//! step is a handful of matrix products and loops with no allocation. Every
+//! gradient is checked against burn's autodiff in the tests.
+//!
+//! The engine keeps a burn replica beside the flat buffers: parameters are
+//! written into its model after every update (what is published), and Adam's
+//! moments into its optimizer record when a checkpoint is saved
+//! ([`burn_io`]), so publishing and checkpoints are the same whichever engine
+//! ran.
+//!
+//! What it covers: MLP torsos (separate or shared, tanh or relu, no LayerNorm),
+//! observation normalisation, categorical (masked) and tanh-normal heads, on a
+//! single CPU device. Anything else runs on burn.
+
+mod backward;
+pub mod burn_io;
+mod cpu;
+mod heads;
+
+pub use cpu::Fused;
+
+use super::burn::Replica;
+use super::{EngineError, EngineState, UpdateEngine};
+use crate::data::{Minibatch, StepStats};
+use burn::tensor::backend::AutodiffBackend;
+use sebulba_core::model::fused::{ObsScaler, covers, params};
+use sebulba_core::model::{ModelSpec, RunningMeanStd};
+
+pub struct FusedEngine<B: AutodiffBackend> {
+    cpu: Fused,
+    /// Holds the burn model (after every update) and Adam state (when saved).
+    home: Replica<B>,
+    obs_norm: Option<f64>,
+}
+
+impl<B: AutodiffBackend> FusedEngine<B> {
+    /// Whether the fused engine covers `spec` on `devices` devices.
+    pub fn check(spec: &ModelSpec, devices: usize) -> Result<(), EngineError> {
+        if devices != 1 {
+            return Err(EngineError::Unsupported(format!(
+                "{devices} devices (it runs on one CPU device)"
+            )));
+        }
+        if !covers(&spec.network) {
+            return Err(EngineError::Unsupported(
+                "LayerNorm (`network.layer_norm`)".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The engine starting from `home`'s parameters and Adam state.
+    pub fn new(spec: &ModelSpec, home: Replica<B>) -> Result<Self, EngineError> {
+        Self::check(spec, 1)?;
+        let mut engine = Self {
+            cpu: Fused::new(spec),
+            home,
+            obs_norm: spec.network.obs_norm.then_some(spec.network.obs_clip),
+        };
+        engine.load_from_home()?;
+        Ok(engine)
+    }
+
+    /// The flat buffers (for tests that compare them with burn's).
+    pub fn cpu(&self) -> &Fused {
+        &self.cpu
+    }
+
+    /// Copies the burn model's parameters, normaliser and Adam state in.
+    fn load_from_home(&mut self) -> Result<(), EngineError> {
+        let model = self.home.model();
+        let f = &mut self.cpu;
+        f.set_scaler(ObsScaler::of_model(model).map_err(record("observation normaliser"))?);
+        f.set_params(params::read_params(f.layout(), model).map_err(record("parameters"))?);
+        let (m1, m2, time) = burn_io::read_adam(f.layout(), model, self.home.optim_record())
+            .map_err(record("Adam state"))?;
+        f.set_adam(m1, m2, time);
+        Ok(())
+    }
+}
+
+fn record(what: &'static str) -> impl Fn(String) -> EngineError {
+    move |reason| EngineError::Record { what, reason }
+}
+
+impl<B: AutodiffBackend> UpdateEngine<B> for FusedEngine<B> {
+    fn name(&self) -> &'static str {
+        "fused"
+    }
+
+    fn values(&mut self, obs: &[f32]) -> Vec<f32> {
+        self.cpu.values(obs)
+    }
+
+    fn set_obs_stats(&mut self, stats: &RunningMeanStd) {
+        self.home.set_obs_stats(stats);
+        if let Some(clip) = self.obs_norm {
+            let (mean, var) = (stats.mean_f32(), stats.var_f32());
+            self.cpu.set_scaler(Some(ObsScaler::new(&mean, &var, clip)));
+        }
+    }
+
+    fn step(&mut self, mb: &Minibatch<'_>) -> Result<StepStats, EngineError> {
+        Ok(self.cpu.step(mb))
+    }
+
+    fn finish_update(&mut self) {
+        let f = &self.cpu;
+        params::write_params(f.layout(), f.params(), self.home.model_mut());
+    }
+
+    fn save(&mut self) -> Result<EngineState, EngineError> {
+        let f = &self.cpu;
+        let (m1, m2, time) = f.adam();
+        let record = burn_io::write_adam(f.layout(), self.home.model(), m1, m2, time)
+            .map_err(record("Adam state"))?;
+        self.home.set_optim_record(record);
+        self.home.save_state()
+    }
+
+    fn load(&mut self, state: &EngineState) -> Result<(), EngineError> {
+        self.home.load_state(state)?;
+        self.load_from_home()
+    }
+
+    fn replicas(&self) -> &[Replica<B>] {
+        std::slice::from_ref(&self.home)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,256 @@
+//! The PPO update, CleanRL-shaped: epochs of shuffled minibatches, each one a
+//! step of the update engine (see [`crate::engine`]), with the statistics
+//! averaged over the steps taken. The clip range may be annealed and a target
+//! KL may end the update early. Minibatch advantage normalisation and the
+//! entropy-estimate noise are drawn here, once per minibatch, so they do not
+//! depend on the engine or the number of devices.
+
+use crate::data::{Minibatch, StepStats, UpdateData, normalize};
+use crate::engine::burn::{BurnEngine, Replica};
+use crate::engine::fused::FusedEngine;
+use crate::engine::{self, EngineError, EngineState, UpdateEngine};
+use burn::tensor::backend::AutodiffBackend;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use sebulba_core::config::{AdvantageNorm, PpoConfig, RunConfig};
+use sebulba_core::distribution::ActionDist;
+use sebulba_core::model::{ActorCritic, ModelSpec, RunningMeanStd};
+
+/// Averages over the minibatch steps of one update.
+#[derive(Debug, Default, Clone, Copy, serde::Serialize)]
+pub struct PpoStats {
+    pub policy_loss: f64,
+    pub value_loss: f64,
+    pub entropy: f64,
+    pub approx_kl: f64,
+    pub clip_fraction: f64,
+    /// Global gradient norm before clipping.
+    pub grad_norm: f64,
+    pub learning_rate: f64,
+    /// The ratio clip range used (after annealing).
+    pub clip_coef: f64,
+    /// Optimizer steps taken (epochs x minibatches unless stopped early).
+    pub minibatch_steps: usize,
+    /// A step's approximate KL exceeded `target_kl`, ending the update.
+    pub early_stopped: bool,
+}
+
+impl PpoStats {
+    fn add(&mut self, s: &StepStats) {
+        self.policy_loss += s.policy_loss;
+        self.value_loss += s.value_loss;
+        self.entropy += s.entropy;
+        self.approx_kl += s.approx_kl;
+        self.clip_fraction += s.clip_fraction;
+        self.grad_norm += s.grad_norm;
+        self.minibatch_steps += 1;
+    }
+
+    fn into_means(mut self, lr: f64, clip: f64) -> Self {
+        let k = self.minibatch_steps.max(1) as f64;
+        for x in [
+            &mut self.policy_loss,
+            &mut self.value_loss,
+            &mut self.entropy,
+            &mut self.approx_kl,
+            &mut self.clip_fraction,
+            &mut self.grad_norm,
+        ] {
+            *x /= k;
+        }
+        (self.learning_rate, self.clip_coef) = (lr, clip);
+        self
+    }
+}
+
+/// PPO's part of a checkpoint: the engine's records and a seed for the
+/// shuffles and noise from here on.
+#[derive(Clone, PartialEq)]
+pub struct PpoState {
+    pub engine: EngineState,
+    pub rng_seed: u64,
+}
+
+pub struct Ppo<B: AutodiffBackend> {
+    engine: Box<dyn UpdateEngine<B>>,
+    dist: ActionDist,
+    rng: StdRng,
+    spec: ModelSpec,
+}
+
+impl<B: AutodiffBackend> Ppo<B> {
+    /// A fresh model (backend RNG seeded with `seed`) on the burn engine over
+    /// `devices`.
+    pub fn new(
+        spec: &ModelSpec,
+        cfg: &PpoConfig,
+        seed: u64,
+        devices: Vec<B::Device>,
+    ) -> Result<Self, EngineError> {
+        let first = devices.first().ok_or(EngineError::NoDevices)?.clone();
+        B::seed(&first, seed);
+        let model = spec.init::<B>(&first);
+        Self::with_model(spec, model, cfg, seed, devices)
+    }
+
+    /// `model` on the burn engine over `devices`. `seed` drives the minibatch
+    /// shuffles and the entropy noise.
+    pub fn with_model(
+        spec: &ModelSpec,
+        model: ActorCritic<B>,
+        cfg: &PpoConfig,
+        seed: u64,
+        devices: Vec<B::Device>,
+    ) -> Result<Self, EngineError> {
+        Ok(Self {
+            engine: Box::new(BurnEngine::new(spec, model, cfg, devices)?),
+            dist: spec.dist(),
+            rng: StdRng::seed_from_u64(seed ^ 0x5eb0_15ba),
+            spec: spec.clone(),
+        })
+    }
+
+    /// The PPO a run's `learner.engine` and `learner.devices` ask for: the
+    /// fused engine where it applies (`auto`) or is asked for, else burn.
+    pub fn for_run(
+        spec: &ModelSpec,
+        cfg: &RunConfig,
+        devices: Vec<B::Device>,
+    ) -> Result<Self, EngineError> {
+        let mut ppo = Self::new(spec, &cfg.ppo, cfg.run.seed, devices)?;
+        let net = &cfg.network;
+        if cfg.learner.engine.use_fused(&cfg.learner.devices, net) {
+            ppo.use_fused()?;
+        }
+        Ok(ppo)
+    }
+
+    /// Switches to the fused CPU engine, starting from the current parameters
+    /// and Adam state.
+    pub fn use_fused(&mut self) -> Result<(), EngineError> {
+        FusedEngine::<B>::check(&self.spec, self.engine.replicas().len())?;
+        let home = self.engine.replicas()[0].fork_single();
+        self.engine = Box::new(FusedEngine::new(&self.spec, home)?);
+        Ok(())
+    }
+
+    /// Which engine takes the steps: `fused` or `burn`.
+    pub fn engine(&self) -> &'static str {
+        self.engine.name()
+    }
+
+    /// The published model (the first replica's; all are identical).
+    pub fn model(&self) -> &ActorCritic<B> {
+        engine::model(self.engine.as_ref())
+    }
+
+    /// Every replica (for tests that check they stay identical).
+    pub fn replicas(&self) -> &[Replica<B>] {
+        self.engine.replicas()
+    }
+
+    /// The model without autodiff, for publishing.
+    pub fn inference_model(&self) -> ActorCritic<B::InnerBackend> {
+        self.engine.replicas()[0].inference_model()
+    }
+
+    /// State values of observation rows `obs` (`[rows * obs_dim]`).
+    pub fn values(&mut self, obs: &[f32]) -> Vec<f32> {
+        self.engine.values(obs)
+    }
+
+    /// Sets the observation normaliser's statistics (before SGD).
+    pub fn set_obs_stats(&mut self, stats: &RunningMeanStd) {
+        self.engine.set_obs_stats(stats);
+    }
+
+    /// What a checkpoint keeps of PPO. The RNG is re-seeded with the saved
+    /// seed, so a run resumed from this point and one that never stopped draw
+    /// the same minibatches.
+    pub fn save_state(&mut self) -> Result<PpoState, EngineError> {
+        let engine = self.engine.save()?;
+        let rng_seed: u64 = self.rng.random();
+        self.rng = StdRng::seed_from_u64(rng_seed);
+        Ok(PpoState { engine, rng_seed })
+    }
+
+    /// Restores a [`PpoState`].
+    pub fn load_state(&mut self, state: &PpoState) -> Result<(), EngineError> {
+        self.engine.load(&state.engine)?;
+        self.rng = StdRng::seed_from_u64(state.rng_seed);
+        Ok(())
+    }
+
+    /// Epochs x minibatches of PPO over `data` at learning rate `lr` and ratio
+    /// clip range `clip`.
+    pub fn update(
+        &mut self,
+        data: &UpdateData,
+        cfg: &PpoConfig,
+        lr: f64,
+        clip: f64,
+    ) -> Result<PpoStats, EngineError> {
+        let n = data.len();
+        let mb_size = n / cfg.minibatches;
+        let mut order: Vec<usize> = (0..n).collect();
+        let mut stats = PpoStats::default();
+        let (mut adv, mut noise) = (Vec::with_capacity(mb_size), Vec::new());
+        'epochs: for _ in 0..cfg.epochs {
+            order.shuffle(&mut self.rng);
+            for idx in order.chunks_exact(mb_size).take(cfg.minibatches) {
+                self.draw_minibatch(data, idx, cfg, &mut adv, &mut noise);
+                let mb = Minibatch {
+                    data,
+                    idx,
+                    adv: &adv,
+                    noise: &noise,
+                    cfg,
+                    lr,
+                    clip,
+                };
+                let step = self.engine.step(&mb)?;
+                if !step.stepped {
+                    stats.early_stopped = true;
+                    break 'epochs;
+                }
+                stats.add(&step);
+            }
+        }
+        self.engine.finish_update();
+        Ok(stats.into_means(lr, clip))
+    }
+
+    /// The minibatch's advantages (normalised over it when asked) and its
+    /// entropy-estimate noise (continuous actions).
+    fn draw_minibatch(
+        &mut self,
+        data: &UpdateData,
+        idx: &[usize],
+        cfg: &PpoConfig,
+        adv: &mut Vec<f32>,
+        noise: &mut Vec<f32>,
+    ) {
+        adv.clear();
+        adv.extend(idx.iter().map(|&i| data.advantages[i]));
+        if cfg.adv_norm == AdvantageNorm::Minibatch {
+            normalize(adv);
+        }
+        noise.clear();
+        if matches!(self.dist, ActionDist::TanhNormal { .. }) {
+            let width = self.dist.action_width();
+            noise.extend((0..idx.len() * width).map(|_| {
+                let z: f32 = self.rng.sample(rand_distr::StandardNormal);
+                z
+            }));
+        }
+    }
+}
+
+/// burn-collective keeps one collective per backend per process: tests that
+/// build several replicas take turns.
+#[cfg(test)]
+pub(crate) static COLLECTIVE_TEST_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,331 @@
+//! The learner role from start to finish: check the run directory (and the
+//! checkpoint to resume from), serve `Learner`, run the update loop on its own
+//! thread with one model replica per learner device, then wait (bounded) for
+//! the final version's evaluation and write the summary.
+
+use crate::checkpoint::{self, Checkpoint};
+use crate::publish::Publisher;
+use crate::service::LearnerService;
+use crate::state::{LiveStats, Shared};
+use crate::summary::Summary;
+use crate::update::{LoopOutcome, UpdateLoop};
+use crate::{LearnerError, ppo, prepare};
+use burn::tensor::backend::AutodiffBackend;
+use sebulba_core::config::RunConfig;
+use sebulba_core::devices::LearnerDevices;
+use sebulba_core::files::{JsonLines, write_atomic, write_json_atomic};
+use sebulba_core::model::ModelSpec;
+use sebulba_proto::EvalReport;
+use sebulba_proto::learner_server::LearnerServer;
+use sebulba_transport::grpc::MAX_MESSAGE_BYTES;
+use sebulba_transport::security::Security;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tonic::service::interceptor::InterceptedService;
+use tracing::{info, warn};
+
+pub struct LearnerOptions {
+    pub config: RunConfig,
+    pub run_dir: PathBuf,
+    /// Parameter server URL (`http://host:port`).
+    pub param_server: String,
+    pub live: Arc<LiveStats>,
+    /// Tokens accepted from actors; the learner token sent when publishing; TLS.
+    pub security: Security,
+    /// Continue from the run directory's `checkpoint.bin`.
+    pub resume: bool,
+}
+
+/// Serves `Learner` on `listener` and trains until the step budget is reached or
+/// `shutdown` fires; writes `config.toml`, `metrics.jsonl`, `final.safetensors`
+/// and `summary.json` in the run directory.
+pub async fn run(
+    listener: TcpListener,
+    opts: LearnerOptions,
+    shutdown: CancellationToken,
+) -> Result<Summary, LearnerError> {
+    let started = Instant::now();
+    let cfg = opts.config;
+    cfg.validate()?;
+    let env = sebulba_core::env::env_spec(&cfg.env.id)?;
+    let run_dir = opts.run_dir;
+    let resume = open_run_dir(&run_dir, &cfg, opts.resume)?;
+    let model_spec = ModelSpec::new(&env, &cfg.network);
+    let shared = Arc::new(Shared::new(cfg.clone(), env));
+    let (queue_tx, queue_rx) = mpsc::channel(cfg.learner.queue_capacity);
+    let server_stop = CancellationToken::new();
+    let server = serve(listener, &opts.security, &shared, queue_tx, &server_stop).await?;
+    let publisher = Publisher::new(&opts.param_server, &opts.security)?;
+    let metrics = JsonLines::append_to(&run_dir.join("metrics.jsonl"))
+        .map_err(|e| LearnerError::Io("metrics.jsonl".into(), e))?;
+    let update_loop = LoopStart {
+        shared: shared.clone(),
+        live: opts.live.clone(),
+        model_spec,
+        publisher: publisher.clone(),
+        metrics,
+        started,
+        run_dir: run_dir.clone(),
+    };
+    let done = on_learner_devices(&cfg, update_loop.with(queue_rx, shutdown.clone(), resume))?;
+    let outcome = done
+        .await
+        .map_err(|_| LearnerError::Thread("it died".into()))
+        .and_then(|r| r);
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(e) => {
+            server_stop.cancel();
+            return Err(e);
+        }
+    };
+    let evals = final_evals(&publisher, &cfg, &outcome, &shutdown).await;
+    let summary = Summary::of_run(&cfg, &outcome, started.elapsed(), &evals, &shared);
+    write_json_atomic(&run_dir.join("summary.json"), &summary)
+        .map_err(|e| LearnerError::Io("summary.json".into(), e))?;
+    info!(env_steps = summary.env_steps, sps = format!("{:.0}", summary.steps_per_second), final_eval = ?summary.final_eval_return_mean, "learner finished");
+    server_stop.cancel();
+    match tokio::time::timeout(Duration::from_secs(5), server).await {
+        Ok(Ok(Err(e))) => warn!("learner server: {e}"),
+        Err(_) => warn!("learner server did not stop within 5 s; leaving it"),
+        _ => {}
+    }
+    Ok(summary)
+}
+
+/// Creates the run directory, reads (and checks) the checkpoint to resume
+/// from before anything is served or written, trims `metrics.jsonl` back to
+/// it, and writes `config.toml`.
+fn open_run_dir(
+    run_dir: &Path,
+    cfg: &RunConfig,
+    resume: bool,
+) -> Result<Option<Checkpoint>, LearnerError> {
+    std::fs::create_dir_all(run_dir)
+        .map_err(|e| LearnerError::Io(run_dir.display().to_string(), e))?;
+    let ck = if resume {
+        let ck = Checkpoint::read(run_dir)?.ok_or_else(|| {
+            LearnerError::Resume(format!("no {} in {}", checkpoint::FILE, run_dir.display()))
+        })?;
+        if ck.meta.env_id != cfg.env.id {
+            return Err(LearnerError::Resume(format!(
+                "field `env.id`: the checkpoint is for {}, this run is {}",
+                ck.meta.env_id, cfg.env.id
+            )));
+        }
+        if ck.meta.network != cfg.network {
+            return Err(LearnerError::Resume(
+                "section `network` differs from the checkpoint's; the weights cannot be loaded"
+                    .into(),
+            ));
+        }
+        info!(
+            env_steps = ck.meta.env_steps,
+            updates = ck.meta.updates,
+            "checkpoint found"
+        );
+        // Updates after the checkpoint are done again: their old lines go.
+        trim_metrics(&run_dir.join("metrics.jsonl"), ck.meta.updates)
+            .map_err(|e| LearnerError::Io("metrics.jsonl".into(), e))?;
+        Some(ck)
+    } else {
+        None
+    };
+    write_atomic(&run_dir.join("config.toml"), cfg.to_toml().as_bytes())
+        .map_err(|e| LearnerError::Io("config.toml".into(), e))?;
+    Ok(ck)
+}
+
+/// Starts the gRPC server (health, reflection, `Learner`) on `listener`.
+async fn serve(
+    listener: TcpListener,
+    security: &Security,
+    shared: &Arc<Shared>,
+    queue: mpsc::Sender<crate::batch::DecodedBatch>,
+    stop: &CancellationToken,
+) -> Result<JoinHandle<Result<(), tonic::transport::Error>>, LearnerError> {
+    let gate = security.gate();
+    let service = LearnerService {
+        shared: shared.clone(),
+        queue,
+        gate: gate.clone(),
+    };
+    let reflection = sebulba_transport::grpc::reflection()?;
+    let health = sebulba_transport::grpc::health(&["sebulba.v1.Learner"]).await;
+    let local = listener
+        .local_addr()
+        .map_err(|e| LearnerError::Io("listener".into(), e))?;
+    let mut builder = sebulba_transport::grpc::server(security)?;
+    let server = builder
+        .add_service(health)
+        .add_service(InterceptedService::new(reflection, gate.any_class()))
+        .add_service(
+            LearnerServer::new(service)
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES),
+        )
+        .serve_with_incoming_shutdown(
+            sebulba_transport::grpc::incoming(listener),
+            stop.clone().cancelled_owned(),
+        );
+    let cfg = &shared.config;
+    info!(%local, env = %cfg.env.id, total_steps = cfg.run.total_steps, tls = security.tls.identity.is_some(), auth = gate.is_enforcing(), "learner serving");
+    Ok(tokio::spawn(server))
+}
+
+/// Work to run with the learner's backend and devices, whichever they are.
+pub trait OnBackend {
+    type Output;
+    fn run<B: AutodiffBackend>(self, devices: Vec<B::Device>)
+    -> Result<Self::Output, LearnerError>;
+}
+
+/// Runs `work` on the backend of `learner.devices`: N CPU replicas, or the
+/// listed CUDA devices (with the `cuda` feature).
+pub fn on_learner_devices<W: OnBackend>(
+    cfg: &RunConfig,
+    work: W,
+) -> Result<W::Output, LearnerError> {
+    match LearnerDevices::parse(&cfg.learner.devices).map_err(LearnerError::Devices)? {
+        LearnerDevices::Cpu(n) => {
+            work.run::<sebulba_core::CpuAutodiff>(vec![Default::default(); n])
+        }
+        #[cfg(feature = "cuda")]
+        LearnerDevices::Cuda(ids) => work
+            .run::<burn::backend::Autodiff<burn_cuda::Cuda<f32, i32>>>(
+                ids.into_iter().map(burn_cuda::CudaDevice::new).collect(),
+            ),
+        #[cfg(not(feature = "cuda"))]
+        LearnerDevices::Cuda(_) => Err(LearnerError::Devices(
+            "cuda devices need a binary built with `--features cuda`".into(),
+        )),
+    }
+}
+
+/// What the update thread starts from, whatever the backend.
+struct LoopStart {
+    shared: Arc<Shared>,
+    live: Arc<LiveStats>,
+    model_spec: ModelSpec,
+    publisher: Publisher,
+    metrics: JsonLines,
+    started: Instant,
+    run_dir: PathBuf,
+}
+
+type Queue = mpsc::Receiver<crate::batch::DecodedBatch>;
+
+struct SpawnLoop(LoopStart, Queue, CancellationToken, Option<Checkpoint>);
+
+impl LoopStart {
+    fn with(self, rx: Queue, stop: CancellationToken, resume: Option<Checkpoint>) -> SpawnLoop {
+        SpawnLoop(self, rx, stop, resume)
+    }
+}
+
+impl OnBackend for SpawnLoop {
+    type Output = oneshot::Receiver<Result<LoopOutcome, LearnerError>>;
+
+    /// Builds PPO on `devices` and runs the update loop on a thread of its
+    /// own; `final.safetensors` is written when it ends.
+    fn run<B: AutodiffBackend>(
+        self,
+        devices: Vec<B::Device>,
+    ) -> Result<Self::Output, LearnerError> {
+        let SpawnLoop(p, rx, stop, resume) = self;
+        let cfg = p.shared.config.clone();
+        info!(devices = ?cfg.learner.devices, "learner replicas");
+        let ppo = ppo::Ppo::<B>::for_run(&p.model_spec, &cfg, devices)?;
+        info!(engine = ppo.engine(), "learner update engine");
+        let final_path = p.run_dir.join("final.safetensors");
+        let mut update_loop = UpdateLoop {
+            normalizers: prepare::Normalizers::new(&cfg, p.model_spec.obs_dim),
+            shared: p.shared,
+            live: p.live,
+            ppo,
+            model_spec: p.model_spec,
+            publisher: p.publisher,
+            rt: tokio::runtime::Handle::current(),
+            metrics: p.metrics,
+            started: p.started,
+            run_dir: p.run_dir,
+        };
+        let (done_tx, done_rx) = oneshot::channel();
+        std::thread::Builder::new()
+            .name("learner-update".into())
+            .spawn(move || {
+                let result = update_loop.run(rx, stop, resume).and_then(|outcome| {
+                    let bytes = update_loop.weights_bytes()?;
+                    write_atomic(&final_path, &bytes)
+                        .map_err(|e| LearnerError::Io("final.safetensors".into(), e))?;
+                    Ok(outcome)
+                });
+                let _ = done_tx.send(result);
+            })
+            .map_err(|e| LearnerError::Thread(e.to_string()))?;
+        Ok(done_rx)
+    }
+}
+
+/// The evaluations the summary reports, once the final version's has arrived
+/// (waiting at most `learner.final_eval_timeout_secs`).
+async fn final_evals(
+    publisher: &Publisher,
+    cfg: &RunConfig,
+    outcome: &LoopOutcome,
+    shutdown: &CancellationToken,
+) -> Vec<EvalReport> {
+    let mut evals = Vec::new();
+    if !outcome.completed {
+        return evals;
+    }
+    let deadline = Instant::now() + Duration::from_secs(cfg.learner.final_eval_timeout_secs);
+    loop {
+        match publisher.evals().await {
+            Ok(r) => evals = r,
+            Err(e) => warn!("reading evaluations: {}", e.message()),
+        }
+        if evals.iter().any(|r| r.version == outcome.final_version)
+            || Instant::now() >= deadline
+            || shutdown.is_cancelled()
+        {
+            break;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+            _ = shutdown.cancelled() => {}
+        }
+    }
+    if !evals.iter().any(|r| r.version == outcome.final_version) {
+        warn!(
+            "no evaluation of the final version {} arrived; summary has none",
+            outcome.final_version
+        );
+    }
+    evals
+}
+
+/// Keeps the lines of `metrics.jsonl` up to update `updates` (atomically).
+fn trim_metrics(path: &Path, updates: u64) -> std::io::Result<()> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let kept: String = text
+        .lines()
+        .filter(|l| {
+            serde_json::from_str::<serde_json::Value>(l)
+                .ok()
+                .and_then(|v| v["update"].as_u64())
+                .is_some_and(|u| u <= updates)
+        })
+        .flat_map(|l| [l, "\n"])
+        .collect();
+    write_atomic(path, kept.as_bytes())
+}

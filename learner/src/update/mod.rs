@@ -1,0 +1,283 @@
+//! The update loop, on its own thread. Each turn: collect `batches_per_update`
+//! fresh batches ([`collect`]), train on them (values, GAE and advantages in
+//! [`crate::prepare`], then [`Ppo::update`]), publish the new version, write a
+//! checkpoint when due and a metrics line ([`record`]).
+
+mod collect;
+mod record;
+
+use crate::LearnerError;
+use crate::accounting::Outcome;
+use crate::batch::DecodedBatch;
+use crate::checkpoint::{Checkpoint, Meta};
+use crate::ppo::{Ppo, PpoStats};
+use crate::prepare::{Normalizers, Prepared, prepare};
+use crate::publish::Publisher;
+use crate::state::{LiveStats, Shared};
+use burn::tensor::backend::AutodiffBackend;
+use record::{Counters, MetricsLine};
+use sebulba_core::files::JsonLines;
+use sebulba_core::model::ModelSpec;
+use sebulba_core::policy::network_to_wire;
+use sebulba_core::weights::to_safetensors;
+use sebulba_proto::Weights;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, error, info, info_span};
+
+pub struct UpdateLoop<B: AutodiffBackend> {
+    pub shared: Arc<Shared>,
+    pub live: Arc<LiveStats>,
+    pub ppo: Ppo<B>,
+    pub model_spec: ModelSpec,
+    pub publisher: Publisher,
+    pub rt: tokio::runtime::Handle,
+    pub metrics: JsonLines,
+    pub started: Instant,
+    pub normalizers: Normalizers,
+    /// Where checkpoints go (`checkpoint.bin`); `learner.checkpoint_interval` says how often.
+    pub run_dir: std::path::PathBuf,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct LoopOutcome {
+    pub env_steps: u64,
+    pub updates: u64,
+    pub final_version: u64,
+    /// The step budget was reached (not stopped from outside).
+    pub completed: bool,
+}
+
+impl<B: AutodiffBackend> UpdateLoop<B> {
+    /// Trains until the step budget is reached, `stop` fires or the queue
+    /// closes; continues from `resume` when given.
+    pub fn run(
+        &mut self,
+        mut rx: mpsc::Receiver<DecodedBatch>,
+        stop: CancellationToken,
+        resume: Option<Checkpoint>,
+    ) -> Result<LoopOutcome, LearnerError> {
+        let mut at = match resume {
+            Some(ck) => self.restore(ck)?,
+            None => Counters {
+                updates: 0,
+                version: 0,
+                env_steps: 0,
+            },
+        };
+        self.publish(at, false)?;
+        let mut completed = false;
+        let (rt, shared, live) = (self.rt.clone(), self.shared.clone(), self.live.clone());
+        while !completed {
+            let steps_before = at.env_steps;
+            let collected = collect::collect(
+                &rt,
+                &mut rx,
+                &stop,
+                &shared,
+                &live,
+                at.version,
+                &mut at.env_steps,
+            );
+            let Some(batches) = collected else { break };
+            let t0 = Instant::now();
+            let (prepared, stats) = self.train(&batches, at, steps_before)?;
+            for b in &batches {
+                shared.accounting.dequeued(&b.actor_id, Outcome::Used);
+            }
+            at.updates += 1;
+            at.version += 1;
+            completed = at.env_steps >= shared.config.run.total_steps;
+            self.publish_and_record(at, completed, t0, &prepared, stats)?;
+        }
+        if !completed {
+            // Stopped from outside (SIGTERM): keep the latest state for `--resume`.
+            self.checkpoint_if(at, |every, u| u > 0 && !u.is_multiple_of(every));
+        }
+        shared.finished.store(true, Ordering::Release);
+        collect::drain(&mut rx, &shared, at.version);
+        Ok(LoopOutcome {
+            env_steps: at.env_steps,
+            updates: at.updates,
+            final_version: at.version,
+            completed,
+        })
+    }
+
+    /// Restores PPO, the normalisers and the counters from a checkpoint.
+    fn restore(&mut self, ck: Checkpoint) -> Result<Counters, LearnerError> {
+        self.ppo.load_state(&ck.ppo)?;
+        self.normalizers.obs = ck.meta.obs_stats;
+        self.normalizers.rewards = ck.meta.reward_scale;
+        let mut at = Counters {
+            updates: ck.meta.updates,
+            version: ck.meta.version,
+            env_steps: ck.meta.env_steps,
+        };
+        // Versions published after the checkpoint may still be held: go on
+        // above them, so followers take the resumed weights as newer.
+        if let Some(held) = self.rt.block_on(self.publisher.latest_version())
+            && held >= at.version
+        {
+            at.version = held + 1;
+        }
+        self.live.env_steps.store(at.env_steps, Ordering::Relaxed);
+        self.live.updates.store(at.updates, Ordering::Relaxed);
+        info!(
+            at.env_steps,
+            at.updates, at.version, "resumed from checkpoint"
+        );
+        Ok(at)
+    }
+
+    /// One PPO update on `batches`, with the learning rate and clip range
+    /// annealed linearly to 0 over the step budget when asked. Each update is
+    /// its own trace, linked to the ingest spans of the batches it used.
+    fn train(
+        &mut self,
+        batches: &[DecodedBatch],
+        at: Counters,
+        steps_before: u64,
+    ) -> Result<(Prepared, PpoStats), LearnerError> {
+        let cfg = self.shared.config.clone();
+        let span = info_span!(
+            parent: None,
+            "update",
+            update = at.updates + 1,
+            version = at.version,
+            samples = cfg.samples_per_update(),
+            batches = batches.len(),
+        );
+        for b in batches {
+            sebulba_transport::trace::link_from_map(&span, &b.trace.ingest);
+        }
+        let _enter = span.enter();
+        let remaining = (1.0 - steps_before as f64 / cfg.run.total_steps as f64).max(0.0);
+        let anneal = |on: bool, x: f64| if on { x * remaining } else { x };
+        let lr = anneal(cfg.ppo.anneal_lr, cfg.ppo.learning_rate);
+        let clip = anneal(cfg.ppo.anneal_clip, cfg.ppo.clip_coef);
+        let obs_dim = self.model_spec.obs_dim;
+        let prepared = info_span!("prepare").in_scope(|| {
+            prepare(
+                batches,
+                at.version,
+                &mut self.ppo,
+                &mut self.normalizers,
+                &cfg,
+                obs_dim,
+            )
+        });
+        let stats = info_span!("sgd", epochs = cfg.ppo.epochs)
+            .in_scope(|| self.ppo.update(&prepared.data, &cfg.ppo, lr, clip))?;
+        Ok((prepared, stats))
+    }
+
+    /// After an update: publish, checkpoint when due, and the metrics line.
+    fn publish_and_record(
+        &mut self,
+        at: Counters,
+        completed: bool,
+        t0: Instant,
+        prepared: &Prepared,
+        stats: PpoStats,
+    ) -> Result<(), LearnerError> {
+        if completed {
+            self.shared.finished.store(true, Ordering::Release);
+        }
+        self.publish(at, completed)?;
+        self.live.updates.store(at.updates, Ordering::Relaxed);
+        self.checkpoint_if(at, |every, u| u.is_multiple_of(every) || completed);
+        let wall = self.started.elapsed().as_secs_f64();
+        let line = MetricsLine::new(
+            at,
+            wall,
+            t0.elapsed().as_secs_f64(),
+            prepared,
+            stats,
+            &self.shared,
+        );
+        if let Some(r) = line.episode_return_mean() {
+            self.live.set_last_return(r);
+        }
+        self.metrics
+            .write(&line)
+            .map_err(|e| LearnerError::Io("metrics.jsonl".into(), e))?;
+        if completed {
+            info!(at.env_steps, at.updates, "step budget reached");
+        }
+        Ok(())
+    }
+
+    /// Writes `checkpoint.bin` when checkpoints are on and `due(interval,
+    /// updates)` says so. A failure (a full disk) is logged and training goes
+    /// on: the previous checkpoint stays intact, and the next interval tries
+    /// again.
+    fn checkpoint_if(&mut self, at: Counters, due: impl Fn(u64, u64) -> bool) {
+        let every = self.shared.config.learner.checkpoint_interval;
+        if every == 0 || !due(every, at.updates) {
+            return;
+        }
+        let span = info_span!("checkpoint", updates = at.updates);
+        let _entered = span.enter();
+        match self.write_checkpoint(at) {
+            Ok(()) => debug!(at.updates, at.version, at.env_steps, "checkpoint written"),
+            Err(e) => error!(at.updates, "checkpoint not written: {e}"),
+        }
+    }
+
+    fn write_checkpoint(&mut self, at: Counters) -> Result<(), LearnerError> {
+        let ppo = self.ppo.save_state()?;
+        let c = &self.shared.config;
+        let ck = Checkpoint {
+            meta: Meta {
+                version: at.version,
+                env_steps: at.env_steps,
+                updates: at.updates,
+                env_id: c.env.id.clone(),
+                network: c.network.clone(),
+                obs_stats: self.normalizers.obs.clone(),
+                reward_scale: self.normalizers.rewards.clone(),
+            },
+            ppo,
+        };
+        Ok(ck.write(&self.run_dir)?)
+    }
+
+    /// safetensors bytes of the current weights.
+    pub fn weights_bytes(&self) -> Result<Vec<u8>, LearnerError> {
+        Ok(to_safetensors(
+            &self.ppo.inference_model(),
+            &self.model_spec,
+        )?)
+    }
+
+    fn publish(&self, at: Counters, final_: bool) -> Result<(), LearnerError> {
+        let version = at.version;
+        let span = info_span!("publish", version);
+        let _entered = span.enter();
+        let bytes = self.weights_bytes()?;
+        // Accept batches of this version before actors can see it.
+        self.shared.version.store(version, Ordering::Release);
+        let c = &self.shared.config;
+        let weights = Weights {
+            version,
+            safetensors: bytes.into(),
+            network: Some(network_to_wire(&c.network)),
+            env_id: c.env.id.clone(),
+            env_steps: at.env_steps,
+            r#final: final_,
+            // Followers' weight refreshes continue this trace.
+            trace_context: sebulba_transport::trace::context_map(&span),
+        };
+        self.rt
+            .block_on(
+                self.publisher
+                    .publish(weights, Duration::from_secs(60))
+                    .instrument(span.clone()),
+            )
+            .map_err(|status| LearnerError::Publish { version, status })
+    }
+}

@@ -1,0 +1,81 @@
+//! One line of `metrics.jsonl` per update: the PPO statistics, the data it
+//! trained on, and the run's counters at that point.
+
+use crate::ppo::PpoStats;
+use crate::prepare::Prepared;
+use crate::state::Shared;
+use crate::summary::Lag;
+use serde::Serialize;
+
+#[derive(Serialize)]
+pub struct MetricsLine {
+    update: u64,
+    version: u64,
+    env_steps: u64,
+    wall_seconds: f64,
+    steps_per_second: f64,
+    samples: usize,
+    #[serde(flatten)]
+    ppo: PpoStats,
+    explained_variance: f64,
+    policy_lag: Lag,
+    reward_scale: f32,
+    episodes: usize,
+    episode_return_mean: Option<f64>,
+    episode_length_mean: Option<f64>,
+    update_seconds: f64,
+    batches_received: u64,
+    batches_used: u64,
+    batches_dropped_stale: u64,
+    batches_rejected: u64,
+}
+
+/// Where the run stands after an update.
+#[derive(Debug, Clone, Copy)]
+pub struct Counters {
+    pub updates: u64,
+    pub version: u64,
+    pub env_steps: u64,
+}
+
+impl MetricsLine {
+    pub fn new(
+        at: Counters,
+        wall_seconds: f64,
+        update_seconds: f64,
+        prepared: &Prepared,
+        ppo: PpoStats,
+        shared: &Shared,
+    ) -> Self {
+        let (counts, _) = shared.accounting.snapshot();
+        let lengths: Vec<f64> = prepared.episode_lengths.iter().map(|&l| l as f64).collect();
+        Self {
+            update: at.updates,
+            version: at.version,
+            env_steps: at.env_steps,
+            wall_seconds,
+            steps_per_second: at.env_steps as f64 / wall_seconds.max(1e-9),
+            samples: prepared.data.len(),
+            ppo,
+            explained_variance: prepared.explained_variance,
+            policy_lag: prepared.lag,
+            reward_scale: prepared.reward_scale,
+            episodes: prepared.episode_returns.len(),
+            episode_return_mean: mean(&prepared.episode_returns),
+            episode_length_mean: mean(&lengths),
+            update_seconds,
+            batches_received: counts.received,
+            batches_used: counts.used,
+            batches_dropped_stale: counts.dropped_stale,
+            batches_rejected: counts.rejected,
+        }
+    }
+
+    pub fn episode_return_mean(&self) -> Option<f64> {
+        self.episode_return_mean
+    }
+}
+
+fn mean(v: &[f64]) -> Option<f64> {
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}

@@ -1,0 +1,121 @@
+//! `sebulba bench learner`: PPO-update throughput (samples/s) for a network
+//! size, batch size and device list, on synthetic but well-formed data.
+
+use burn::tensor::backend::AutodiffBackend;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use sebulba_core::config::RunConfig;
+use sebulba_core::env::{ActionSpace, env_spec};
+use sebulba_core::model::ModelSpec;
+use sebulba_learner::batch::BatchActions;
+use sebulba_learner::data::UpdateData;
+use sebulba_learner::ppo::Ppo;
+use sebulba_learner::run::OnBackend;
+use sebulba_learner::{LearnerError, on_learner_devices};
+use serde::Serialize;
+use std::time::Instant;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LearnerBench {
+    pub env_id: String,
+    pub hidden: Vec<usize>,
+    pub devices: Vec<String>,
+    /// `fused` or `burn` (see `learner.engine`).
+    pub engine: String,
+    pub samples_per_update: usize,
+    pub epochs: usize,
+    pub minibatches: usize,
+    pub updates: usize,
+    pub seconds: f64,
+    /// Update-batch samples consumed per second (each trained `epochs` times).
+    pub samples_per_second: f64,
+    /// Sample-gradient evaluations per second: samples/s x epochs.
+    pub sample_grads_per_second: f64,
+}
+
+/// Times `updates` full PPO updates (after one warm-up) of `samples` samples
+/// on the run's learner devices and engine.
+pub fn bench_learner(
+    cfg: &RunConfig,
+    samples: usize,
+    updates: usize,
+) -> anyhow::Result<LearnerBench> {
+    Ok(on_learner_devices(
+        cfg,
+        Bench {
+            cfg,
+            samples,
+            updates,
+        },
+    )?)
+}
+
+struct Bench<'a> {
+    cfg: &'a RunConfig,
+    samples: usize,
+    updates: usize,
+}
+
+impl OnBackend for Bench<'_> {
+    type Output = LearnerBench;
+
+    fn run<B: AutodiffBackend>(
+        self,
+        devices: Vec<B::Device>,
+    ) -> Result<LearnerBench, LearnerError> {
+        let Bench {
+            cfg,
+            samples,
+            updates,
+        } = self;
+        let env = env_spec(&cfg.env.id)?;
+        let spec = ModelSpec::new(&env, &cfg.network);
+        let mut ppo = Ppo::<B>::for_run(&spec, cfg, devices)?;
+        let data = synthetic(&env.action_space, env.obs_dim, samples, cfg.run.seed);
+        let mut step = || ppo.update(&data, &cfg.ppo, cfg.ppo.learning_rate, cfg.ppo.clip_coef);
+        step()?;
+        let t0 = Instant::now();
+        for _ in 0..updates {
+            step()?;
+        }
+        let seconds = t0.elapsed().as_secs_f64();
+        let sps = (samples * updates) as f64 / seconds.max(1e-9);
+        Ok(LearnerBench {
+            env_id: cfg.env.id.clone(),
+            hidden: cfg.network.hidden.clone(),
+            devices: cfg.learner.devices.clone(),
+            engine: ppo.engine().to_string(),
+            samples_per_update: samples,
+            epochs: cfg.ppo.epochs,
+            minibatches: cfg.ppo.minibatches,
+            updates,
+            seconds,
+            samples_per_second: sps,
+            sample_grads_per_second: sps * cfg.ppo.epochs as f64,
+        })
+    }
+}
+
+/// Random observations, valid actions, plausible log-probs and returns.
+fn synthetic(space: &ActionSpace, obs_dim: usize, n: usize, seed: u64) -> UpdateData {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut uniform = |k: usize, lo: f32, hi: f32| -> Vec<f32> {
+        (0..k).map(|_| rng.random_range(lo..hi)).collect()
+    };
+    let actions = match space {
+        ActionSpace::Discrete { n: a } => {
+            BatchActions::Discrete((0..n).map(|i| (i % a) as i32).collect())
+        }
+        ActionSpace::Box { low, .. } => BatchActions::Continuous(uniform(n * low.len(), -1.0, 1.0)),
+    };
+    UpdateData {
+        obs_dim,
+        observations: uniform(n * obs_dim, -1.0, 1.0),
+        actions,
+        masks: None,
+        old_log_probs: uniform(n, -2.0, -0.1),
+        advantages: uniform(n, -1.0, 1.0),
+        returns: uniform(n, -1.0, 1.0),
+        old_values: uniform(n, -1.0, 1.0),
+    }
+}
