@@ -40,54 +40,13 @@ pub async fn run(
 
     // Roles stop on `roles`; the learner decides when training is over.
     let roles = shutdown.child_token();
-    let mut tasks = tokio::task::JoinSet::new();
-    {
-        let t = roles.clone();
-        let security = security.clone();
-        tasks.spawn(async move {
-            sebulba_param_server::run(ps_listener, &security, t)
-                .await
-                .map_err(anyhow::Error::from)
-                .context("parameter server")
-        });
-    }
-    {
-        let opts = sebulba_evaluator::EvaluatorOptions {
-            param_server: ps_url.clone(),
-            run_dir: run_dir.clone(),
-            interval: config.eval.interval,
-            episodes: config.eval.episodes,
-            seed: config.run.seed,
-            device: sebulba_core::devices::DeviceKind::Cpu,
-            security: security.clone(),
-        };
-        let t = roles.clone();
-        tasks.spawn(async move {
-            sebulba_evaluator::run(opts, t)
-                .await
-                .map(|_| ())
-                .map_err(anyhow::Error::from)
-                .context("evaluator")
-        });
-    }
-    for i in 0..actors {
-        let opts = sebulba_actor::ActorOptions {
-            learner: learner_url.clone(),
-            param_server: ps_url.clone(),
-            name: format!("local-{i}"),
-            send_queue: config.actor.send_queue,
-            device: sebulba_core::devices::DeviceKind::Cpu,
-            security: security.clone(),
-        };
-        let t = roles.clone();
-        tasks.spawn(async move {
-            sebulba_actor::run(opts, t)
-                .await
-                .map(|_| ())
-                .map_err(anyhow::Error::from)
-                .with_context(|| format!("actor {i}"))
-        });
-    }
+    let peers = Peers {
+        ps_url: &ps_url,
+        learner_url: &learner_url,
+        security: &security,
+        roles: &roles,
+    };
+    let mut tasks = spawn_roles(&peers, ps_listener, &config, &run_dir, actors);
 
     let live = Arc::new(sebulba_learner::LiveStats::new());
     let progress = progress::spawn(live.clone(), config.run.total_steps, roles.clone());
@@ -102,21 +61,7 @@ pub async fn run(
     let result = sebulba_learner::run(learner_listener, opts, shutdown.clone()).await;
     roles.cancel();
     let _ = progress.await;
-    let drain = async {
-        while let Some(r) = tasks.join_next().await {
-            match r {
-                Ok(Err(e)) => warn!("{e:#}"),
-                Err(e) => warn!("role task: {e}"),
-                Ok(Ok(())) => {}
-            }
-        }
-    };
-    if tokio::time::timeout(Duration::from_secs(10), drain)
-        .await
-        .is_err()
-    {
-        warn!("some roles did not stop within 10 s");
-    }
+    drain(&mut tasks).await;
     let summary = result.context("learner")?;
     info!(
         run_dir = %run_dir.display(),
@@ -127,4 +72,93 @@ pub async fn run(
         "done"
     );
     Ok((summary, run_dir))
+}
+
+/// Where the roles reach each other, and what stops them.
+struct Peers<'a> {
+    ps_url: &'a str,
+    learner_url: &'a str,
+    security: &'a sebulba_transport::security::Security,
+    roles: &'a CancellationToken,
+}
+
+type Roles = tokio::task::JoinSet<anyhow::Result<()>>;
+
+/// The param-server, the evaluator and `actors` actors, each on a task.
+fn spawn_roles(
+    p: &Peers<'_>,
+    ps_listener: TcpListener,
+    config: &sebulba_core::config::RunConfig,
+    run_dir: &std::path::Path,
+    actors: usize,
+) -> Roles {
+    let mut tasks = Roles::new();
+    {
+        let t = p.roles.clone();
+        let security = p.security.clone();
+        tasks.spawn(async move {
+            sebulba_param_server::run(ps_listener, &security, t)
+                .await
+                .map_err(anyhow::Error::from)
+                .context("parameter server")
+        });
+    }
+    {
+        let opts = sebulba_evaluator::EvaluatorOptions {
+            param_server: p.ps_url.to_string(),
+            run_dir: run_dir.to_path_buf(),
+            interval: config.eval.interval,
+            episodes: config.eval.episodes,
+            seed: config.run.seed,
+            device: sebulba_core::devices::DeviceKind::Cpu,
+            security: p.security.clone(),
+        };
+        let t = p.roles.clone();
+        tasks.spawn(async move {
+            sebulba_evaluator::run(opts, t)
+                .await
+                .map(|_| ())
+                .map_err(anyhow::Error::from)
+                .context("evaluator")
+        });
+    }
+    for i in 0..actors {
+        let opts = sebulba_actor::ActorOptions {
+            learner: p.learner_url.to_string(),
+            param_server: p.ps_url.to_string(),
+            name: format!("local-{i}"),
+            send_queue: config.actor.send_queue,
+            device: sebulba_core::devices::DeviceKind::Cpu,
+            security: p.security.clone(),
+        };
+        let t = p.roles.clone();
+        tasks.spawn(async move {
+            sebulba_actor::run(opts, t)
+                .await
+                .map(|_| ())
+                .map_err(anyhow::Error::from)
+                .with_context(|| format!("actor {i}"))
+        });
+    }
+
+    tasks
+}
+
+/// Waits (at most 10 s) for the roles to stop, logging their errors.
+async fn drain(tasks: &mut Roles) {
+    let all = async {
+        while let Some(r) = tasks.join_next().await {
+            match r {
+                Ok(Err(e)) => warn!("{e:#}"),
+                Err(e) => warn!("role task: {e}"),
+                Ok(Ok(())) => {}
+            }
+        }
+    };
+    if tokio::time::timeout(Duration::from_secs(10), all)
+        .await
+        .is_err()
+    {
+        warn!("some roles did not stop within 10 s");
+    }
 }

@@ -2,6 +2,9 @@
 //! its figures and writes JSON with them. Speeds are printed, never asserted
 //! (only that they were measured: positive and finite).
 
+// Each test is one scenario, read top to bottom.
+#![allow(clippy::too_many_lines)]
+
 mod common;
 
 use common::{bin, read_json, run_dir};

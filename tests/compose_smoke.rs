@@ -11,6 +11,9 @@
 //! Needs Docker with Compose. Under CI (`CI` set) a missing Docker fails the
 //! test; elsewhere it is skipped with the reason printed.
 
+// Each test is one scenario, read top to bottom.
+#![allow(clippy::too_many_lines)]
+
 mod common;
 use common::*;
 use std::path::{Path, PathBuf};

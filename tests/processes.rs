@@ -4,6 +4,9 @@
 //! exports traces to a real OTLP receiver, and the traces connect across
 //! processes: actor rollout -> learner ingest, learner publish -> actor refresh.
 
+// Each test is one scenario, read top to bottom.
+#![allow(clippy::too_many_lines)]
+
 mod common;
 use common::*;
 use std::sync::Mutex;

@@ -4,6 +4,9 @@
 //! an actor with a wrong token exits with a clear error; then a correctly
 //! credentialed actor and evaluator finish a run end to end over TLS.
 
+// Each test is one scenario, read top to bottom.
+#![allow(clippy::too_many_lines)]
+
 mod common;
 
 use common::{

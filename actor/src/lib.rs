@@ -11,8 +11,8 @@ use rollout::{Rollout, RolloutSetup};
 use sebulba_core::distribution::ActionDist;
 use sebulba_core::policy::network_from_wire;
 use sebulba_proto::learner_client::LearnerClient;
-use sebulba_proto::{JoinRequest, PROTOCOL_VERSION, Role, Weights};
-use sebulba_transport::grpc::{MAX_MESSAGE_BYTES, channel};
+use sebulba_proto::{JoinRequest, PROTOCOL_VERSION, Role, RunSpec, TrajectoryBatch, Weights};
+use sebulba_transport::grpc::{MAX_MESSAGE_BYTES, SecureChannel, channel};
 use sebulba_transport::security::{Class, Security};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -124,29 +124,15 @@ async fn session(
     let mut client = LearnerClient::new(ch)
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    let mut join = tonic::Request::new(JoinRequest {
-        protocol_version: PROTOCOL_VERSION,
-        name: opts.name.clone(),
-        role: Role::Actor as i32,
-    });
-    join.set_timeout(Duration::from_secs(10));
-    let joined = match client.join(join).await {
-        Ok(r) if r.get_ref().run_finished => return Ok(SessionEnd::RunFinished),
-        Ok(r) => r.into_inner(),
-        Err(s) if s.code() == tonic::Code::FailedPrecondition => {
-            return Err(ActorError::Fatal(s.message().to_string()));
-        }
-        Err(s) => return Err(unavailable(s)),
+    let Some((actor_id, spec)) = join(&mut client, &opts.name).await? else {
+        return Ok(SessionEnd::RunFinished);
     };
-    let spec = joined
-        .spec
-        .ok_or_else(|| ActorError::Fatal("Join answered without a run spec".into()))?;
     let env =
         sebulba_core::env::env_spec(&spec.env_id).map_err(|e| ActorError::Fatal(e.to_string()))?;
     let network = network_from_wire(&spec.network.unwrap_or_default())
         .map_err(|e| ActorError::Fatal(e.to_string()))?;
     let dist = ActionDist::new(&env.action_space, &network);
-    let span = info_span!("actor", id = %joined.actor_id);
+    let span = info_span!("actor", id = %actor_id);
     info!(parent: &span, env = %spec.env_id, envs = spec.envs_per_actor, steps = spec.rollout_length, "joined");
 
     // Act only with real weights.
@@ -156,11 +142,13 @@ async fn session(
     }
 
     let (batch_tx, batch_rx) = mpsc::channel(opts.send_queue.max(1));
-    let credits = Arc::new(Semaphore::new(opts.send_queue.max(1)));
-    let min_version = Arc::new(AtomicU64::new(0));
+    let flow = Flow {
+        credits: Arc::new(Semaphore::new(opts.send_queue.max(1))),
+        min_version: Arc::new(AtomicU64::new(0)),
+    };
     let stop = shutdown.child_token();
     let setup = RolloutSetup {
-        actor_id: joined.actor_id.clone(),
+        actor_id,
         env,
         dist,
         network,
@@ -173,42 +161,16 @@ async fn session(
         setup,
         weights,
         batch_tx,
-        credits.clone(),
-        min_version.clone(),
+        flow.credits.clone(),
+        flow.min_version.clone(),
         stop.clone(),
         tokio::runtime::Handle::current(),
     )
     .map_err(ActorError::Fatal)?;
     let rollout = tokio::task::spawn_blocking(move || rollout.run());
-
-    let outcome = async {
-        let mut acks = client.stream_trajectories(ReceiverStream::new(batch_rx)).await.map_err(unavailable)?.into_inner();
-        loop {
-            tokio::select! {
-                ack = acks.message() => match ack {
-                    Ok(Some(a)) => {
-                        min_version.fetch_max(a.learner_version, Ordering::AcqRel);
-                        credits.add_permits(1);
-                        if a.accepted {
-                            report.batches_sent += 1;
-                        } else if a.code != 0 {
-                            warn!(sequence = a.sequence, code = a.code, "batch refused: {}", a.message);
-                        } else {
-                            debug!(sequence = a.sequence, "batch not used: {}", a.message);
-                        }
-                        if a.run_finished {
-                            return Ok(SessionEnd::RunFinished);
-                        }
-                    }
-                    Ok(None) => return Err(ActorError::Unavailable("learner closed the stream".into())),
-                    Err(s) => return Err(unavailable(s)),
-                },
-                _ = shutdown.cancelled() => return Ok(SessionEnd::Shutdown),
-            }
-        }
-    }
-    .instrument(span)
-    .await;
+    let outcome = stream(&mut client, batch_rx, &flow, shutdown, report)
+        .instrument(span)
+        .await;
     stop.cancel();
     match rollout.await {
         Ok(Ok(steps)) => report.env_steps += steps,
@@ -216,4 +178,81 @@ async fn session(
         Err(e) => return Err(ActorError::Fatal(format!("rollout thread: {e}"))),
     }
     outcome
+}
+
+/// Joins the run: this actor's id and the run spec, or `None` when the run
+/// has finished.
+async fn join(
+    client: &mut LearnerClient<SecureChannel>,
+    name: &str,
+) -> Result<Option<(String, RunSpec)>, ActorError> {
+    let mut join = tonic::Request::new(JoinRequest {
+        protocol_version: PROTOCOL_VERSION,
+        name: name.to_string(),
+        role: Role::Actor as i32,
+    });
+    join.set_timeout(Duration::from_secs(10));
+    let joined = match client.join(join).await {
+        Ok(r) if r.get_ref().run_finished => return Ok(None),
+        Ok(r) => r.into_inner(),
+        Err(s) if s.code() == tonic::Code::FailedPrecondition => {
+            return Err(ActorError::Fatal(s.message().to_string()));
+        }
+        Err(s) => return Err(unavailable(s)),
+    };
+    let spec = joined
+        .spec
+        .ok_or_else(|| ActorError::Fatal("Join answered without a run spec".into()))?;
+    Ok(Some((joined.actor_id, spec)))
+}
+
+/// The actor's flow control, shared with its rollout thread: one credit per
+/// batch the learner has not taken yet, and the newest learner version heard.
+struct Flow {
+    credits: Arc<Semaphore>,
+    min_version: Arc<AtomicU64>,
+}
+
+/// Streams the rollout's batches and reads the acks until the run finishes,
+/// the stream fails or `shutdown` fires.
+async fn stream(
+    client: &mut LearnerClient<SecureChannel>,
+    batches: mpsc::Receiver<TrajectoryBatch>,
+    flow: &Flow,
+    shutdown: &CancellationToken,
+    report: &mut ActorReport,
+) -> Result<SessionEnd, ActorError> {
+    let mut acks = client
+        .stream_trajectories(ReceiverStream::new(batches))
+        .await
+        .map_err(unavailable)?
+        .into_inner();
+    loop {
+        let a = tokio::select! {
+            ack = acks.message() => match ack {
+                Ok(Some(a)) => a,
+                Ok(None) => return Err(ActorError::Unavailable("learner closed the stream".into())),
+                Err(s) => return Err(unavailable(s)),
+            },
+            _ = shutdown.cancelled() => return Ok(SessionEnd::Shutdown),
+        };
+        flow.min_version
+            .fetch_max(a.learner_version, Ordering::AcqRel);
+        flow.credits.add_permits(1);
+        if a.accepted {
+            report.batches_sent += 1;
+        } else if a.code != 0 {
+            warn!(
+                sequence = a.sequence,
+                code = a.code,
+                "batch refused: {}",
+                a.message
+            );
+        } else {
+            debug!(sequence = a.sequence, "batch not used: {}", a.message);
+        }
+        if a.run_finished {
+            return Ok(SessionEnd::RunFinished);
+        }
+    }
 }

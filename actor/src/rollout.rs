@@ -129,22 +129,11 @@ impl Rollout {
 
     /// Produces batches until stopped or the stream goes away; returns env steps taken.
     pub fn run(mut self) -> Result<u64, EnvError> {
-        let (t_len, e_len, d) = (
-            self.setup.num_steps,
-            self.setup.num_envs,
-            self.setup.env.obs_dim,
-        );
+        let (t_len, e_len) = (self.setup.num_steps, self.setup.num_envs);
         let mut actions = Actions::new(&self.setup.dist, &self.venv, t_len);
-        let mut obs = vec![0.0f32; e_len * d];
-        self.venv.reset(&mut obs);
+        let mut buf = Buffers::new(t_len, e_len, self.setup.env.obs_dim);
+        self.venv.reset(&mut buf.obs);
         let mut step_out: VecStepOut = self.venv.new_step_out();
-        let mut obs_rows = vec![0.0f32; (t_len + 1) * e_len * d];
-        let mut log_probs = vec![0.0f32; t_len * e_len];
-        let mut rewards = vec![0.0f32; t_len * e_len];
-        let mut terminated = vec![0u8; t_len * e_len];
-        let mut truncated = vec![0u8; t_len * e_len];
-        let mut final_obs: Vec<f32> = Vec::new();
-        let mut episodes: Vec<EpisodeStats> = Vec::new();
         let mut sequence = 0u64;
         let mut env_steps = 0u64;
         while !self.stop.is_cancelled() {
@@ -170,62 +159,27 @@ impl Rollout {
             sebulba_transport::trace::link_from_map(&span, &self.weights_trace);
             let act = info_span!(parent: &span, "act");
             let guard = act.enter();
-            obs_rows[..e_len * d].copy_from_slice(&obs);
-            final_obs.clear();
-            episodes.clear();
+            buf.start();
             for t in 0..t_len {
-                let head = self.policy.head(&obs, e_len);
-                let row = t * e_len;
+                let head = self.policy.head(&buf.obs, e_len);
+                let log_probs = buf.log_probs_at(t);
                 let batch = actions
-                    .sample(
-                        t,
-                        &head,
-                        &self.venv,
-                        &mut log_probs[row..row + e_len],
-                        &mut self.rng,
-                    )
+                    .sample(t, &head, &self.venv, log_probs, &mut self.rng)
                     .map_err(|e| EnvError::BadAction {
                         id: self.setup.env.id.clone(),
                         reason: e.to_string(),
                     })?;
                 self.venv.step(batch, &mut step_out)?;
-                rewards[row..row + e_len].copy_from_slice(&step_out.reward);
-                for e in 0..e_len {
-                    terminated[row + e] = step_out.terminated[e] as u8;
-                    truncated[row + e] = step_out.truncated[e] as u8;
-                    if step_out.truncated[e] {
-                        final_obs.extend_from_slice(&step_out.final_obs[e * d..(e + 1) * d]);
-                    }
-                }
-                episodes.extend(step_out.episodes.iter().map(|s| EpisodeStats {
-                    episode_return: s.episode_return,
-                    length: s.length,
-                }));
-                obs.copy_from_slice(&step_out.obs);
-                obs_rows[(t + 1) * e_len * d..(t + 2) * e_len * d].copy_from_slice(&obs);
+                buf.record(t, &step_out);
             }
             env_steps += (t_len * e_len) as u64;
             let (actions_tensor, action_masks) = actions.encode(t_len, e_len);
             drop(guard);
             let send = info_span!(parent: &span, "send", sequence);
-            let batch = TrajectoryBatch {
-                actor_id: self.setup.actor_id.clone(),
-                sequence,
-                policy_version: version,
-                num_steps: t_len as u32,
-                num_envs: e_len as u32,
-                observations: Some(encode_f32(&[t_len + 1, e_len, d], &obs_rows)),
-                actions: Some(actions_tensor),
-                log_probs: Some(encode_f32(&[t_len, e_len], &log_probs)),
-                rewards: Some(encode_f32(&[t_len, e_len], &rewards)),
-                terminated: Some(encode_u8(&[t_len, e_len], &terminated)),
-                truncated: Some(encode_u8(&[t_len, e_len], &truncated)),
-                final_observations: Some(encode_f32(&[final_obs.len() / d, d], &final_obs)),
-                action_masks,
-                player_ids: None,
-                episodes: episodes.clone(),
-                trace_context: sebulba_transport::trace::context_map(&send),
-            };
+            let mut batch = buf.batch(&self.setup.actor_id, sequence, version);
+            batch.actions = Some(actions_tensor);
+            batch.action_masks = action_masks;
+            batch.trace_context = sebulba_transport::trace::context_map(&send);
             sequence += 1;
             let sent = self.rt.block_on(
                 async {
@@ -244,5 +198,97 @@ impl Rollout {
             }
         }
         Ok(env_steps)
+    }
+}
+
+/// One rollout's arrays, reused from rollout to rollout: T+1 observation rows
+/// (row 0 is where the last rollout ended), per-step log-probabilities,
+/// rewards and episode-end flags, the true final observation of each truncated
+/// step, and the episodes that finished.
+struct Buffers {
+    t_len: usize,
+    e_len: usize,
+    d: usize,
+    /// The current observation of every env, `[E * obs_dim]`.
+    obs: Vec<f32>,
+    obs_rows: Vec<f32>,
+    log_probs: Vec<f32>,
+    rewards: Vec<f32>,
+    terminated: Vec<u8>,
+    truncated: Vec<u8>,
+    final_obs: Vec<f32>,
+    episodes: Vec<EpisodeStats>,
+}
+
+impl Buffers {
+    fn new(t_len: usize, e_len: usize, d: usize) -> Self {
+        let n = t_len * e_len;
+        Self {
+            t_len,
+            e_len,
+            d,
+            obs: vec![0.0; e_len * d],
+            obs_rows: vec![0.0; (t_len + 1) * e_len * d],
+            log_probs: vec![0.0; n],
+            rewards: vec![0.0; n],
+            terminated: vec![0; n],
+            truncated: vec![0; n],
+            final_obs: Vec::new(),
+            episodes: Vec::new(),
+        }
+    }
+
+    /// A new rollout starts from the current observations.
+    fn start(&mut self) {
+        let k = self.e_len * self.d;
+        self.obs_rows[..k].copy_from_slice(&self.obs);
+        self.final_obs.clear();
+        self.episodes.clear();
+    }
+
+    fn log_probs_at(&mut self, t: usize) -> &mut [f32] {
+        &mut self.log_probs[t * self.e_len..(t + 1) * self.e_len]
+    }
+
+    /// What step `t` of every env returned.
+    fn record(&mut self, t: usize, out: &VecStepOut) {
+        let (e_len, d) = (self.e_len, self.d);
+        let row = t * e_len;
+        self.rewards[row..row + e_len].copy_from_slice(&out.reward);
+        for e in 0..e_len {
+            self.terminated[row + e] = out.terminated[e] as u8;
+            self.truncated[row + e] = out.truncated[e] as u8;
+            if out.truncated[e] {
+                self.final_obs
+                    .extend_from_slice(&out.final_obs[e * d..(e + 1) * d]);
+            }
+        }
+        self.episodes
+            .extend(out.episodes.iter().map(|s| EpisodeStats {
+                episode_return: s.episode_return,
+                length: s.length,
+            }));
+        self.obs.copy_from_slice(&out.obs);
+        self.obs_rows[(t + 1) * e_len * d..(t + 2) * e_len * d].copy_from_slice(&self.obs);
+    }
+
+    /// The rollout as a batch (without actions, masks and trace context).
+    fn batch(&self, actor_id: &str, sequence: u64, version: u64) -> TrajectoryBatch {
+        let (t, e, d) = (self.t_len, self.e_len, self.d);
+        TrajectoryBatch {
+            actor_id: actor_id.to_string(),
+            sequence,
+            policy_version: version,
+            num_steps: t as u32,
+            num_envs: e as u32,
+            observations: Some(encode_f32(&[t + 1, e, d], &self.obs_rows)),
+            log_probs: Some(encode_f32(&[t, e], &self.log_probs)),
+            rewards: Some(encode_f32(&[t, e], &self.rewards)),
+            terminated: Some(encode_u8(&[t, e], &self.terminated)),
+            truncated: Some(encode_u8(&[t, e], &self.truncated)),
+            final_observations: Some(encode_f32(&[self.final_obs.len() / d, d], &self.final_obs)),
+            episodes: self.episodes.clone(),
+            ..Default::default()
+        }
     }
 }

@@ -1,5 +1,7 @@
 //! Checks every environment against transitions recorded with Gymnasium 1.x
-//! (see `shared/reference/gymnasium/README.md`).
+//! (see `tests/data/gymnasium/README.md`). The tables are copied into this
+//! crate from the project's shared reference folder, where new ones appear;
+//! `SEBULBA_GYM_REFERENCE` points the replay at another folder.
 //!
 //! For each row: set the recorded state (with the dtype Gymnasium held it in),
 //! check the observation function, step with the recorded action through the
@@ -98,12 +100,7 @@ struct Tally {
 
 fn reference_dir() -> PathBuf {
     std::env::var_os("SEBULBA_GYM_REFERENCE").map_or_else(
-        || {
-            PathBuf::from(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../shared/reference/gymnasium"
-            ))
-        },
+        || PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/gymnasium")),
         PathBuf::from,
     )
 }

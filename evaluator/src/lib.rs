@@ -67,16 +67,9 @@ pub async fn run(
     opts: EvaluatorOptions,
     shutdown: CancellationToken,
 ) -> Result<Vec<EvalLine>, EvaluatorError> {
-    let started = Instant::now();
     std::fs::create_dir_all(&opts.run_dir)
         .map_err(|e| EvaluatorError::Io(opts.run_dir.display().to_string(), e))?;
-    let mut out = JsonLines::append_to(&opts.run_dir.join("eval.jsonl"))
-        .map_err(|e| EvaluatorError::Io("eval.jsonl".into(), e))?;
     let (tx, mut rx) = watch::channel::<Option<Arc<Weights>>>(None);
-    let client = ParameterServerClient::new(
-        channel(&opts.param_server, &opts.security, Some(Class::ReadOnly))
-            .map_err(|e| EvaluatorError::Transport(e.to_string()))?,
-    );
     let mut follower = tokio::spawn(sebulba_transport::follow::follow_weights(
         opts.param_server.clone(),
         opts.security.clone(),
@@ -84,17 +77,14 @@ pub async fn run(
         tx,
         shutdown.child_token(),
     ));
-    let mut policy: Option<InferencePolicy> = None;
-    let mut last: Option<u64> = None;
-    let mut best = f64::NEG_INFINITY;
-    let mut lines = Vec::new();
+    let mut ev = Evaluator::new(&opts)?;
     loop {
         tokio::select! {
             r = rx.changed() => if r.is_err() {
                 // The follower gave up: refused credentials end the evaluator.
                 return match (&mut follower).await {
                     Ok(Err(s)) => Err(EvaluatorError::Transport(format!("parameter server: {}", s.message()))),
-                    _ => Ok(lines),
+                    _ => Ok(ev.lines),
                 };
             },
             _ = shutdown.cancelled() => break,
@@ -102,91 +92,130 @@ pub async fn run(
         let Some(w) = rx.borrow_and_update().clone() else {
             continue;
         };
-        let due = w.r#final || last.is_none_or(|l| w.version >= l + opts.interval);
-        if !due || last == Some(w.version) {
+        let due = w.r#final || ev.last.is_none_or(|l| w.version >= l + opts.interval);
+        if !due || ev.last == Some(w.version) {
             continue;
         }
-        let env =
-            sebulba_core::env::env_spec(&w.env_id).map_err(|e| EvaluatorError::BadWeights {
-                version: w.version,
-                reason: e.to_string(),
-            })?;
-        let network = network_from_wire(&w.network.clone().unwrap_or_default()).map_err(|e| {
-            EvaluatorError::BadWeights {
-                version: w.version,
-                reason: e.to_string(),
-            }
-        })?;
-        let mut p = match policy.take() {
-            Some(p) if p.spec().network == network && p.spec().obs_dim == env.obs_dim => p,
-            _ => InferencePolicy::new(&env, &network, opts.device).map_err(|e| {
-                EvaluatorError::BadWeights {
-                    version: w.version,
-                    reason: e.to_string(),
-                }
-            })?,
+        let Some(line) = ev.evaluate(&w).await? else {
+            continue;
         };
+        ev.record(&w, line, &shutdown).await?;
+        if w.r#final {
+            break;
+        }
+    }
+    follower.abort();
+    Ok(ev.lines)
+}
+
+/// The evaluator's state between versions.
+struct Evaluator<'a> {
+    opts: &'a EvaluatorOptions,
+    started: Instant,
+    out: JsonLines,
+    client: ParameterServerClient<SecureChannel>,
+    /// Kept across versions of the same network (reloaded in place).
+    policy: Option<InferencePolicy>,
+    last: Option<u64>,
+    best: f64,
+    lines: Vec<EvalLine>,
+}
+
+impl<'a> Evaluator<'a> {
+    fn new(opts: &'a EvaluatorOptions) -> Result<Self, EvaluatorError> {
+        let out = JsonLines::append_to(&opts.run_dir.join("eval.jsonl"))
+            .map_err(|e| EvaluatorError::Io("eval.jsonl".into(), e))?;
+        let client = ParameterServerClient::new(
+            channel(&opts.param_server, &opts.security, Some(Class::ReadOnly))
+                .map_err(|e| EvaluatorError::Transport(e.to_string()))?,
+        );
+        Ok(Self {
+            opts,
+            started: Instant::now(),
+            out,
+            client,
+            policy: None,
+            last: None,
+            best: f64::NEG_INFINITY,
+            lines: Vec::new(),
+        })
+    }
+
+    /// The policy for version `w`: the current one reloaded when the network
+    /// is unchanged, else a new one.
+    fn policy_for(&mut self, w: &Weights) -> Result<InferencePolicy, EvaluatorError> {
+        let bad = |reason: String| EvaluatorError::BadWeights {
+            version: w.version,
+            reason,
+        };
+        let env = sebulba_core::env::env_spec(&w.env_id).map_err(|e| bad(e.to_string()))?;
+        let network = network_from_wire(&w.network.clone().unwrap_or_default())
+            .map_err(|e| bad(e.to_string()))?;
+        match self.policy.take() {
+            Some(p) if p.spec().network == network && p.spec().obs_dim == env.obs_dim => Ok(p),
+            _ => InferencePolicy::new(&env, &network, self.opts.device)
+                .map_err(|e| bad(e.to_string())),
+        }
+    }
+
+    /// Plays the episodes of version `w` on a blocking thread (its span
+    /// continues the trace of the publish that made it); `None` when its
+    /// weights do not load.
+    async fn evaluate(&mut self, w: &Weights) -> Result<Option<EvalLine>, EvaluatorError> {
+        let mut p = self.policy_for(w)?;
         if let Err(e) = p.load(w.version, w.safetensors.to_vec()) {
             warn!(version = w.version, "skipping unloadable weights: {e}");
-            policy = Some(p);
-            continue;
+            self.policy = Some(p);
+            return Ok(None);
         }
-        let (episodes, seed, env_id) = (
-            opts.episodes,
-            sebulba_core::config::eval_seed(opts.seed),
-            w.env_id.clone(),
-        );
+        let episodes = self.opts.episodes;
+        let seed = sebulba_core::config::eval_seed(self.opts.seed);
+        let env_id = w.env_id.clone();
         let t0 = Instant::now();
-        // Continues the trace of the publish that made this version.
         let span = info_span!("evaluate", version = w.version, episodes);
         sebulba_transport::trace::set_parent_from_map(&span, &w.trace_context);
-        let play_span = span.clone();
         let (p, results) = tokio::task::spawn_blocking(move || {
-            let _e = play_span.enter();
+            let _e = span.enter();
             let r = play_episodes(&p, &env_id, episodes, seed);
             (p, r)
         })
         .await
         .map_err(|e| EvaluatorError::Task(e.to_string()))?;
-        policy = Some(p);
+        self.policy = Some(p);
         let results = results.map_err(|e| EvaluatorError::BadWeights {
             version: w.version,
             reason: e.to_string(),
         })?;
-        last = Some(w.version);
-        let line = EvalLine {
-            version: w.version,
-            env_steps: w.env_steps,
-            return_mean: results.mean(),
-            return_std: results.std(),
-            return_min: results
-                .returns
-                .iter()
-                .copied()
-                .fold(f64::INFINITY, f64::min),
-            return_max: results
-                .returns
-                .iter()
-                .copied()
-                .fold(f64::NEG_INFINITY, f64::max),
-            length_mean: results.lengths.iter().map(|&l| l as f64).sum::<f64>()
-                / results.lengths.len().max(1) as f64,
-            episodes: results.returns.len(),
-            r#final: w.r#final,
-            eval_seconds: t0.elapsed().as_secs_f64(),
-            wall_seconds: started.elapsed().as_secs_f64(),
-        };
+        self.last = Some(w.version);
+        let wall = self.started.elapsed().as_secs_f64();
+        Ok(Some(EvalLine::new(
+            w,
+            &results,
+            t0.elapsed().as_secs_f64(),
+            wall,
+        )))
+    }
+
+    /// Writes the line to `eval.jsonl`, keeps the best weights, and files the
+    /// score with the parameter server.
+    async fn record(
+        &mut self,
+        w: &Weights,
+        line: EvalLine,
+        shutdown: &CancellationToken,
+    ) -> Result<(), EvaluatorError> {
         info!(
             version = line.version,
             env_steps = line.env_steps,
             return_mean = format!("{:.1}", line.return_mean),
             "evaluated"
         );
-        out.write(&line)
+        self.out
+            .write(&line)
             .map_err(|e| EvaluatorError::Io("eval.jsonl".into(), e))?;
-        if line.return_mean > best {
-            best = line.return_mean;
-            write_atomic(&opts.run_dir.join("best.safetensors"), &w.safetensors)
+        if line.return_mean > self.best {
+            self.best = line.return_mean;
+            write_atomic(&self.opts.run_dir.join("best.safetensors"), &w.safetensors)
                 .map_err(|e| EvaluatorError::Io("best.safetensors".into(), e))?;
         }
         let report = EvalReport {
@@ -197,16 +226,34 @@ pub async fn run(
             episodes: line.episodes as u32,
             r#final: line.r#final,
         };
-        report_eval(client.clone(), report, &shutdown)
+        let span = info_span!("report_eval", version = line.version);
+        sebulba_transport::trace::set_parent_from_map(&span, &w.trace_context);
+        report_eval(self.client.clone(), report, shutdown)
             .instrument(span)
             .await;
-        lines.push(line);
-        if w.r#final {
-            break;
+        self.lines.push(line);
+        Ok(())
+    }
+}
+
+impl EvalLine {
+    fn new(w: &Weights, results: &EpisodeResults, eval_seconds: f64, wall_seconds: f64) -> Self {
+        let returns = || results.returns.iter().copied();
+        Self {
+            version: w.version,
+            env_steps: w.env_steps,
+            return_mean: results.mean(),
+            return_std: results.std(),
+            return_min: returns().fold(f64::INFINITY, f64::min),
+            return_max: returns().fold(f64::NEG_INFINITY, f64::max),
+            length_mean: results.lengths.iter().map(|&l| l as f64).sum::<f64>()
+                / results.lengths.len().max(1) as f64,
+            episodes: results.returns.len(),
+            r#final: w.r#final,
+            eval_seconds,
+            wall_seconds,
         }
     }
-    follower.abort();
-    Ok(lines)
 }
 
 /// Files a score with the parameter server, retrying briefly; a failure only costs the summary.

@@ -234,6 +234,10 @@ pub fn explained_variance(values: &[f32], returns: &[f32]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use burn::module::Param;
+    use burn::tensor::{Tensor, TensorData};
+    use sebulba_core::CpuAutodiff;
+    use sebulba_core::model::{ActorCritic, ModelSpec};
 
     #[test]
     fn explained_variance_of_perfect_and_constant_critics() {
@@ -274,47 +278,106 @@ mod tests {
         }
     }
 
+    /// A CartPole model whose value is `tanh(obs[0])`: one-unit critic
+    /// torso reading the first feature, value head 1 x that, no biases.
+    fn tanh_critic(spec: &ModelSpec) -> ActorCritic<CpuAutodiff> {
+        let dev = Default::default();
+        let mut m = spec.init::<CpuAutodiff>(&dev);
+        let critic = m.critic.as_mut().expect("separate critic");
+        let t = |v: Vec<f32>, shape: [usize; 2]| {
+            Param::from_tensor(Tensor::from_data(TensorData::new(v, shape), &dev))
+        };
+        let zero = |p: &Param<Tensor<CpuAutodiff, 1>>| Param::from_tensor(p.val().zeros_like());
+        critic.layers[0].weight = t(vec![1.0, 0.0, 0.0, 0.0], [4, 1]);
+        critic.layers[0].bias = critic.layers[0].bias.as_ref().map(zero);
+        m.value_head.weight = t(vec![1.0], [1, 1]);
+        m.value_head.bias = m.value_head.bias.as_ref().map(zero);
+        m
+    }
+
+    /// GAE written out independently: per env, backwards in time.
+    fn reference_gae(b: &DecodedBatch, gamma: f64, lambda: f64) -> (Vec<f64>, Vec<f64>) {
+        let (t_len, e_len) = (b.num_steps, b.num_envs);
+        let v = |row: usize| (b.observations[row * 4] as f64).tanh();
+        let (mut adv, mut values) = (vec![0.0; t_len * e_len], vec![0.0; t_len * e_len]);
+        let mut finals = b.final_observations.chunks(4);
+        let final_value: Vec<Option<f64>> = b
+            .truncated
+            .iter()
+            .map(|&tr| (tr == 1).then(|| (finals.next().unwrap()[0] as f64).tanh()))
+            .collect();
+        for e in 0..e_len {
+            let mut next = 0.0;
+            for t in (0..t_len).rev() {
+                let i = t * e_len + e;
+                let (boot, carry) = match (b.terminated[i], final_value[i]) {
+                    (1, _) => (0.0, 0.0),
+                    (_, Some(fv)) => (fv, 0.0),
+                    _ => (v(i + e_len), next),
+                };
+                next = b.rewards[i] as f64 + gamma * boot - v(i) + gamma * lambda * carry;
+                adv[i] = next;
+                values[i] = v(i);
+            }
+        }
+        let ret = adv.iter().zip(&values).map(|(a, v)| a + v).collect();
+        (adv, ret)
+    }
+
     #[test]
-    fn advantage_statistics_are_global_whatever_the_device_count() {
-        let _turn = crate::ppo::COLLECTIVE_TEST_LOCK
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+    fn values_gae_and_normalisation_follow_an_independent_computation_in_both_engines() {
         let mut cfg = RunConfig::preset("CartPole-v1").unwrap();
-        cfg.network.obs_norm = true;
-        cfg.ppo.scale_rewards = true;
-        let spec = sebulba_core::model::ModelSpec::new(
+        cfg.network.hidden = vec![1];
+        cfg.ppo.adv_norm = AdvantageNorm::Off;
+        let spec = ModelSpec::new(
             &sebulba_core::env::env_spec("CartPole-v1").unwrap(),
             &cfg.network,
         );
         let batches = [batch("a", 1), batch("b", 2)];
-        let dev = burn::tensor::Device::<sebulba_core::CpuAutodiff>::default();
-        // One initial model for both (burn's init RNG is shared with parallel tests).
-        let init = spec.init::<sebulba_core::CpuAutodiff>(&dev);
-        let mut out = Vec::new();
-        for devices in [vec![dev], vec![dev, dev]] {
-            let mut ppo = Ppo::with_model(&spec, init.clone(), &cfg.ppo, 5, devices).unwrap();
-            let mut norms = Normalizers::new(&cfg, 4);
-            out.push(prepare(&batches, 0, &mut ppo, &mut norms, &cfg, 4));
+        let (gamma, lambda) = (cfg.ppo.gamma, cfg.ppo.gae_lambda);
+        let mut want_adv = Vec::new();
+        let mut want_ret = Vec::new();
+        for b in &batches {
+            let (a, r) = reference_gae(b, gamma, lambda);
+            want_adv.extend(a);
+            want_ret.extend(r);
         }
-        burn_collective::reset_collective::<sebulba_core::CpuBackend>();
-        let (one, two) = (&out[0].data, &out[1].data);
-        assert_eq!(one.advantages, two.advantages);
-        assert_eq!(one.returns, two.returns);
-        assert_eq!(out[0].explained_variance, out[1].explained_variance);
-        // Normalised once over all 48 samples of the update: mean 0, std 1.
-        let n = one.advantages.len() as f64;
-        let mean = one.advantages.iter().map(|&a| a as f64).sum::<f64>() / n;
-        let std = (one
-            .advantages
-            .iter()
-            .map(|&a| (a as f64 - mean).powi(2))
-            .sum::<f64>()
-            / n)
-            .sqrt();
-        assert_eq!(n, 48.0);
-        assert!(
-            mean.abs() < 1e-6 && (std - 1.0).abs() < 1e-6,
-            "{mean} {std}"
-        );
+        for fused in [false, true] {
+            let dev = Default::default();
+            let mut ppo =
+                Ppo::with_model(&spec, tanh_critic(&spec), &cfg.ppo, 5, vec![dev]).unwrap();
+            if fused {
+                ppo.use_fused().unwrap();
+            }
+            let engine = ppo.engine();
+            let mut norms = Normalizers::new(&cfg, 4);
+            let out = prepare(&batches, 0, &mut ppo, &mut norms, &cfg, 4);
+            let close = |got: &[f32], want: &[f64]| {
+                got.len() == want.len()
+                    && got
+                        .iter()
+                        .zip(want)
+                        .all(|(g, w)| (*g as f64 - w).abs() < 1e-5)
+            };
+            assert!(
+                close(&out.data.advantages, &want_adv),
+                "{engine}: {:?}",
+                out.data.advantages
+            );
+            assert!(close(&out.data.returns, &want_ret), "{engine}");
+            // Normalised once over all 48 samples of the update: mean 0, std 1.
+            cfg.ppo.adv_norm = AdvantageNorm::Update;
+            let mut norms = Normalizers::new(&cfg, 4);
+            let normed = prepare(&batches, 0, &mut ppo, &mut norms, &cfg, 4)
+                .data
+                .advantages;
+            cfg.ppo.adv_norm = AdvantageNorm::Off;
+            let n = want_adv.len() as f64;
+            let mean = want_adv.iter().sum::<f64>() / n;
+            let std = (want_adv.iter().map(|a| (a - mean).powi(2)).sum::<f64>() / n).sqrt();
+            let want: Vec<f64> = want_adv.iter().map(|a| (a - mean) / std).collect();
+            assert_eq!(normed.len(), 48);
+            assert!(close(&normed, &want), "{engine}: {normed:?}");
+        }
     }
 }

@@ -216,7 +216,7 @@ impl Learner for LearnerService {
 mod tests {
     use super::*;
     use sebulba_core::config::RunConfig;
-    use sebulba_proto::{encode_f32, encode_i32, encode_u8};
+    use sebulba_proto::encode_f32;
 
     fn service() -> (LearnerService, mpsc::Receiver<DecodedBatch>) {
         let mut cfg = RunConfig::preset("CartPole-v1").unwrap();
@@ -243,19 +243,8 @@ mod tests {
     }
 
     fn batch(actor: &str) -> TrajectoryBatch {
-        TrajectoryBatch {
-            actor_id: actor.into(),
-            num_steps: 1,
-            num_envs: 2,
-            observations: Some(encode_f32(&[2, 2, 4], &[0.0; 16])),
-            actions: Some(encode_i32(&[1, 2], &[0, 1])),
-            log_probs: Some(encode_f32(&[1, 2], &[-0.69; 2])),
-            rewards: Some(encode_f32(&[1, 2], &[1.0; 2])),
-            terminated: Some(encode_u8(&[1, 2], &[0, 0])),
-            truncated: Some(encode_u8(&[1, 2], &[0, 0])),
-            final_observations: Some(encode_f32(&[0, 4], &[])),
-            ..Default::default()
-        }
+        let env = sebulba_core::env::env_spec("CartPole-v1").unwrap();
+        sebulba_testkit::valid_batch(&env, 1, 2, actor, 0, 0)
     }
 
     #[tokio::test]
@@ -326,5 +315,12 @@ mod tests {
             .unwrap();
         assert!(ack.run_finished && !ack.accepted);
         assert_eq!(svc.shared.accounting.snapshot().0.dropped_shutdown, 1);
+        // And a Join after the run says so in a field, not an error.
+        let late = svc
+            .join(join_req(PROTOCOL_VERSION))
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(late.run_finished && late.spec.is_none() && late.actor_id.is_empty());
     }
 }

@@ -90,6 +90,69 @@ impl Expect<'_> {
 
 /// Decodes and validates `b` against `expect`. The actor id is checked by the caller.
 pub fn decode_batch(b: &TrajectoryBatch, expect: &Expect<'_>) -> Result<DecodedBatch, Rejection> {
+    check_envelope(b, expect)?;
+    let (t, e) = (b.num_steps as usize, b.num_envs as usize);
+    let d = expect.env.obs_dim as u32;
+    let (tu, eu) = (t as u32, e as u32);
+    let observations = decode_f32(b.observations.as_ref(), "observations", &[tu + 1, eu, d])?;
+    check_finite("observations", &observations)?;
+    let actions = decode_actions(b, &expect.env.action_space)?;
+    let action_masks = decode_masks(b, &expect.env.action_space, &actions)?;
+    let log_probs = decode_f32(b.log_probs.as_ref(), "log_probs", &[tu, eu])?;
+    check_finite("log_probs", &log_probs)?;
+    // A probability is at most 1; a density (continuous actions) may exceed it.
+    let discrete = matches!(actions, BatchActions::Discrete(_));
+    if let Some(i) = log_probs.iter().position(|&lp| discrete && lp > 1e-4) {
+        return Err(reject(
+            Code::InvalidArgument,
+            "out_of_range",
+            format!(
+                "field `log_probs`: {} at flat index {i} is a positive log-probability",
+                log_probs[i]
+            ),
+        ));
+    }
+    let rewards = decode_f32(b.rewards.as_ref(), "rewards", &[tu, eu])?;
+    check_finite("rewards", &rewards)?;
+    let terminated = decode_u8(b.terminated.as_ref(), "terminated", &[tu, eu])?;
+    check_flags("terminated", &terminated)?;
+    let truncated = decode_u8(b.truncated.as_ref(), "truncated", &[tu, eu])?;
+    check_flags("truncated", &truncated)?;
+    let k = truncated.iter().filter(|&&x| x == 1).count() as u32;
+    let final_observations =
+        decode_f32(b.final_observations.as_ref(), "final_observations", &[k, d])?;
+    check_finite("final_observations", &final_observations)?;
+    if b.player_ids.is_some() {
+        return Err(reject(
+            Code::FailedPrecondition,
+            "spec",
+            "field `player_ids`: this run's environment has one player",
+        ));
+    }
+    let (episode_returns, episode_lengths) = decode_episodes(b)?;
+    Ok(DecodedBatch {
+        actor_id: b.actor_id.clone(),
+        sequence: b.sequence,
+        policy_version: b.policy_version,
+        num_steps: t,
+        num_envs: e,
+        observations,
+        actions,
+        action_masks,
+        log_probs,
+        rewards,
+        terminated,
+        truncated,
+        final_observations,
+        episode_returns,
+        episode_lengths,
+        ack_to: None,
+        trace: BatchTrace::default(),
+    })
+}
+
+/// What is checked before a tensor is decoded: the size, T x E and the version.
+fn check_envelope(b: &TrajectoryBatch, expect: &Expect<'_>) -> Result<(), Rejection> {
     let (size, limit) = (b.encoded_len(), expect.max_batch_bytes());
     if size > limit {
         return Err(reject(
@@ -122,11 +185,12 @@ pub fn decode_batch(b: &TrajectoryBatch, expect: &Expect<'_>) -> Result<DecodedB
             ),
         ));
     }
-    let d = expect.env.obs_dim as u32;
-    let (tu, eu) = (t as u32, e as u32);
-    let observations = decode_f32(b.observations.as_ref(), "observations", &[tu + 1, eu, d])?;
-    check_finite("observations", &observations)?;
-    let actions = match &expect.env.action_space {
+    Ok(())
+}
+
+fn decode_actions(b: &TrajectoryBatch, space: &ActionSpace) -> Result<BatchActions, Rejection> {
+    let (tu, eu) = (b.num_steps, b.num_envs);
+    match space {
         ActionSpace::Discrete { n } => {
             let a = decode_i32(b.actions.as_ref(), "actions", &[tu, eu])?;
             if let Some(i) = a.iter().position(|&x| x < 0 || x as usize >= *n) {
@@ -139,38 +203,27 @@ pub fn decode_batch(b: &TrajectoryBatch, expect: &Expect<'_>) -> Result<DecodedB
                     ),
                 ));
             }
-            BatchActions::Discrete(a)
+            Ok(BatchActions::Discrete(a))
         }
         ActionSpace::Box { low, .. } => {
             let a = decode_f32(b.actions.as_ref(), "actions", &[tu, eu, low.len() as u32])?;
             check_finite("actions", &a)?;
-            BatchActions::Continuous(a)
+            Ok(BatchActions::Continuous(a))
         }
-    };
-    let action_masks = match (&b.action_masks, &expect.env.action_space, &actions) {
-        (None, _, _) => None,
-        (Some(m), ActionSpace::Discrete { n }, BatchActions::Discrete(taken)) => {
-            let m = decode_u8(Some(m), "action_masks", &[tu, eu, *n as u32])?;
-            check_flags("action_masks", &m)?;
-            for (i, &a) in taken.iter().enumerate() {
-                let row = &m[i * n..(i + 1) * n];
-                if row.iter().all(|&x| x == 0) {
-                    return Err(reject(
-                        Code::InvalidArgument,
-                        "mask",
-                        format!("field `action_masks`: step {i} allows no action"),
-                    ));
-                }
-                if row[a as usize] == 0 {
-                    return Err(reject(
-                        Code::InvalidArgument,
-                        "mask",
-                        format!("field `action_masks`: step {i} forbids the taken action {a}"),
-                    ));
-                }
-            }
-            Some(m)
-        }
+    }
+}
+
+/// The action masks, when sent: flags, at least one allowed action per step,
+/// and the taken action among them.
+fn decode_masks(
+    b: &TrajectoryBatch,
+    space: &ActionSpace,
+    actions: &BatchActions,
+) -> Result<Option<Vec<u8>>, Rejection> {
+    let (tu, eu) = (b.num_steps, b.num_envs);
+    let (m, n, taken) = match (&b.action_masks, space, actions) {
+        (None, _, _) => return Ok(None),
+        (Some(m), ActionSpace::Discrete { n }, BatchActions::Discrete(taken)) => (m, *n, taken),
         (Some(_), _, _) => {
             return Err(reject(
                 Code::FailedPrecondition,
@@ -179,100 +232,70 @@ pub fn decode_batch(b: &TrajectoryBatch, expect: &Expect<'_>) -> Result<DecodedB
             ));
         }
     };
-    let log_probs = decode_f32(b.log_probs.as_ref(), "log_probs", &[tu, eu])?;
-    check_finite("log_probs", &log_probs)?;
-    // A probability is at most 1; a density (continuous actions) may exceed it.
-    let discrete = matches!(actions, BatchActions::Discrete(_));
-    if let Some(i) = log_probs.iter().position(|&lp| discrete && lp > 1e-4) {
-        return Err(reject(
-            Code::InvalidArgument,
-            "out_of_range",
-            format!(
-                "field `log_probs`: {} at flat index {i} is a positive log-probability",
-                log_probs[i]
-            ),
-        ));
-    }
-    let rewards = decode_f32(b.rewards.as_ref(), "rewards", &[tu, eu])?;
-    check_finite("rewards", &rewards)?;
-    let terminated = decode_u8(b.terminated.as_ref(), "terminated", &[tu, eu])?;
-    check_flags("terminated", &terminated)?;
-    let truncated = decode_u8(b.truncated.as_ref(), "truncated", &[tu, eu])?;
-    check_flags("truncated", &truncated)?;
-    let k = truncated.iter().filter(|&&x| x == 1).count() as u32;
-    let final_observations =
-        decode_f32(b.final_observations.as_ref(), "final_observations", &[k, d])?;
-    check_finite("final_observations", &final_observations)?;
-    if b.player_ids.is_some() {
-        return Err(reject(
-            Code::FailedPrecondition,
-            "spec",
-            "field `player_ids`: this run's environment has one player",
-        ));
-    }
-    let mut episode_returns = Vec::with_capacity(b.episodes.len());
-    let mut episode_lengths = Vec::with_capacity(b.episodes.len());
-    for (i, ep) in b.episodes.iter().enumerate() {
-        if !ep.episode_return.is_finite() || ep.length == 0 {
+    let m = decode_u8(Some(m), "action_masks", &[tu, eu, n as u32])?;
+    check_flags("action_masks", &m)?;
+    for (i, &a) in taken.iter().enumerate() {
+        let row = &m[i * n..(i + 1) * n];
+        if row.iter().all(|&x| x == 0) {
             return Err(reject(
                 Code::InvalidArgument,
-                "non_finite",
+                "mask",
+                format!("field `action_masks`: step {i} allows no action"),
+            ));
+        }
+        if row[a as usize] == 0 {
+            return Err(reject(
+                Code::InvalidArgument,
+                "mask",
+                format!("field `action_masks`: step {i} forbids the taken action {a}"),
+            ));
+        }
+    }
+    Ok(Some(m))
+}
+
+/// Finished-episode statistics: finite returns, lengths of at least one step.
+fn decode_episodes(b: &TrajectoryBatch) -> Result<(Vec<f64>, Vec<u32>), Rejection> {
+    let mut returns = Vec::with_capacity(b.episodes.len());
+    let mut lengths = Vec::with_capacity(b.episodes.len());
+    for (i, ep) in b.episodes.iter().enumerate() {
+        if !ep.episode_return.is_finite() || ep.length == 0 {
+            let reason = if ep.length == 0 {
+                "out_of_range"
+            } else {
+                "non_finite"
+            };
+            return Err(reject(
+                Code::InvalidArgument,
+                reason,
                 format!(
                     "field `episodes[{i}]`: return {} length {}",
                     ep.episode_return, ep.length
                 ),
             ));
         }
-        episode_returns.push(ep.episode_return);
-        episode_lengths.push(ep.length);
+        returns.push(ep.episode_return);
+        lengths.push(ep.length);
     }
-    Ok(DecodedBatch {
-        actor_id: b.actor_id.clone(),
-        sequence: b.sequence,
-        policy_version: b.policy_version,
-        num_steps: t,
-        num_envs: e,
-        observations,
-        actions,
-        action_masks,
-        log_probs,
-        rewards,
-        terminated,
-        truncated,
-        final_observations,
-        episode_returns,
-        episode_lengths,
-        ack_to: None,
-        trace: BatchTrace::default(),
-    })
+    Ok((returns, lengths))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use sebulba_proto::{encode_f32, encode_i32, encode_u8};
+    use sebulba_testkit::{Dims, malformations, set_flags, valid_batch};
 
     fn spec() -> EnvSpec {
         sebulba_core::env::env_spec("CartPole-v1").unwrap()
     }
 
+    /// A 2x2 CartPole batch at version 3 with one termination and one
+    /// truncation (and its final observation).
     fn good() -> TrajectoryBatch {
-        let (t, e, d) = (2usize, 2usize, 4usize);
-        TrajectoryBatch {
-            actor_id: "a-0".into(),
-            sequence: 0,
-            policy_version: 3,
-            num_steps: t as u32,
-            num_envs: e as u32,
-            observations: Some(encode_f32(&[t + 1, e, d], &vec![0.1; (t + 1) * e * d])),
-            actions: Some(encode_i32(&[t, e], &[0, 1, 1, 0])),
-            log_probs: Some(encode_f32(&[t, e], &[-0.7; 4])),
-            rewards: Some(encode_f32(&[t, e], &[1.0; 4])),
-            terminated: Some(encode_u8(&[t, e], &[0, 0, 1, 0])),
-            truncated: Some(encode_u8(&[t, e], &[0, 1, 0, 0])),
-            final_observations: Some(encode_f32(&[1, d], &[0.2; 4])),
-            ..Default::default()
-        }
+        let mut b = valid_batch(&spec(), 2, 2, "a-0", 0, 3);
+        set_flags(&mut b, 4, &[0, 0, 1, 0], &[0, 1, 0, 0]);
+        b
     }
 
     fn expect(s: &EnvSpec) -> Expect<'_> {
@@ -290,130 +313,47 @@ mod tests {
         let d = decode_batch(&good(), &expect(&s)).unwrap();
         assert_eq!(d.final_observations.len(), 4);
         assert_eq!(d.env_steps(), 4);
+        assert_eq!(d.terminated, [0, 0, 1, 0]);
     }
 
     #[test]
     fn each_rule_names_its_field() {
         let s = spec();
-        type Mutation = Box<dyn Fn(&mut TrajectoryBatch)>;
-        let cases: Vec<(Mutation, &str, &str)> = vec![
-            (
-                Box::new(|b| {
-                    b.trace_context
-                        .insert("padding".into(), "x".repeat(100_000));
-                }),
-                "message",
-                "oversize",
-            ),
-            (Box::new(|b| b.num_envs = 3), "num_envs", "spec"),
-            (
-                Box::new(|b| b.policy_version = 4),
-                "policy_version",
-                "version",
-            ),
-            (
-                Box::new(|b| b.observations = Some(encode_f32(&[2, 2, 4], &[0.0; 16]))),
-                "observations",
-                "shape",
-            ),
-            (
-                Box::new(|b| b.observations = Some(encode_f32(&[3, 2, 4], &[f32::NAN; 24]))),
-                "observations",
-                "non_finite",
-            ),
-            (
-                Box::new(|b| b.actions = Some(encode_i32(&[2, 2], &[0, 2, 0, 0]))),
-                "actions",
-                "out_of_range",
-            ),
-            (
-                Box::new(|b| b.actions = Some(encode_i32(&[2, 2], &[0, -1, 0, 0]))),
-                "actions",
-                "out_of_range",
-            ),
-            (
-                Box::new(|b| b.actions = Some(encode_f32(&[2, 2], &[0.0; 4]))),
-                "actions",
-                "shape",
-            ),
-            (
-                Box::new(|b| b.log_probs = Some(encode_f32(&[2, 2], &[0.5; 4]))),
-                "log_probs",
-                "out_of_range",
-            ),
-            (
-                Box::new(|b| {
-                    b.rewards = Some(encode_f32(&[2, 2], &[1.0, f32::INFINITY, 1.0, 1.0]))
-                }),
-                "rewards",
-                "non_finite",
-            ),
-            (Box::new(|b| b.rewards = None), "rewards", "shape"),
-            (
-                Box::new(|b| b.terminated = Some(encode_u8(&[2, 2], &[0, 2, 0, 0]))),
-                "terminated",
-                "out_of_range",
-            ),
-            (
-                Box::new(|b| b.final_observations = Some(encode_f32(&[2, 4], &[0.0; 8]))),
-                "final_observations",
-                "shape",
-            ),
-            (
-                Box::new(|b| b.action_masks = Some(encode_u8(&[2, 2, 3], &[1; 12]))),
-                "action_masks",
-                "shape",
-            ),
-            (
-                // Step 1 took action 1, which its mask forbids.
-                Box::new(|b| {
-                    b.action_masks = Some(encode_u8(&[2, 2, 2], &[1, 1, 1, 0, 1, 1, 1, 1]))
-                }),
-                "action_masks",
-                "mask",
-            ),
-            (
-                Box::new(|b| {
-                    b.action_masks = Some(encode_u8(&[2, 2, 2], &[1, 1, 0, 0, 1, 1, 1, 1]))
-                }),
-                "action_masks",
-                "mask",
-            ),
-            (
-                Box::new(|b| {
-                    b.action_masks = Some(encode_u8(&[2, 2, 2], &[1, 1, 2, 1, 1, 1, 1, 1]))
-                }),
-                "action_masks",
-                "out_of_range",
-            ),
-            (
-                Box::new(|b| b.player_ids = Some(encode_i32(&[2, 2], &[0; 4]))),
-                "player_ids",
-                "spec",
-            ),
-        ];
-        for (mutate, field, reason) in cases {
-            let mut b = good();
-            mutate(&mut b);
+        let dims = Dims::of(&s, 2, 2);
+        for m in malformations() {
+            let mut b = valid_batch(&s, 2, 2, "a-0", 0, 3);
+            (m.apply)(&mut b, dims);
             let r = decode_batch(&b, &expect(&s)).unwrap_err();
-            assert!(
-                r.message.contains(&format!("`{field}")),
-                "{field}: {}",
+            assert!(r.message.contains(m.field), "{}: {}", m.field, r.message);
+            assert_eq!(
+                (r.reason, r.code),
+                (m.reason, m.code),
+                "{}: {}",
+                m.field,
                 r.message
             );
-            assert_eq!(r.reason, reason, "{field}: {}", r.message);
         }
+        // Masks that allow nothing at a step.
+        let mut b = good();
+        b.action_masks = Some(encode_u8(&[2, 2, 2], &[1, 1, 0, 0, 1, 1, 1, 1]));
+        let r = decode_batch(&b, &expect(&s)).unwrap_err();
+        assert!(
+            r.message.contains("allows no action") && r.reason == "mask",
+            "{}",
+            r.message
+        );
     }
 
     #[test]
     fn masks_and_continuous_actions_decode() {
         let s = spec();
         let mut b = good();
-        b.action_masks = Some(encode_u8(&[2, 2, 2], &[1, 0, 0, 1, 1, 1, 1, 0]));
+        // Every step took action 1 (see `good`).
+        b.action_masks = Some(encode_u8(&[2, 2, 2], &[0, 1, 1, 1, 1, 1, 0, 1]));
         let d = decode_batch(&b, &expect(&s)).unwrap();
         assert_eq!(
             d.action_masks.as_deref(),
-            Some(&[1, 0, 0, 1, 1, 1, 1, 0][..])
+            Some(&[0, 1, 1, 1, 1, 1, 0, 1][..])
         );
 
         let p = sebulba_core::env::env_spec("Pendulum-v1").unwrap();

@@ -264,21 +264,13 @@ proptest! {
     ) {
         let env = env_spec("CartPole-v1").expect("env");
         let k = truncated.iter().filter(|&&x| x == 1).count();
-        let finals: Vec<f32> = (0..k * 4).map(|i| i as f32 * 0.25).collect();
-        let b = TrajectoryBatch {
-            actor_id: "a".into(),
-            policy_version: version,
-            num_steps: T as u32,
-            num_envs: E as u32,
-            observations: Some(encode_f32(&[T + 1, E, 4], &obs)),
-            actions: Some(encode_i32(&[T, E], &actions)),
-            log_probs: Some(encode_f32(&[T, E], &log_probs)),
-            rewards: Some(encode_f32(&[T, E], &rewards)),
-            terminated: Some(encode_u8(&[T, E], &terminated)),
-            truncated: Some(encode_u8(&[T, E], &truncated)),
-            final_observations: Some(encode_f32(&[k, 4], &finals)),
-            ..Default::default()
-        };
+        let mut b = sebulba_testkit::valid_batch(&env, T, E, "a", 0, version);
+        sebulba_testkit::set_flags(&mut b, 4, &terminated, &truncated);
+        b.observations = Some(encode_f32(&[T + 1, E, 4], &obs));
+        b.actions = Some(encode_i32(&[T, E], &actions));
+        b.log_probs = Some(encode_f32(&[T, E], &log_probs));
+        b.rewards = Some(encode_f32(&[T, E], &rewards));
+        let finals = vec![0.2; k * 4];
         let bytes = b.encode_to_vec();
         let back = TrajectoryBatch::decode(bytes.as_slice()).expect("protobuf");
         let d = decode_batch(&back, &expect(&env)).expect("well-formed batch accepted");

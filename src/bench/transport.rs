@@ -96,15 +96,15 @@ where
     Box::pin(ReceiverStream::new(rx))
 }
 
-/// Encodes `batches` batches of E envs x T steps, streams them to a loopback
-/// sink that decodes and validates each, and waits for every ack.
-pub async fn bench_transport(
-    env_id: &str,
-    num_envs: usize,
+/// A loopback server that decodes, validates and acks every batch.
+async fn start_sink(
+    env: &sebulba_core::env::EnvSpec,
     rollout_length: usize,
-    batches: usize,
-) -> anyhow::Result<TransportBench> {
-    let env = env_spec(env_id)?;
+    num_envs: usize,
+) -> anyhow::Result<(
+    std::net::SocketAddr,
+    tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
+)> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .context("binding 127.0.0.1:0")?;
@@ -124,6 +124,19 @@ pub async fn bench_transport(
             )
             .serve_with_incoming(sebulba_transport::grpc::incoming(listener)),
     );
+    Ok((addr, server))
+}
+
+/// Encodes `batches` batches of E envs x T steps, streams them to a loopback
+/// sink that decodes and validates each, and waits for every ack.
+pub async fn bench_transport(
+    env_id: &str,
+    num_envs: usize,
+    rollout_length: usize,
+    batches: usize,
+) -> anyhow::Result<TransportBench> {
+    let env = env_spec(env_id)?;
+    let (addr, server) = start_sink(&env, rollout_length, num_envs).await?;
     let mut client = LearnerClient::new(channel(
         &format!("http://{addr}"),
         &sebulba_transport::security::Security::insecure(),

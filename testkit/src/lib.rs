@@ -93,8 +93,11 @@ pub struct Malformation {
     pub reason: &'static str,
     pub code: Code,
     /// Breaks a [`valid_batch`] of these dimensions.
-    pub apply: Box<dyn Fn(&mut TrajectoryBatch, Dims)>,
+    pub apply: Mutation,
 }
+
+/// A change made to a batch of the given dimensions.
+pub type Mutation = Box<dyn Fn(&mut TrajectoryBatch, Dims)>;
 
 fn rule(
     field: &'static str,
@@ -114,13 +117,15 @@ fn rule(
 /// actions (what the learner's `validate` checks), each to apply to a
 /// [`valid_batch`] whose version the learner has reached.
 pub fn malformations() -> Vec<Malformation> {
+    let mut rules = envelope_and_tensor_rules();
+    rules.extend(flag_and_mask_rules());
+    rules
+}
+
+/// The size, T x E and version; observations, actions, log-probs and rewards.
+fn envelope_and_tensor_rules() -> Vec<Malformation> {
     use Code::{FailedPrecondition as Pre, InvalidArgument as Arg};
-    let one_truncated = |b: &mut TrajectoryBatch, d: Dims| {
-        let mut f = vec![0u8; d.t * d.e];
-        f[0] = 1;
-        b.truncated = Some(encode_u8(&[d.t, d.e], &f));
-    };
-    let mut rules = vec![
+    vec![
         rule("`message`", "oversize", Code::ResourceExhausted, |b, _| {
             b.trace_context
                 .insert("padding".into(), "x".repeat(2 << 20));
@@ -166,6 +171,18 @@ pub fn malformations() -> Vec<Malformation> {
             b.rewards = Some(encode_f32(&[d.t, d.e], &r))
         }),
         rule("`rewards`", "shape", Arg, |b, _| b.rewards = None),
+    ]
+}
+
+/// Episode-end flags, final observations, masks, player ids and episode stats.
+fn flag_and_mask_rules() -> Vec<Malformation> {
+    use Code::{FailedPrecondition as Pre, InvalidArgument as Arg};
+    let one_truncated = |b: &mut TrajectoryBatch, d: Dims| {
+        let mut f = vec![0u8; d.t * d.e];
+        f[0] = 1;
+        b.truncated = Some(encode_u8(&[d.t, d.e], &f));
+    };
+    let mut rules = vec![
         rule("`terminated`", "out_of_range", Arg, |b, d| {
             let mut f = vec![0u8; d.t * d.e];
             f[d.t * d.e - 1] = 2;

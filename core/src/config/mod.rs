@@ -117,12 +117,14 @@ impl RunConfig {
 
     /// Range checks that types alone do not catch.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let bad = |key: &str, reason: &str| {
-            Err(ConfigError::BadValue {
-                key: key.into(),
-                reason: reason.into(),
-            })
-        };
+        self.check_sizes()?;
+        self.check_ppo()?;
+        self.check_network()?;
+        self.check_learner()
+    }
+
+    /// The env and the counts of things (at least one of each).
+    fn check_sizes(&self) -> Result<(), ConfigError> {
         crate::env::env_spec(&self.env.id)?;
         if self.env.envs_per_actor == 0 {
             return bad("env.envs_per_actor", "must be at least 1");
@@ -139,6 +141,22 @@ impl RunConfig {
                 "needs at least one layer, each of size >= 1",
             );
         }
+        if self.learner.queue_capacity == 0 {
+            return bad("learner.queue_capacity", "must be at least 1");
+        }
+        if self.actor.send_queue == 0 {
+            return bad("actor.send_queue", "must be at least 1");
+        }
+        if self.eval.interval == 0 {
+            return bad("eval.interval", "must be at least 1");
+        }
+        if self.eval.episodes == 0 {
+            return bad("eval.episodes", "must be at least 1");
+        }
+        Ok(())
+    }
+
+    fn check_ppo(&self) -> Result<(), ConfigError> {
         let p = &self.ppo;
         if !(p.gamma > 0.0 && p.gamma <= 1.0) {
             return bad("ppo.gamma", "must be in (0, 1]");
@@ -168,6 +186,13 @@ impl RunConfig {
         if !(p.value_clip_coef.is_finite() && p.value_clip_coef > 0.0) {
             return bad("ppo.value_clip_coef", "must be a finite number > 0");
         }
+        if p.epochs == 0 {
+            return bad("ppo.epochs", "must be at least 1");
+        }
+        Ok(())
+    }
+
+    fn check_network(&self) -> Result<(), ConfigError> {
         let n = &self.network;
         if !(n.obs_clip.is_finite() && n.obs_clip > 0.0) {
             return bad("network.obs_clip", "must be a finite number > 0");
@@ -181,9 +206,12 @@ impl RunConfig {
                 "must be a finite number > network.min_std",
             );
         }
-        if p.epochs == 0 {
-            return bad("ppo.epochs", "must be at least 1");
-        }
+        Ok(())
+    }
+
+    /// Samples per update against minibatches and devices; the engine.
+    fn check_learner(&self) -> Result<(), ConfigError> {
+        let p = &self.ppo;
         let samples =
             self.env.envs_per_actor * self.env.rollout_length * self.learner.batches_per_update;
         if p.minibatches == 0 || p.minibatches > samples {
@@ -213,18 +241,6 @@ impl RunConfig {
                 "`fused` runs on one `cpu` device without LayerNorm (use `auto` or `burn`)",
             );
         }
-        if self.learner.queue_capacity == 0 {
-            return bad("learner.queue_capacity", "must be at least 1");
-        }
-        if self.actor.send_queue == 0 {
-            return bad("actor.send_queue", "must be at least 1");
-        }
-        if self.eval.interval == 0 {
-            return bad("eval.interval", "must be at least 1");
-        }
-        if self.eval.episodes == 0 {
-            return bad("eval.episodes", "must be at least 1");
-        }
         Ok(())
     }
 
@@ -242,6 +258,14 @@ impl RunConfig {
 /// version is scored from the same start states, and apart from the actors' seeds.
 pub fn eval_seed(run_seed: u64) -> u64 {
     run_seed ^ 0x00E7_A15E_ED00_0000
+}
+
+/// A refusal naming the key.
+fn bad(key: &str, reason: &str) -> Result<(), ConfigError> {
+    Err(ConfigError::BadValue {
+        key: key.into(),
+        reason: reason.into(),
+    })
 }
 
 #[cfg(test)]

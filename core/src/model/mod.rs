@@ -360,8 +360,17 @@ mod tests {
         for (p, q) in a.iter().zip(&b) {
             assert!((p - q).abs() < 1e-6, "{a:?} vs {b:?}");
         }
-        // The statistics are parameters without gradients: an optimizer leaves them.
-        let n = m.obs_norm.as_ref().unwrap();
+        // The statistics are parameters without gradients, on a backend that
+        // tracks them (the learner's): an optimizer leaves them.
+        let obs_norm = NetworkConfig {
+            obs_norm: true,
+            ..Default::default()
+        };
+        let mut trained = pendulum_spec(obs_norm).init::<crate::CpuAutodiff>(&dev);
+        trained.set_obs_stats(&stats);
+        let n = trained.obs_norm.as_ref().unwrap();
         assert!(!n.mean.val().is_require_grad() && !n.var.val().is_require_grad());
+        let w = &trained.actor.layers[0].weight;
+        assert!(w.val().is_require_grad(), "the check itself sees gradients");
     }
 }

@@ -59,6 +59,6 @@ pub trait UpdateEngine<B: AutodiffBackend>: Send {
 }
 
 /// The first replica's model: what is published.
-pub fn model<'a, B: AutodiffBackend>(e: &'a dyn UpdateEngine<B>) -> &'a ActorCritic<B> {
+pub fn model<B: AutodiffBackend>(e: &dyn UpdateEngine<B>) -> &ActorCritic<B> {
     e.replicas()[0].model()
 }

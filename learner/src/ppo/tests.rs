@@ -168,7 +168,7 @@ fn a_continuous_update_moves_the_mean_toward_advantaged_actions() {
     let stats = ppo.update(&data, &c, 1e-2, 0.2).unwrap();
     let after = mean_of(&ppo);
     assert!(after > before + 0.05, "{before} -> {after}");
-    // The first step's ratio is 1: the actor's CPU log-prob equals the learner's.
+    // (The first step's ratio is checked in `at_zero_lag_the_first_steps_ratio_is_one_in_both_engines`.)
     assert!(
         stats.approx_kl.is_finite() && stats.entropy.is_finite(),
         "{stats:?}"
@@ -394,4 +394,99 @@ fn a_restored_ppo_has_the_saved_adam_state_and_continues_exactly() {
         max_rel_diff(&flat_params(a.model()), &flat_params(control.model())) > 1e-4,
         "without the saved moments the step differs (so the test can fail)"
     );
+}
+
+/// The behaviour log-probabilities an actor computes for `data`'s actions with
+/// the weights `ppo` would publish now (the actor's inference path).
+fn actor_log_probs(ppo: &Ppo<B>, env_id: &str, spec: &ModelSpec, data: &UpdateData) -> Vec<f32> {
+    let env = sebulba_core::env::env_spec(env_id).unwrap();
+    let mut policy = sebulba_core::policy::InferencePolicy::new(
+        &env,
+        &spec.network,
+        sebulba_core::devices::DeviceKind::Cpu,
+    )
+    .unwrap();
+    let bytes = sebulba_core::weights::to_safetensors(&ppo.inference_model(), spec).unwrap();
+    policy.load(1, bytes).unwrap();
+    let n = data.advantages.len();
+    let head = policy.head(&data.observations, n);
+    let hd = head.len() / n;
+    (0..n)
+        .map(|i| {
+            let h = &head[i * hd..(i + 1) * hd];
+            match (&data.actions, spec.dist()) {
+                (BatchActions::Discrete(a), _) => {
+                    let mut out = vec![0.0; hd];
+                    sebulba_core::distribution::log_softmax_row(h, None, &mut out);
+                    out[a[i] as usize]
+                }
+                (
+                    BatchActions::Continuous(u),
+                    ActionDist::TanhNormal {
+                        squash, min_std, ..
+                    },
+                ) => {
+                    let w = hd / 2;
+                    sebulba_core::distribution::tanh_normal_log_prob(
+                        h,
+                        &u[i * w..(i + 1) * w],
+                        min_std,
+                        &squash,
+                    )
+                }
+                _ => unreachable!(),
+            }
+        })
+        .collect()
+}
+
+/// At zero lag, before any gradient step and without observation
+/// normalisation, the learner's log-probabilities are the actor's: the first
+/// step's ratio is 1 (approximate KL ~ 0, nothing clipped), in both engines.
+#[test]
+fn at_zero_lag_the_first_steps_ratio_is_one_in_both_engines() {
+    let (mut pendulum, mut continuous) = continuous_case();
+    pendulum.network.obs_norm = false;
+    let cases = [
+        (
+            "CartPole-v1",
+            ModelSpec::new(
+                &sebulba_core::env::env_spec("CartPole-v1").unwrap(),
+                &spec().network,
+            ),
+            {
+                let mut d = toy_data(64);
+                d.obs_dim = 4;
+                d.observations = (0..64 * 4)
+                    .map(|i| ((i * 37 % 11) as f32 - 5.0) / 5.0)
+                    .collect();
+                d
+            },
+        ),
+        ("Pendulum-v1", pendulum, {
+            continuous.old_log_probs.clear();
+            continuous
+        }),
+    ];
+    let mut c = cfg();
+    (c.epochs, c.minibatches, c.ent_coef) = (1, 1, 0.0);
+    for (env_id, s, mut data) in cases {
+        for fused in [false, true] {
+            let mut ppo = Ppo::<B>::new(&s, &c, 3, vec![Default::default()]).unwrap();
+            if fused {
+                ppo.use_fused().unwrap();
+            }
+            data.old_log_probs = actor_log_probs(&ppo, env_id, &s, &data);
+            let stats = ppo.update(&data, &c, 0.0, 0.2).unwrap();
+            let engine = ppo.engine();
+            assert!(
+                stats.approx_kl.abs() < 1e-6 && stats.clip_fraction == 0.0,
+                "{env_id} on {engine}: {stats:?}"
+            );
+            // Off by a little, the ratio is no longer 1: the check can fail.
+            data.old_log_probs.iter_mut().for_each(|lp| *lp -= 0.05);
+            let stats = ppo.update(&data, &c, 0.0, 0.2).unwrap();
+            assert!(stats.approx_kl > 1e-4, "{env_id} on {engine}: {stats:?}");
+        }
+    }
 }

@@ -127,8 +127,10 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
         self.live.env_steps.store(at.env_steps, Ordering::Relaxed);
         self.live.updates.store(at.updates, Ordering::Relaxed);
         info!(
-            at.env_steps,
-            at.updates, at.version, "resumed from checkpoint"
+            env_steps = at.env_steps,
+            updates = at.updates,
+            version = at.version,
+            "resumed from checkpoint"
         );
         Ok(at)
     }
@@ -206,7 +208,11 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
             .write(&line)
             .map_err(|e| LearnerError::Io("metrics.jsonl".into(), e))?;
         if completed {
-            info!(at.env_steps, at.updates, "step budget reached");
+            info!(
+                env_steps = at.env_steps,
+                updates = at.updates,
+                "step budget reached"
+            );
         }
         Ok(())
     }
@@ -223,8 +229,13 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
         let span = info_span!("checkpoint", updates = at.updates);
         let _entered = span.enter();
         match self.write_checkpoint(at) {
-            Ok(()) => debug!(at.updates, at.version, at.env_steps, "checkpoint written"),
-            Err(e) => error!(at.updates, "checkpoint not written: {e}"),
+            Ok(()) => debug!(
+                updates = at.updates,
+                version = at.version,
+                env_steps = at.env_steps,
+                "checkpoint written"
+            ),
+            Err(e) => error!(updates = at.updates, "checkpoint not written: {e}"),
         }
     }
 

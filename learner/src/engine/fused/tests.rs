@@ -216,6 +216,8 @@ fn scalar(t: Tensor<Inner, 1>) -> f64 {
 }
 
 #[test]
+// One case table and one comparison: it reads best whole.
+#[allow(clippy::too_many_lines)]
 fn every_gradient_and_loss_term_matches_burn_autodiff() {
     for case in cases() {
         let n = 64;
