@@ -1,6 +1,8 @@
-//! Shared pieces of every sebulba role: environments, the policy network and its
-//! action distributions, the run configuration, weight (de)serialisation and
-//! telemetry setup.
+//! What every sebulba role shares about the problem itself: environments, the
+//! policy network (burn, and its fused forward pass on flat buffers) and its
+//! action distributions, the run configuration, weight (de)serialisation,
+//! inference, and small file and memory helpers. No networking: that is
+//! `sebulba-transport`.
 
 pub mod config;
 pub mod devices;

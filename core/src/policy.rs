@@ -1,11 +1,14 @@
-//! Batched CPU inference for actors and the evaluator: the policy network on the
-//! inference backend, reloaded in place when a new version arrives.
+//! Batched inference for actors and the evaluator: the policy network on CPU
+//! (acting through the fused forward pass where it covers the network) or on a
+//! CUDA device, reloaded in place when a new version arrives and checked first.
+//! Also the network section's wire form ([`network_to_wire`],
+//! [`network_from_wire`]), which every role builds the same network from.
 
 use crate::CpuBackend;
 use crate::config::{Activation, Init, LayerNormPlacement, NetworkConfig};
 use crate::devices::DeviceKind;
 use crate::env::EnvSpec;
-use crate::model::fused::{self, FusedPolicy};
+use crate::model::fused::FusedPolicy;
 use crate::model::{ActorCritic, ModelSpec};
 use crate::weights::{WeightsError, load_into};
 use burn::tensor::backend::Backend;
@@ -174,7 +177,7 @@ fn fused_copy(
     spec: &ModelSpec,
     m: &ActorCritic<CpuBackend>,
 ) -> Result<Option<FusedPolicy>, PolicyError> {
-    if !fused::covers(&spec.network) {
+    if !spec.network.fused_covers() {
         return Ok(None);
     }
     FusedPolicy::of_model(spec, m)

@@ -1,5 +1,7 @@
-//! Deterministic evaluation episodes: N envs, one episode each, argmax actions,
-//! batched inference over the envs still playing.
+//! Deterministic evaluation episodes: N envs from the evaluation seed's start
+//! states, one counted episode each, greedy actions (argmax over the allowed
+//! actions, or the squashed Gaussian mean); one batched inference call per step
+//! over all N envs (an env whose episode is counted steps on uncounted).
 
 use sebulba_core::distribution::{ActionDist, DistError, argmax, tanh_normal_mode};
 use sebulba_core::env::{ActionBatch, EnvError, VecEnv};

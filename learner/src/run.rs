@@ -85,7 +85,7 @@ pub async fn run(
         }
     };
     let evals = final_evals(&publisher, &cfg, &outcome, &shutdown).await;
-    let summary = Summary::of_run(&cfg, &outcome, started.elapsed(), &evals, &shared);
+    let summary = summarize(&cfg, &outcome, started.elapsed(), &evals, &shared);
     write_json_atomic(&run_dir.join("summary.json"), &summary)
         .map_err(|e| LearnerError::Io("summary.json".into(), e))?;
     info!(env_steps = summary.env_steps, sps = format!("{:.0}", summary.steps_per_second), final_eval = ?summary.final_eval_return_mean, "learner finished");
@@ -328,4 +328,39 @@ fn trim_metrics(path: &Path, updates: u64) -> std::io::Result<()> {
         .flat_map(|l| [l, "\n"])
         .collect();
     write_atomic(path, kept.as_bytes())
+}
+
+/// The summary of a run that ended with `outcome` after `wall` time; its final
+/// and best evaluations are taken from `evals`.
+fn summarize(
+    cfg: &RunConfig,
+    outcome: &LoopOutcome,
+    wall: Duration,
+    evals: &[EvalReport],
+    shared: &Shared,
+) -> Summary {
+    let wall = wall.as_secs_f64();
+    let final_eval = evals
+        .iter()
+        .find(|r| r.version == outcome.final_version)
+        .map(|r| r.return_mean);
+    let best = evals
+        .iter()
+        .max_by(|a, b| a.return_mean.total_cmp(&b.return_mean));
+    let (batches, batches_per_actor) = shared.accounting.snapshot();
+    Summary {
+        env_id: cfg.env.id.clone(),
+        seed: cfg.run.seed,
+        env_steps: outcome.env_steps,
+        wall_seconds: wall,
+        steps_per_second: outcome.env_steps as f64 / wall.max(1e-9),
+        updates: outcome.updates,
+        final_version: outcome.final_version,
+        final_eval_return_mean: final_eval,
+        best_eval_return_mean: best.map(|r| r.return_mean),
+        best_eval_version: best.map(|r| r.version),
+        batches,
+        batches_per_actor,
+        peak_rss_mib: sebulba_core::memory::peak_rss_bytes().map(|b| b as f64 / (1 << 20) as f64),
+    }
 }

@@ -52,6 +52,14 @@ pub struct NetworkConfig {
     pub init_std: f64,
 }
 
+impl NetworkConfig {
+    /// Whether the fused forward pass (and the fused engine) covers this
+    /// network: MLPs without LayerNorm.
+    pub fn fused_covers(&self) -> bool {
+        self.layer_norm == LayerNormPlacement::None
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Activation {
@@ -206,7 +214,7 @@ pub enum LearnerEngine {
 impl LearnerEngine {
     /// Whether the fused engine covers a learner of `network` on `devices`.
     pub fn fused_applies(devices: &[String], network: &NetworkConfig) -> bool {
-        devices.len() == 1 && devices[0].trim() == "cpu" && crate::model::fused::covers(network)
+        devices.len() == 1 && devices[0].trim() == "cpu" && network.fused_covers()
     }
 
     /// Whether a learner with this setting runs the fused engine.

@@ -1,9 +1,9 @@
-//! The actor-critic network on flat f32 buffers, for CPU: burn's ndarray
-//! backend spends most of a small network's time in per-operation overhead
-//! (tensor handles, allocations, an f64 libm tanh per element), while here a
-//! forward pass is a few matrix products and loops over reused buffers. The
-//! learner's fused engine adds the backward pass; actors and the evaluator act
-//! with [`FusedPolicy`]. The burn model stays the source of the weights (loading,
+//! The fused forward pass: the actor-critic network on flat f32 buffers, for
+//! CPU. burn's ndarray backend spends most of a small network's time in
+//! per-operation overhead (tensor handles, allocations, an f64 libm tanh per
+//! element), while here a forward pass is a few matrix products and loops over
+//! reused buffers. The learner's fused engine adds the backward pass; actors
+//! and the evaluator act with [`FusedPolicy`]. The burn model stays the source of the weights (loading,
 //! publishing, checkpoints), and [`params`] copies between the two.
 //!
 //! Covered: MLP torsos (separate or shared, tanh or relu) without LayerNorm,
@@ -13,16 +13,10 @@ pub mod kernels;
 pub mod net;
 pub mod params;
 
-use crate::config::{LayerNormPlacement, NetworkConfig};
 use crate::model::{ActorCritic, ModelSpec, OBS_NORM_EPS};
 use burn::tensor::backend::Backend;
 use net::{Layout, Work};
 use std::sync::Mutex;
-
-/// Whether the flat network can stand in for burn's for `network`.
-pub fn covers(network: &NetworkConfig) -> bool {
-    network.layer_norm == LayerNormPlacement::None
-}
 
 /// The observation normaliser as burn's `ObsNorm` applies it.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -65,7 +59,7 @@ impl ObsScaler {
     }
 }
 
-/// A policy network for acting on CPU: the flat copy of a burn model.
+/// A policy network for acting on CPU: the fused copy of a burn model.
 pub struct FusedPolicy {
     layout: Layout,
     params: Vec<f32>,
@@ -74,9 +68,9 @@ pub struct FusedPolicy {
 }
 
 impl FusedPolicy {
-    /// A copy of `model`'s weights (`spec` must be [`covers`]ed).
+    /// A copy of `model`'s weights (`spec.network` must be [`NetworkConfig::fused_covers`]ed).
     pub fn of_model<B: Backend>(spec: &ModelSpec, model: &ActorCritic<B>) -> Result<Self, String> {
-        if !covers(&spec.network) {
+        if !spec.network.fused_covers() {
             return Err("LayerNorm networks run on burn".into());
         }
         let layout = Layout::new(spec);
@@ -109,13 +103,13 @@ impl FusedPolicy {
 mod tests {
     use super::*;
     use crate::CpuBackend;
-    use crate::config::Activation;
+    use crate::config::{Activation, LayerNormPlacement, NetworkConfig};
     use crate::env::env_spec;
     use crate::model::RunningMeanStd;
     use burn::tensor::{Tensor, TensorData};
 
     #[test]
-    fn the_flat_policy_matches_burns_forward_pass() {
+    fn the_fused_policy_matches_burns_forward_pass() {
         let nets = [
             NetworkConfig::default(),
             NetworkConfig {

@@ -9,7 +9,7 @@ mod replica;
 
 pub use clip::clip_global_norm;
 pub use losses::{Losses, MbActions, MinibatchTensors, ppo_losses};
-pub use replica::{Replica, Shard};
+pub use replica::{AdamRecord, Replica, Shard};
 
 use super::{EngineError, EngineState, UpdateEngine};
 use crate::data::{Minibatch, StepStats};

@@ -7,7 +7,6 @@ use super::clip_global_norm;
 use super::losses::{MbActions, MinibatchTensors, ppo_losses};
 use crate::batch::BatchActions;
 use crate::data::{StepStats, UpdateData};
-use crate::engine::fused::burn_io::AdamRecord;
 use crate::engine::{EngineError, EngineState};
 use burn::module::AutodiffModule;
 use burn::tensor::backend::{AutodiffBackend, Backend};
@@ -40,6 +39,11 @@ pub struct Replica<B: AutodiffBackend> {
     /// This replica's id in the collective; `None` with a single replica.
     peer: Option<PeerId>,
 }
+
+/// Adam's state for every parameter of the model, as burn keeps it (a map
+/// from parameter id to an adaptor record).
+pub type AdamRecord<B> =
+    <OptimizerAdaptor<Adam, ActorCritic<B>, B> as Optimizer<ActorCritic<B>, B>>::Record;
 
 /// A record as bytes: burn's own format, which keeps every parameter's id (what
 /// Adam's moments are keyed by), unlike safetensors.

@@ -40,30 +40,25 @@ fn dense_backward(
     m: usize,
     dx: Option<&mut [f32]>,
 ) {
-    let gw = &mut g[d.w..d.w + d.d_in * d.d_out];
+    let (d_in, d_out) = (d.d_in, d.d_out);
+    // dW [d_in, d_out] = xᵀ [d_in, m] · dy [m, d_out]
+    let (xt, dy_rows) = (View::transposed(x, d_in), View::rows(dy, d_out));
     gemm(
-        d.d_in,
+        d_in,
         m,
-        d.d_out,
-        View::transposed(x, d.d_in),
-        View::rows(dy, d.d_out),
+        d_out,
+        xt,
+        dy_rows,
         0.0,
-        gw,
+        &mut g[d.w..d.w + d_in * d_out],
     );
-    let gb = &mut g[d.b..d.b + d.d_out];
+    let gb = &mut g[d.b..d.b + d_out];
     gb.fill(0.0);
-    add_column_sums(&dy[..m * d.d_out], d.d_out, gb);
+    add_column_sums(&dy[..m * d_out], d_out, gb);
     if let Some(dx) = dx {
-        let w = &p[d.w..d.w + d.d_in * d.d_out];
-        gemm(
-            m,
-            d.d_out,
-            d.d_in,
-            View::rows(dy, d.d_out),
-            View::transposed(w, d.d_out),
-            0.0,
-            dx,
-        );
+        // dx [m, d_in] = dy [m, d_out] · Wᵀ [d_out, d_in]
+        let wt = View::transposed(&p[d.w..d.w + d_in * d_out], d_out);
+        gemm(m, d_out, d_in, dy_rows, wt, 0.0, dx);
     }
 }
 

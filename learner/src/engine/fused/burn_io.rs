@@ -4,19 +4,14 @@
 //! what is published and checkpointed, and a checkpoint from either engine
 //! resumes in the other.
 
+use crate::engine::burn::AdamRecord;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Tensor, TensorData};
-use burn_optim::adaptor::OptimizerAdaptor;
 use burn_optim::record::AdaptorRecord;
-use burn_optim::{Adam, AdamState, AdaptiveMomentumState, Optimizer};
+use burn_optim::{AdamState, AdaptiveMomentumState};
 use sebulba_core::model::ActorCritic;
 use sebulba_core::model::fused::net::Layout;
 use sebulba_core::model::fused::params::{floats, param_slots};
-
-/// Adam's state for every parameter of the model, as burn keeps it (a map
-/// from parameter id to [`AdaptorRecord`]).
-pub type AdamRecord<B> =
-    <OptimizerAdaptor<Adam, ActorCritic<B>, B> as Optimizer<ActorCritic<B>, B>>::Record;
 
 /// Adam's moments in layout order and its step count, from burn's record; a
 /// parameter without state (no step taken yet) has zero moments.

@@ -26,7 +26,7 @@ use super::burn::Replica;
 use super::{EngineError, EngineState, UpdateEngine};
 use crate::data::{Minibatch, StepStats};
 use burn::tensor::backend::AutodiffBackend;
-use sebulba_core::model::fused::{ObsScaler, covers, params};
+use sebulba_core::model::fused::{ObsScaler, params};
 use sebulba_core::model::{ModelSpec, RunningMeanStd};
 
 pub struct FusedEngine<B: AutodiffBackend> {
@@ -44,7 +44,7 @@ impl<B: AutodiffBackend> FusedEngine<B> {
                 "{devices} devices (it runs on one CPU device)"
             )));
         }
-        if !covers(&spec.network) {
+        if !spec.network.fused_covers() {
             return Err(EngineError::Unsupported(
                 "LayerNorm (`network.layer_norm`)".into(),
             ));
