@@ -8,7 +8,7 @@ use crate::publish::Publisher;
 use crate::service::LearnerService;
 use crate::state::{LiveStats, Shared};
 use crate::summary::Summary;
-use crate::update::{LoopOutcome, UpdateLoop};
+use crate::update::{LoopContext, LoopOutcome, UpdateLoop};
 use crate::{LearnerError, ppo, prepare};
 use burn::tensor::backend::AutodiffBackend;
 use sebulba_core::config::RunConfig;
@@ -63,16 +63,19 @@ pub async fn run(
     let publisher = Publisher::new(&opts.param_server, &opts.security)?;
     let metrics = JsonLines::append_to(&run_dir.join("metrics.jsonl"))
         .map_err(|e| LearnerError::Io("metrics.jsonl".into(), e))?;
-    let update_loop = LoopStart {
+    let ctx = LoopContext {
+        normalizers: prepare::Normalizers::new(&cfg, model_spec.obs_dim),
         shared: shared.clone(),
         live: opts.live.clone(),
         model_spec,
         publisher: publisher.clone(),
+        rt: tokio::runtime::Handle::current(),
         metrics,
         started,
         run_dir: run_dir.clone(),
     };
-    let done = on_learner_devices(&cfg, update_loop.with(queue_rx, shutdown.clone(), resume))?;
+    let work = SpawnLoop(ctx, queue_rx, shutdown.clone(), resume);
+    let done = on_learner_devices(&cfg, work)?;
     let outcome = done
         .await
         .map_err(|_| LearnerError::Thread("it died".into()))
@@ -207,26 +210,10 @@ pub fn on_learner_devices<W: OnBackend>(
     }
 }
 
-/// What the update thread starts from, whatever the backend.
-struct LoopStart {
-    shared: Arc<Shared>,
-    live: Arc<LiveStats>,
-    model_spec: ModelSpec,
-    publisher: Publisher,
-    metrics: JsonLines,
-    started: Instant,
-    run_dir: PathBuf,
-}
-
 type Queue = mpsc::Receiver<crate::batch::DecodedBatch>;
 
-struct SpawnLoop(LoopStart, Queue, CancellationToken, Option<Checkpoint>);
-
-impl LoopStart {
-    fn with(self, rx: Queue, stop: CancellationToken, resume: Option<Checkpoint>) -> SpawnLoop {
-        SpawnLoop(self, rx, stop, resume)
-    }
-}
+/// The update loop's context and inputs, waiting for a backend.
+struct SpawnLoop(LoopContext, Queue, CancellationToken, Option<Checkpoint>);
 
 impl OnBackend for SpawnLoop {
     type Output = oneshot::Receiver<Result<LoopOutcome, LearnerError>>;
@@ -237,24 +224,13 @@ impl OnBackend for SpawnLoop {
         self,
         devices: Vec<B::Device>,
     ) -> Result<Self::Output, LearnerError> {
-        let SpawnLoop(p, rx, stop, resume) = self;
-        let cfg = p.shared.config.clone();
+        let SpawnLoop(ctx, rx, stop, resume) = self;
+        let cfg = &ctx.shared.config;
         info!(devices = ?cfg.learner.devices, "learner replicas");
-        let ppo = ppo::Ppo::<B>::for_run(&p.model_spec, &cfg, devices)?;
+        let ppo = ppo::Ppo::<B>::for_run(&ctx.model_spec, cfg, devices)?;
         info!(engine = ppo.engine(), "learner update engine");
-        let final_path = p.run_dir.join("final.safetensors");
-        let mut update_loop = UpdateLoop {
-            normalizers: prepare::Normalizers::new(&cfg, p.model_spec.obs_dim),
-            shared: p.shared,
-            live: p.live,
-            ppo,
-            model_spec: p.model_spec,
-            publisher: p.publisher,
-            rt: tokio::runtime::Handle::current(),
-            metrics: p.metrics,
-            started: p.started,
-            run_dir: p.run_dir,
-        };
+        let final_path = ctx.run_dir.join("final.safetensors");
+        let mut update_loop = UpdateLoop { ppo, ctx };
         let (done_tx, done_rx) = oneshot::channel();
         std::thread::Builder::new()
             .name("learner-update".into())

@@ -28,10 +28,17 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, error, info, info_span};
 
+/// The update loop: PPO on the learner's backend, and everything else it
+/// works with.
 pub struct UpdateLoop<B: AutodiffBackend> {
+    pub ppo: Ppo<B>,
+    pub ctx: LoopContext,
+}
+
+/// What the update loop works with besides PPO, whatever the backend.
+pub struct LoopContext {
     pub shared: Arc<Shared>,
     pub live: Arc<LiveStats>,
-    pub ppo: Ppo<B>,
     pub model_spec: ModelSpec,
     pub publisher: Publisher,
     pub rt: tokio::runtime::Handle,
@@ -70,7 +77,11 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
         };
         self.publish(at, false)?;
         let mut completed = false;
-        let (rt, shared, live) = (self.rt.clone(), self.shared.clone(), self.live.clone());
+        let (rt, shared, live) = (
+            self.ctx.rt.clone(),
+            self.ctx.shared.clone(),
+            self.ctx.live.clone(),
+        );
         while !completed {
             let steps_before = at.env_steps;
             let collected = collect::collect(
@@ -110,8 +121,8 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
     /// Restores PPO, the normalisers and the counters from a checkpoint.
     fn restore(&mut self, ck: Checkpoint) -> Result<Counters, LearnerError> {
         self.ppo.load_state(&ck.ppo)?;
-        self.normalizers.obs = ck.meta.obs_stats;
-        self.normalizers.rewards = ck.meta.reward_scale;
+        self.ctx.normalizers.obs = ck.meta.obs_stats;
+        self.ctx.normalizers.rewards = ck.meta.reward_scale;
         let mut at = Counters {
             updates: ck.meta.updates,
             version: ck.meta.version,
@@ -119,13 +130,16 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
         };
         // Versions published after the checkpoint may still be held: go on
         // above them, so followers take the resumed weights as newer.
-        if let Some(held) = self.rt.block_on(self.publisher.latest_version())
+        if let Some(held) = self.ctx.rt.block_on(self.ctx.publisher.latest_version())
             && held >= at.version
         {
             at.version = held + 1;
         }
-        self.live.env_steps.store(at.env_steps, Ordering::Relaxed);
-        self.live.updates.store(at.updates, Ordering::Relaxed);
+        self.ctx
+            .live
+            .env_steps
+            .store(at.env_steps, Ordering::Relaxed);
+        self.ctx.live.updates.store(at.updates, Ordering::Relaxed);
         info!(
             env_steps = at.env_steps,
             updates = at.updates,
@@ -144,7 +158,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
         at: Counters,
         steps_before: u64,
     ) -> Result<(Prepared, PpoStats), LearnerError> {
-        let cfg = self.shared.config.clone();
+        let cfg = self.ctx.shared.config.clone();
         let span = info_span!(
             parent: None,
             "update",
@@ -161,13 +175,13 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
         let anneal = |on: bool, x: f64| if on { x * remaining } else { x };
         let lr = anneal(cfg.ppo.anneal_lr, cfg.ppo.learning_rate);
         let clip = anneal(cfg.ppo.anneal_clip, cfg.ppo.clip_coef);
-        let obs_dim = self.model_spec.obs_dim;
+        let obs_dim = self.ctx.model_spec.obs_dim;
         let prepared = info_span!("prepare").in_scope(|| {
             prepare(
                 batches,
                 at.version,
                 &mut self.ppo,
-                &mut self.normalizers,
+                &mut self.ctx.normalizers,
                 &cfg,
                 obs_dim,
             )
@@ -187,24 +201,25 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
         stats: PpoStats,
     ) -> Result<(), LearnerError> {
         if completed {
-            self.shared.finished.store(true, Ordering::Release);
+            self.ctx.shared.finished.store(true, Ordering::Release);
         }
         self.publish(at, completed)?;
-        self.live.updates.store(at.updates, Ordering::Relaxed);
+        self.ctx.live.updates.store(at.updates, Ordering::Relaxed);
         self.checkpoint_if(at, |every, u| u.is_multiple_of(every) || completed);
-        let wall = self.started.elapsed().as_secs_f64();
+        let wall = self.ctx.started.elapsed().as_secs_f64();
         let line = MetricsLine::new(
             at,
             wall,
             t0.elapsed().as_secs_f64(),
             prepared,
             stats,
-            &self.shared,
+            &self.ctx.shared,
         );
         if let Some(r) = line.episode_return_mean() {
-            self.live.set_last_return(r);
+            self.ctx.live.set_last_return(r);
         }
-        self.metrics
+        self.ctx
+            .metrics
             .write(&line)
             .map_err(|e| LearnerError::Io("metrics.jsonl".into(), e))?;
         if completed {
@@ -222,7 +237,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
     /// on: the previous checkpoint stays intact, and the next interval tries
     /// again.
     fn checkpoint_if(&mut self, at: Counters, due: impl Fn(u64, u64) -> bool) {
-        let every = self.shared.config.learner.checkpoint_interval;
+        let every = self.ctx.shared.config.learner.checkpoint_interval;
         if every == 0 || !due(every, at.updates) {
             return;
         }
@@ -241,7 +256,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
 
     fn write_checkpoint(&mut self, at: Counters) -> Result<(), LearnerError> {
         let ppo = self.ppo.save_state()?;
-        let c = &self.shared.config;
+        let c = &self.ctx.shared.config;
         let ck = Checkpoint {
             meta: Meta {
                 version: at.version,
@@ -249,19 +264,19 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
                 updates: at.updates,
                 env_id: c.env.id.clone(),
                 network: c.network.clone(),
-                obs_stats: self.normalizers.obs.clone(),
-                reward_scale: self.normalizers.rewards.clone(),
+                obs_stats: self.ctx.normalizers.obs.clone(),
+                reward_scale: self.ctx.normalizers.rewards.clone(),
             },
             ppo,
         };
-        Ok(ck.write(&self.run_dir)?)
+        Ok(ck.write(&self.ctx.run_dir)?)
     }
 
     /// safetensors bytes of the current weights.
     pub fn weights_bytes(&self) -> Result<Vec<u8>, LearnerError> {
         Ok(to_safetensors(
             &self.ppo.inference_model(),
-            &self.model_spec,
+            &self.ctx.model_spec,
         )?)
     }
 
@@ -271,8 +286,8 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
         let _entered = span.enter();
         let bytes = self.weights_bytes()?;
         // Accept batches of this version before actors can see it.
-        self.shared.version.store(version, Ordering::Release);
-        let c = &self.shared.config;
+        self.ctx.shared.version.store(version, Ordering::Release);
+        let c = &self.ctx.shared.config;
         let weights = Weights {
             version,
             safetensors: bytes.into(),
@@ -283,9 +298,11 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
             // Followers' weight refreshes continue this trace.
             trace_context: sebulba_transport::trace::context_map(&span),
         };
-        self.rt
+        self.ctx
+            .rt
             .block_on(
-                self.publisher
+                self.ctx
+                    .publisher
                     .publish(weights, Duration::from_secs(60))
                     .instrument(span.clone()),
             )
