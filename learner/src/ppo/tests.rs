@@ -1,31 +1,11 @@
 use super::*;
 use crate::batch::BatchActions;
 use burn::module::Param;
-use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Tensor, TensorData};
-use sebulba_core::CpuAutodiff;
 use sebulba_core::config::{AdvantageNorm, NetworkConfig};
-use sebulba_core::env::ActionSpace;
 
-type B = CpuAutodiff;
-type Inner = <B as AutodiffBackend>::InnerBackend;
-
-fn cfg() -> PpoConfig {
-    sebulba_core::config::RunConfig::preset("CartPole-v1")
-        .unwrap()
-        .ppo
-}
-
-fn spec() -> ModelSpec {
-    ModelSpec {
-        obs_dim: 2,
-        action_space: ActionSpace::Discrete { n: 2 },
-        network: NetworkConfig {
-            hidden: vec![4],
-            ..Default::default()
-        },
-    }
-}
+// The burn engine's tests own the small CartPole-like case both use.
+use crate::engine::burn::tests::{B, Inner, cfg, spec};
 
 fn toy_data(n: usize) -> UpdateData {
     UpdateData {

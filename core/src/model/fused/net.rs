@@ -171,19 +171,17 @@ fn torso_forward(
     }
 }
 
+/// The actor torso's layer outputs for the rows in `work.x`.
+fn actor_torso(layout: &Layout, p: &[f32], work: &mut Work) {
+    let (m, act) = (work.m, layout.activation);
+    torso_forward(p, &layout.actor, &work.x, m, act, &mut work.actor);
+}
+
 /// Policy-head outputs for the rows in `work.x` (no value head: acting).
 pub fn policy_forward(layout: &Layout, p: &[f32], work: &mut Work) {
-    let m = work.m;
-    torso_forward(
-        p,
-        &layout.actor,
-        &work.x,
-        m,
-        layout.activation,
-        &mut work.actor,
-    );
+    actor_torso(layout, p, work);
     let ha = top(&work.x, &work.actor);
-    dense_forward(p, &layout.policy, ha, m, None, &mut work.head);
+    dense_forward(p, &layout.policy, ha, work.m, None, &mut work.head);
 }
 
 /// The critic torso (when separate) and the value head; with a shared torso,
@@ -210,15 +208,7 @@ pub fn forward(layout: &Layout, p: &[f32], work: &mut Work) {
 /// Values only for the rows in `work.x` (the learner's bootstrap pass).
 pub fn value_forward(layout: &Layout, p: &[f32], work: &mut Work) {
     if layout.critic.is_none() {
-        let m = work.m;
-        torso_forward(
-            p,
-            &layout.actor,
-            &work.x,
-            m,
-            layout.activation,
-            &mut work.actor,
-        );
+        actor_torso(layout, p, work);
     }
     value_from_torso(layout, p, work);
 }

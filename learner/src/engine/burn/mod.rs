@@ -200,4 +200,4 @@ fn sum_shares(shares: &[StepStats]) -> StepStats {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -10,16 +10,16 @@ use sebulba_core::CpuAutodiff;
 use sebulba_core::config::NetworkConfig;
 use sebulba_core::env::ActionSpace;
 
-type B = CpuAutodiff;
-type Inner = <B as AutodiffBackend>::InnerBackend;
+pub(crate) type B = CpuAutodiff;
+pub(crate) type Inner = <B as AutodiffBackend>::InnerBackend;
 
-fn cfg() -> PpoConfig {
+pub(crate) fn cfg() -> PpoConfig {
     sebulba_core::config::RunConfig::preset("CartPole-v1")
         .unwrap()
         .ppo
 }
 
-fn spec() -> ModelSpec {
+pub(crate) fn spec() -> ModelSpec {
     ModelSpec {
         obs_dim: 2,
         action_space: ActionSpace::Discrete { n: 2 },
