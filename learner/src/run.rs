@@ -249,7 +249,10 @@ impl OnBackend for SpawnLoop {
 }
 
 /// The evaluations the summary reports, once the final version's has arrived
-/// (waiting at most `learner.final_eval_timeout_secs`).
+/// (waiting at most `learner.final_eval_timeout_secs`). Polled every 20 ms: the
+/// evaluation usually lands a few milliseconds after the last update, and a
+/// coarser poll added its whole period to `wall_seconds` (and so to the SPS
+/// that `sebulba bench local` reports) whenever it lost that race.
 async fn final_evals(
     publisher: &Publisher,
     cfg: &RunConfig,
@@ -273,7 +276,7 @@ async fn final_evals(
             break;
         }
         tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+            _ = tokio::time::sleep(Duration::from_millis(20)) => {}
             _ = shutdown.cancelled() => {}
         }
     }
