@@ -8,7 +8,7 @@
 use crate::data::{Minibatch, StepStats, UpdateData, normalize};
 use crate::engine::burn::{BurnEngine, Replica};
 use crate::engine::fused::FusedEngine;
-use crate::engine::{self, EngineError, EngineState, UpdateEngine};
+use crate::engine::{EngineError, EngineState, UpdateEngine};
 use burn::tensor::backend::AutodiffBackend;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -142,7 +142,7 @@ impl<B: AutodiffBackend> Ppo<B> {
 
     /// The published model (the first replica's; all are identical).
     pub fn model(&self) -> &ActorCritic<B> {
-        engine::model(self.engine.as_ref())
+        self.engine.replicas()[0].model()
     }
 
     /// Every replica (for tests that check they stay identical).

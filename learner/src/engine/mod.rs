@@ -15,7 +15,7 @@ pub mod fused;
 use crate::data::{Minibatch, StepStats};
 use ::burn::tensor::backend::AutodiffBackend;
 use burn::Replica;
-use sebulba_core::model::{ActorCritic, RunningMeanStd};
+use sebulba_core::model::RunningMeanStd;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -56,9 +56,4 @@ pub trait UpdateEngine<B: AutodiffBackend>: Send {
     fn load(&mut self, state: &EngineState) -> Result<(), EngineError>;
     /// The replicas holding the burn model (identical; the first is published).
     fn replicas(&self) -> &[Replica<B>];
-}
-
-/// The first replica's model: what is published.
-pub fn model<B: AutodiffBackend>(e: &dyn UpdateEngine<B>) -> &ActorCritic<B> {
-    e.replicas()[0].model()
 }
