@@ -4,6 +4,7 @@
 
 mod overrides;
 mod presets;
+pub mod ranges;
 mod sections;
 
 use overrides::{merge_table, parse_override, set_key};
@@ -115,92 +116,18 @@ impl RunConfig {
         Ok(config)
     }
 
-    /// Range checks that types alone do not catch.
+    /// Range checks that types alone do not catch: every numeric key's range
+    /// ([`ranges::RANGES`]), then the relations between keys.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        self.check_sizes()?;
-        self.check_ppo()?;
-        self.check_network()?;
+        ranges::check(self)?;
+        self.check_relations()?;
         self.check_learner()
     }
 
-    /// The env and the counts of things (at least one of each).
-    fn check_sizes(&self) -> Result<(), ConfigError> {
+    /// The env exists; the relations between keys that ranges cannot express.
+    fn check_relations(&self) -> Result<(), ConfigError> {
         crate::env::env_spec(&self.env.id)?;
-        if self.env.envs_per_actor == 0 {
-            return bad("env.envs_per_actor", "must be at least 1");
-        }
-        if self.env.rollout_length == 0 {
-            return bad("env.rollout_length", "must be at least 1");
-        }
-        if self.run.total_steps == 0 {
-            return bad("run.total_steps", "must be at least 1");
-        }
-        if self.network.hidden.is_empty() || self.network.hidden.contains(&0) {
-            return bad(
-                "network.hidden",
-                "needs at least one layer, each of size >= 1",
-            );
-        }
-        if self.learner.queue_capacity == 0 {
-            return bad("learner.queue_capacity", "must be at least 1");
-        }
-        if self.actor.send_queue == 0 {
-            return bad("actor.send_queue", "must be at least 1");
-        }
-        if self.eval.interval == 0 {
-            return bad("eval.interval", "must be at least 1");
-        }
-        if self.eval.episodes == 0 {
-            return bad("eval.episodes", "must be at least 1");
-        }
-        Ok(())
-    }
-
-    fn check_ppo(&self) -> Result<(), ConfigError> {
-        let p = &self.ppo;
-        if !(p.gamma > 0.0 && p.gamma <= 1.0) {
-            return bad("ppo.gamma", "must be in (0, 1]");
-        }
-        if !(0.0..=1.0).contains(&p.gae_lambda) {
-            return bad("ppo.gae_lambda", "must be in [0, 1]");
-        }
-        for (k, v) in [
-            ("ppo.clip_coef", p.clip_coef),
-            ("ppo.learning_rate", p.learning_rate),
-            ("ppo.max_grad_norm", p.max_grad_norm),
-            ("ppo.adam_eps", p.adam_eps),
-        ] {
-            if !(v.is_finite() && v > 0.0) {
-                return bad(k, "must be a finite number > 0");
-            }
-        }
-        for (k, v) in [
-            ("ppo.vf_coef", p.vf_coef),
-            ("ppo.ent_coef", p.ent_coef),
-            ("ppo.target_kl", p.target_kl),
-        ] {
-            if !(v.is_finite() && v >= 0.0) {
-                return bad(k, "must be a finite number >= 0");
-            }
-        }
-        if !(p.value_clip_coef.is_finite() && p.value_clip_coef > 0.0) {
-            return bad("ppo.value_clip_coef", "must be a finite number > 0");
-        }
-        if p.epochs == 0 {
-            return bad("ppo.epochs", "must be at least 1");
-        }
-        Ok(())
-    }
-
-    fn check_network(&self) -> Result<(), ConfigError> {
-        let n = &self.network;
-        if !(n.obs_clip.is_finite() && n.obs_clip > 0.0) {
-            return bad("network.obs_clip", "must be a finite number > 0");
-        }
-        if !(n.min_std.is_finite() && n.min_std > 0.0) {
-            return bad("network.min_std", "must be a finite number > 0");
-        }
-        if !(n.init_std.is_finite() && n.init_std > n.min_std) {
+        if self.network.init_std <= self.network.min_std {
             return bad(
                 "network.init_std",
                 "must be a finite number > network.min_std",
@@ -219,9 +146,6 @@ impl RunConfig {
                 "ppo.minibatches",
                 &format!("must be in 1..={samples} (samples per update)"),
             );
-        }
-        if self.learner.batches_per_update == 0 {
-            return bad("learner.batches_per_update", "must be at least 1");
         }
         match crate::devices::LearnerDevices::parse(&self.learner.devices) {
             Err(reason) => return bad("learner.devices", &reason),

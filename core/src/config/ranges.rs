@@ -1,0 +1,280 @@
+//! The accepted range of every numeric config key, in one table that the
+//! checks and the README's table are both read from. Ranges keep every size
+//! the run derives (batch bytes, update memory, wire fields, timeouts) far from
+//! overflow and from allocations no machine has.
+
+use super::{ConfigError, RunConfig};
+
+/// An inclusive range; `open_low` excludes `low` (for "> 0" floats).
+#[derive(Clone, Copy, Debug)]
+pub struct Range {
+    pub key: &'static str,
+    pub low: f64,
+    pub high: f64,
+    pub open_low: bool,
+    /// The key takes whole numbers.
+    pub integer: bool,
+}
+
+/// A whole-number key in `[low, high]`.
+const fn int(key: &'static str, low: f64, high: f64) -> Range {
+    Range {
+        key,
+        low,
+        high,
+        open_low: false,
+        integer: true,
+    }
+}
+
+/// A real-number key in `[low, high]`.
+const fn closed(key: &'static str, low: f64, high: f64) -> Range {
+    Range {
+        key,
+        low,
+        high,
+        open_low: false,
+        integer: false,
+    }
+}
+
+/// A real-number key in `(low, high]`.
+const fn above(key: &'static str, low: f64, high: f64) -> Range {
+    Range {
+        key,
+        low,
+        high,
+        open_low: true,
+        integer: false,
+    }
+}
+
+/// Steps in one trajectory batch (envs_per_actor x rollout_length), at most.
+pub const MAX_BATCH_STEPS: usize = 1 << 20;
+/// Samples in one update (batches x envs x steps), at most.
+pub const MAX_UPDATE_SAMPLES: usize = 1 << 22;
+/// Weights in the network's hidden layers (both torsos), at most.
+pub const MAX_HIDDEN_WEIGHTS: usize = 1 << 26;
+
+/// Every numeric key and its range.
+pub const RANGES: &[Range] = &[
+    int("env.envs_per_actor", 1.0, 4096.0),
+    int("env.rollout_length", 1.0, 65_536.0),
+    int("run.total_steps", 1.0, 1e13),
+    int("run.local_actors", 1.0, 256.0),
+    int("network.hidden", 1.0, 8192.0),
+    above("network.obs_clip", 0.0, 1e6),
+    above("network.min_std", 0.0, 1e3),
+    above("network.init_std", 0.0, 1e3),
+    above("ppo.gamma", 0.0, 1.0),
+    closed("ppo.gae_lambda", 0.0, 1.0),
+    above("ppo.clip_coef", 0.0, 10.0),
+    above("ppo.learning_rate", 0.0, 1.0),
+    above("ppo.max_grad_norm", 0.0, 1e6),
+    above("ppo.adam_eps", 0.0, 1.0),
+    above("ppo.value_clip_coef", 0.0, 1e6),
+    closed("ppo.vf_coef", 0.0, 1e3),
+    closed("ppo.ent_coef", 0.0, 1e3),
+    closed("ppo.target_kl", 0.0, 1e3),
+    int("ppo.epochs", 1.0, 1000.0),
+    int("ppo.minibatches", 1.0, MAX_UPDATE_SAMPLES as f64),
+    int("learner.batches_per_update", 1.0, 1024.0),
+    int("learner.queue_capacity", 1.0, 4096.0),
+    int("learner.max_policy_lag", 0.0, 1e6),
+    int("learner.final_eval_timeout_secs", 0.0, 86_400.0),
+    int("learner.checkpoint_interval", 0.0, 1e9),
+    int("actor.send_queue", 1.0, 64.0),
+    int("eval.interval", 1.0, 1e6),
+    int("eval.episodes", 1.0, 10_000.0),
+];
+
+impl Range {
+    fn check(&self, value: f64) -> Result<(), ConfigError> {
+        let low_ok = if self.open_low {
+            value > self.low
+        } else {
+            value >= self.low
+        };
+        if value.is_finite() && low_ok && value <= self.high {
+            return Ok(());
+        }
+        Err(ConfigError::BadValue {
+            key: self.key.into(),
+            reason: format!("{value} is outside {}", self.describe()),
+        })
+    }
+
+    /// `[1, 4096]` or `(0, 1]`.
+    pub fn describe(&self) -> String {
+        let open = if self.open_low { '(' } else { '[' };
+        format!("{open}{}, {}]", self.low, self.high)
+    }
+}
+
+fn range(key: &str) -> Range {
+    RANGES
+        .iter()
+        .copied()
+        .find(|r| r.key == key)
+        .unwrap_or(closed("<unlisted>", f64::MIN, f64::MAX))
+}
+
+/// Checks every key of [`RANGES`] against `c`, then the sizes derived from
+/// several keys.
+pub fn check(c: &RunConfig) -> Result<(), ConfigError> {
+    let (n, p, l) = (&c.network, &c.ppo, &c.learner);
+    // Integers go through f64: above 2^53 they round, but stay above every bound.
+    let values: [(&str, f64); 27] = [
+        ("env.envs_per_actor", c.env.envs_per_actor as f64),
+        ("env.rollout_length", c.env.rollout_length as f64),
+        ("run.total_steps", c.run.total_steps as f64),
+        ("run.local_actors", c.run.local_actors as f64),
+        ("network.obs_clip", n.obs_clip),
+        ("network.min_std", n.min_std),
+        ("network.init_std", n.init_std),
+        ("ppo.gamma", p.gamma),
+        ("ppo.gae_lambda", p.gae_lambda),
+        ("ppo.clip_coef", p.clip_coef),
+        ("ppo.learning_rate", p.learning_rate),
+        ("ppo.max_grad_norm", p.max_grad_norm),
+        ("ppo.adam_eps", p.adam_eps),
+        ("ppo.value_clip_coef", p.value_clip_coef),
+        ("ppo.vf_coef", p.vf_coef),
+        ("ppo.ent_coef", p.ent_coef),
+        ("ppo.target_kl", p.target_kl),
+        ("ppo.epochs", p.epochs as f64),
+        ("ppo.minibatches", p.minibatches as f64),
+        ("learner.batches_per_update", l.batches_per_update as f64),
+        ("learner.queue_capacity", l.queue_capacity as f64),
+        ("learner.max_policy_lag", l.max_policy_lag as f64),
+        (
+            "learner.final_eval_timeout_secs",
+            l.final_eval_timeout_secs as f64,
+        ),
+        ("learner.checkpoint_interval", l.checkpoint_interval as f64),
+        ("actor.send_queue", c.actor.send_queue as f64),
+        ("eval.interval", c.eval.interval as f64),
+        ("eval.episodes", c.eval.episodes as f64),
+    ];
+    for (key, value) in values {
+        range(key).check(value)?;
+    }
+    check_network_size(c)?;
+    check_derived(c)
+}
+
+fn bad(key: &str, reason: String) -> Result<(), ConfigError> {
+    Err(ConfigError::BadValue {
+        key: key.into(),
+        reason,
+    })
+}
+
+fn check_network_size(c: &RunConfig) -> Result<(), ConfigError> {
+    let hidden = &c.network.hidden;
+    if hidden.is_empty() || hidden.len() > 8 {
+        return bad("network.hidden", "needs 1 to 8 layers".into());
+    }
+    for &h in hidden {
+        range("network.hidden").check(h as f64)?;
+    }
+    let weights: usize = hidden.windows(2).map(|w| w[0] * w[1]).sum::<usize>() * 2;
+    if weights > MAX_HIDDEN_WEIGHTS {
+        return bad(
+            "network.hidden",
+            format!("{weights} hidden-to-hidden weights, over the {MAX_HIDDEN_WEIGHTS} limit"),
+        );
+    }
+    Ok(())
+}
+
+/// Sizes several keys make together.
+fn check_derived(c: &RunConfig) -> Result<(), ConfigError> {
+    let steps = c.env.envs_per_actor * c.env.rollout_length;
+    if steps > MAX_BATCH_STEPS {
+        return bad(
+            "env.envs_per_actor",
+            format!(
+                "x env.rollout_length = {steps} steps per batch, over the {MAX_BATCH_STEPS} limit"
+            ),
+        );
+    }
+    let samples = steps * c.learner.batches_per_update;
+    if samples > MAX_UPDATE_SAMPLES {
+        return bad(
+            "learner.batches_per_update",
+            format!(
+                "{samples} samples per update (x envs_per_actor x rollout_length), over the {MAX_UPDATE_SAMPLES} limit"
+            ),
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(key: &str, value: &str) -> Result<RunConfig, ConfigError> {
+        RunConfig::resolve(Some("CartPole-v1"), None, &[format!("{key}={value}")])
+    }
+
+    #[test]
+    fn each_key_is_refused_outside_its_range_by_name() {
+        for r in RANGES {
+            let above = if r.integer {
+                format!("{}", (r.high as u64).saturating_mul(2).saturating_add(1))
+            } else {
+                format!("{:e}", r.high * 2.0 + 1.0)
+            };
+            let above = if r.key == "network.hidden" {
+                format!("[{above}]")
+            } else {
+                above
+            };
+            match with(r.key, &above) {
+                Err(ConfigError::BadValue { key, .. }) => assert_eq!(key, r.key),
+                other => panic!("{} = {above}: {other:?}", r.key),
+            }
+        }
+    }
+
+    #[test]
+    fn the_reported_repros_are_refused() {
+        for (key, value) in [
+            ("learner.queue_capacity", "4611686018427387904"),
+            ("actor.send_queue", "4611686018427387904"),
+            ("env.rollout_length", "4294967297"),
+            ("learner.batches_per_update", "1000000000"),
+            ("network.hidden", "[100000,100000]"),
+            ("learner.final_eval_timeout_secs", "9223372036854775807"),
+            ("ppo.learning_rate", "1e30"),
+        ] {
+            match with(key, value) {
+                Err(ConfigError::BadValue { key: k, .. }) => assert_eq!(k, key),
+                other => panic!("{key} = {value}: {other:?}"),
+            }
+        }
+        // Several keys together.
+        let e = RunConfig::resolve(
+            Some("CartPole-v1"),
+            None,
+            &[
+                "env.envs_per_actor=4096".into(),
+                "env.rollout_length=4096".into(),
+            ],
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("env.envs_per_actor"), "{e}");
+        let e = with("network.hidden", "[8192,8192,8192]").unwrap_err();
+        assert!(e.to_string().contains("network.hidden"), "{e}");
+    }
+
+    #[test]
+    fn every_preset_is_inside_the_ranges() {
+        for id in crate::env::ENV_IDS {
+            let c = RunConfig::preset(id).expect("preset");
+            check(&c).unwrap_or_else(|e| panic!("{id}: {e}"));
+        }
+    }
+}
