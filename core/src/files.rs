@@ -5,17 +5,22 @@ use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
 
-/// Writes `bytes` to `path` atomically.
+/// Writes `bytes` to `path` atomically. On failure (a full disk) the
+/// temporary file is removed and `path` is as it was.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = std::path::PathBuf::from(tmp);
-    {
+    let written = (|| {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
     }
-    std::fs::rename(&tmp, path)
+    written
 }
 
 /// Writes `value` as pretty JSON atomically.
@@ -39,12 +44,18 @@ impl JsonLines {
         })
     }
 
-    /// Writes one line in a single `write` call, so concurrent readers see whole lines.
+    /// Writes one line in a single `write` call, so concurrent readers see
+    /// whole lines. A line that could not be written whole (a full disk) is
+    /// cut off again, so the file never ends in a torn line.
     pub fn write<T: Serialize>(&mut self, value: &T) -> std::io::Result<()> {
         let mut line = serde_json::to_vec(value).map_err(std::io::Error::other)?;
         line.push(b'\n');
-        self.file.write_all(&line)?;
-        self.file.flush()
+        let before = self.file.metadata()?.len();
+        let written = self.file.write_all(&line).and_then(|()| self.file.flush());
+        if written.is_err() {
+            let _ = self.file.set_len(before);
+        }
+        written
     }
 }
 
