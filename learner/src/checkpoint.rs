@@ -3,7 +3,8 @@
 //! parameter ids the moments are keyed by; safetensors, the export format, does
 //! not); the counters, the RNG seed, the f64 observation statistics and the
 //! reward-scale state as JSON. One file, written atomically (write, then rename),
-//! so a learner killed mid-write leaves the previous checkpoint intact.
+//! so a learner killed mid-write leaves the previous checkpoint intact. Every
+//! part carries its SHA-256, so a flipped bit anywhere is refused, naming the part.
 
 use crate::engine::EngineState;
 use crate::ppo::PpoState;
@@ -16,7 +17,8 @@ use std::path::{Path, PathBuf};
 
 /// The checkpoint's name in the run directory.
 pub const FILE: &str = "checkpoint.bin";
-const MAGIC: &[u8; 8] = b"SEBCKPT1";
+/// Format 2: each part is `len (u64 LE) | sha256 (32 bytes) | bytes`.
+const MAGIC: &[u8; 8] = b"SEBCKPT2";
 
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
@@ -27,6 +29,8 @@ pub enum CheckpointError {
     },
     #[error("{path}: not a sebulba checkpoint or truncated ({what})")]
     Corrupt { path: PathBuf, what: String },
+    #[error("{path}: part `{part}` is corrupt (its SHA-256 does not match)")]
+    Checksum { path: PathBuf, part: &'static str },
     #[error("{path}: the counters do not serialise: {source}")]
     Encode {
         path: PathBuf,
@@ -37,6 +41,8 @@ pub enum CheckpointError {
 /// Counters and learner-side statistics.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Meta {
+    /// The run this checkpoint belongs to.
+    pub run_id: String,
     pub version: u64,
     pub env_steps: u64,
     pub updates: u64,
@@ -54,20 +60,36 @@ pub struct Checkpoint {
 }
 
 fn put(out: &mut Vec<u8>, part: &[u8]) {
+    use sha2::Digest;
     out.extend_from_slice(&(part.len() as u64).to_le_bytes());
+    out.extend_from_slice(&sha2::Sha256::digest(part));
     out.extend_from_slice(part);
 }
 
-fn take<'a>(bytes: &mut &'a [u8], what: &str, path: &Path) -> Result<&'a [u8], CheckpointError> {
+/// The next part of `bytes`, its checksum verified.
+fn take<'a>(
+    bytes: &mut &'a [u8],
+    part: &'static str,
+    path: &Path,
+) -> Result<&'a [u8], CheckpointError> {
+    use sha2::Digest;
     let corrupt = || CheckpointError::Corrupt {
         path: path.to_path_buf(),
-        what: what.to_string(),
+        what: part.to_string(),
     };
     let (len, rest) = bytes.split_at_checked(8).ok_or_else(corrupt)?;
-    let len = u64::from_le_bytes(len.try_into().map_err(|_| corrupt())?) as usize;
-    let (part, rest) = rest.split_at_checked(len).ok_or_else(corrupt)?;
+    let len = u64::from_le_bytes(len.try_into().map_err(|_| corrupt())?);
+    let len = usize::try_from(len).map_err(|_| corrupt())?;
+    let (sum, rest) = rest.split_at_checked(32).ok_or_else(corrupt)?;
+    let (data, rest) = rest.split_at_checked(len).ok_or_else(corrupt)?;
+    if sha2::Sha256::digest(data).as_slice() != sum {
+        return Err(CheckpointError::Checksum {
+            path: path.to_path_buf(),
+            part,
+        });
+    }
     *bytes = rest;
-    Ok(part)
+    Ok(data)
 }
 
 impl Checkpoint {
@@ -84,7 +106,7 @@ impl Checkpoint {
         put(&mut out, &meta);
         put(&mut out, &self.ppo.engine.model);
         put(&mut out, &self.ppo.engine.optim);
-        out.extend_from_slice(&self.ppo.rng_seed.to_le_bytes());
+        put(&mut out, &self.ppo.rng_seed.to_le_bytes());
         Ok(out)
     }
 
@@ -93,13 +115,23 @@ impl Checkpoint {
             path: path.to_path_buf(),
             what: what.to_string(),
         };
+        if bytes.starts_with(b"SEBCKPT1") {
+            return Err(corrupt(
+                "magic: format 1, from a sebulba without checksums; start the run afresh",
+            ));
+        }
         bytes = bytes.strip_prefix(MAGIC).ok_or_else(|| corrupt("magic"))?;
         let meta = take(&mut bytes, "meta", path)?;
         let meta: Meta =
             serde_json::from_slice(meta).map_err(|e| corrupt(&format!("meta: {e}")))?;
         let model = take(&mut bytes, "model", path)?.to_vec();
         let optim = take(&mut bytes, "optimizer", path)?.to_vec();
-        let seed: [u8; 8] = bytes.try_into().map_err(|_| corrupt("rng seed"))?;
+        let seed: [u8; 8] = take(&mut bytes, "rng seed", path)?
+            .try_into()
+            .map_err(|_| corrupt("rng seed"))?;
+        if !bytes.is_empty() {
+            return Err(corrupt("trailing bytes"));
+        }
         Ok(Self {
             meta,
             ppo: PpoState {
@@ -140,6 +172,7 @@ mod tests {
         obs.update(&[0.1, 0.2, 0.3, 1.0, 2.0, 3.0]);
         Checkpoint {
             meta: Meta {
+                run_id: "pendulum-test".into(),
                 version: 7,
                 env_steps: 12_345,
                 updates: 6,
@@ -186,5 +219,33 @@ mod tests {
         foreign[0] = b'X';
         let e = Checkpoint::decode(&foreign, p).err().expect("refused");
         assert!(e.to_string().contains("magic"), "{e}");
+    }
+
+    /// A flipped bit in any part's data is refused, naming that part.
+    #[test]
+    fn a_flipped_bit_is_refused_naming_its_part() {
+        let c = sample();
+        let bytes = c.encode().expect("encode");
+        let meta_len = serde_json::to_vec(&c.meta).expect("meta").len();
+        // Offsets of the first data byte of each part.
+        let meta_at = 8 + 8 + 32;
+        let model_at = meta_at + meta_len + 8 + 32;
+        let optim_at = model_at + 3 + 8 + 32;
+        let seed_at = optim_at + 2 + 8 + 32;
+        let p = Path::new("x/checkpoint.bin");
+        for (at, part) in [
+            (meta_at + 5, "meta"),
+            (model_at + 1, "model"),
+            (optim_at, "optimizer"),
+            (seed_at + 7, "rng seed"),
+        ] {
+            let mut flipped = bytes.clone();
+            flipped[at] ^= 0x10;
+            match Checkpoint::decode(&flipped, p) {
+                Err(CheckpointError::Checksum { part: got, .. }) => assert_eq!(got, part),
+                other => panic!("{part}: {:?}", other.err()),
+            }
+        }
+        assert_eq!(seed_at + 8, bytes.len());
     }
 }
