@@ -16,11 +16,13 @@ pub enum WeightsError {
     NonFinite(String),
 }
 
-/// Serialises `model` to safetensors bytes, with the spec as metadata.
+/// Serialises `model` to safetensors bytes, with the spec as metadata. A model
+/// with a non-finite parameter is refused: such weights never leave a process.
 pub fn to_safetensors<B: Backend>(
     model: &ActorCritic<B>,
     spec: &ModelSpec,
 ) -> Result<Vec<u8>, WeightsError> {
+    check_finite(model)?;
     let spec_json = serde_json::to_string(spec).map_err(|e| WeightsError::Store(e.to_string()))?;
     let mut store = SafetensorsStore::from_bytes(None).metadata("sebulba.model_spec", spec_json);
     model
@@ -61,7 +63,8 @@ pub fn from_safetensors<B: Backend>(
     Ok(model)
 }
 
-fn check_finite<B: Backend>(model: &ActorCritic<B>) -> Result<(), WeightsError> {
+/// Every parameter of `model` is finite (else the first bad one is named).
+pub fn check_finite<B: Backend>(model: &ActorCritic<B>) -> Result<(), WeightsError> {
     use burn::module::{ModuleVisitor, Param};
     use burn::tensor::Tensor;
     struct Finite {

@@ -60,8 +60,22 @@ pub struct StepStats {
     pub clip_fraction: f64,
     /// Global gradient norm before clipping.
     pub grad_norm: f64,
-    /// False when the approximate KL was past the target: no step taken.
+    /// False when no step was taken: the approximate KL was past the target,
+    /// or (`non_finite`) the loss or the gradient was not finite.
     pub stepped: bool,
+    /// The loss or the gradient norm was NaN or infinite: the step was skipped
+    /// and the parameters and Adam's state are as they were.
+    pub non_finite: bool,
+}
+
+impl StepStats {
+    /// A step skipped for a non-finite loss or gradient.
+    pub fn skipped_non_finite() -> Self {
+        Self {
+            non_finite: true,
+            ..Self::default()
+        }
+    }
 }
 
 /// Normalises in place to zero mean and unit (population) std, over everything given.

@@ -34,6 +34,9 @@ pub struct PpoStats {
     pub minibatch_steps: usize,
     /// A step's approximate KL exceeded `target_kl`, ending the update.
     pub early_stopped: bool,
+    /// Steps skipped because the loss or the gradient was not finite (not in
+    /// `minibatch_steps` nor in the means).
+    pub non_finite_steps: usize,
 }
 
 impl PpoStats {
@@ -210,6 +213,10 @@ impl<B: AutodiffBackend> Ppo<B> {
                     clip,
                 };
                 let step = self.engine.step(&mb)?;
+                if step.non_finite {
+                    stats.non_finite_steps += 1;
+                    continue;
+                }
                 if !step.stepped {
                     stats.early_stopped = true;
                     break 'epochs;

@@ -470,3 +470,50 @@ fn at_zero_lag_the_first_steps_ratio_is_one_in_both_engines() {
         }
     }
 }
+
+/// A non-finite loss skips its step (weights and Adam untouched) in every
+/// engine and device count, and the other steps go on.
+#[test]
+fn non_finite_steps_are_skipped_and_leave_the_weights_finite() {
+    let _turn = COLLECTIVE_TEST_LOCK
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let s = spec();
+    let mut c = cfg();
+    c.epochs = 2;
+    c.minibatches = 4;
+    c.adv_norm = AdvantageNorm::Off;
+    let finite = |ppo: &Ppo<B>| flat_params(ppo.model()).iter().all(|x| x.is_finite());
+    let (one, two) = one_and_two_devices(&s, &c, 5);
+    let mut fused = Ppo::<B>::new(&s, &c, 5, vec![Default::default()]).unwrap();
+    fused.use_fused().unwrap();
+    for (label, mut ppo) in [("burn x1", one), ("burn x2", two), ("fused", fused)] {
+        // Every sample's return is NaN: nothing steps, nothing moves.
+        let mut all_bad = toy_data(64);
+        all_bad.returns = vec![f32::NAN; 64];
+        let before = flat_params(ppo.model());
+        let stats = ppo.update(&all_bad, &c, 1e-2, 0.2).unwrap();
+        assert_eq!(
+            (stats.non_finite_steps, stats.minibatch_steps),
+            (8, 0),
+            "{label}: {stats:?}"
+        );
+        assert_eq!(before, flat_params(ppo.model()), "{label}: weights moved");
+        // One bad sample: only the minibatches holding it are skipped.
+        let mut one_bad = toy_data(64);
+        one_bad.advantages[17] = f32::INFINITY;
+        let stats = ppo.update(&one_bad, &c, 1e-2, 0.2).unwrap();
+        assert_eq!(
+            stats.non_finite_steps, 2,
+            "{label}: once per epoch: {stats:?}"
+        );
+        assert_eq!(stats.minibatch_steps, 6, "{label}: {stats:?}");
+        assert!(stats.policy_loss.is_finite() && finite(&ppo), "{label}");
+        assert_ne!(
+            before,
+            flat_params(ppo.model()),
+            "{label}: the rest stepped"
+        );
+    }
+    burn_collective::reset_collective::<Inner>();
+}

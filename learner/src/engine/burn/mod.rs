@@ -187,6 +187,7 @@ fn sum_shares(shares: &[StepStats]) -> StepStats {
     let mut s = StepStats {
         grad_norm: shares[0].grad_norm,
         stepped: shares.iter().all(|s| s.stepped),
+        non_finite: shares.iter().any(|s| s.non_finite),
         ..Default::default()
     };
     for x in shares {

@@ -262,6 +262,11 @@ impl<B: AutodiffBackend> Replica<B> {
                 .map_err(|e| EngineError::Collective(format!("{e:?}")))?;
         }
         let grad_norm = clip_global_norm(&model, &mut grads, cfg.max_grad_norm);
+        // The norm is the all-reduced one, so every replica skips together.
+        if !grad_norm.is_finite() {
+            self.model = Some(model);
+            return Ok(StepStats::skipped_non_finite());
+        }
         self.model = Some(self.optim.step(lr, model, grads));
         Ok(StepStats {
             policy_loss: scalar(losses.policy) * weight,
@@ -271,6 +276,7 @@ impl<B: AutodiffBackend> Replica<B> {
             clip_fraction: scalar(losses.clip_fraction) * weight,
             grad_norm,
             stepped: true,
+            non_finite: false,
         })
     }
 }

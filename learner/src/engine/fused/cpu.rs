@@ -159,6 +159,10 @@ impl Fused {
             &mut self.grad_work,
         );
         let grad_norm = self.clip_grads(cfg.max_grad_norm);
+        let loss = sums.policy_loss + sums.value_loss + sums.entropy;
+        if !grad_norm.is_finite() || !loss.is_finite() {
+            return StepStats::skipped_non_finite();
+        }
         self.adam_step(mb.lr, cfg.adam_eps as f32);
         StepStats {
             policy_loss: sums.policy_loss * inv_m,
@@ -168,6 +172,7 @@ impl Fused {
             clip_fraction: clipped as f64 * inv_m,
             grad_norm,
             stepped: true,
+            non_finite: false,
         }
     }
 
