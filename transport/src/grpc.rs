@@ -144,6 +144,31 @@ pub fn server(security: &Security) -> Result<Server, tonic::transport::Error> {
     }
 }
 
+/// How long a server waits, once told to stop, for its open connections to
+/// finish before it drops them: a silent or half-open connection must not
+/// hold a process past SIGTERM.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
+
+/// Runs `serve` (a server with graceful shutdown on `shutdown`) until it ends,
+/// or until [`SHUTDOWN_GRACE`] after `shutdown` fired, whichever is first;
+/// dropping the server then closes every connection it still holds.
+pub async fn serve_until<E>(
+    serve: impl std::future::Future<Output = Result<(), E>>,
+    shutdown: tokio_util::sync::CancellationToken,
+) -> Result<(), E> {
+    tokio::pin!(serve);
+    tokio::select! {
+        r = &mut serve => r,
+        () = async {
+            shutdown.cancelled().await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        } => {
+            tracing::warn!("connections still open {SHUTDOWN_GRACE:?} after shutdown: closing them");
+            Ok(())
+        }
+    }
+}
+
 /// Jittered exponential backoff delays from `min` to `max`, without end: every
 /// client retry loop (actors rejoining, followers re-watching, publishing) uses it.
 pub fn backoff(min: Duration, max: Duration) -> impl Iterator<Item = Duration> + Send {
