@@ -111,7 +111,7 @@ async fn call_everything(
         ("ReportEval", code(p.report_eval(report).await.map(|_| ()))),
         (
             "ListEvals",
-            code(p.list_evals(ListEvalsRequest {}).await.map(|_| ())),
+            code(p.list_evals(ListEvalsRequest::default()).await.map(|_| ())),
         ),
         (
             "Join(actor)",

@@ -27,6 +27,9 @@ pub enum ActorError {
     /// Worth retrying: the learner is away or the stream broke.
     #[error("learner unavailable: {0}")]
     Unavailable(String),
+    /// The learner does not know this actor (it restarted): join again at once.
+    #[error("the learner does not know this actor: {0}")]
+    Forgotten(String),
     /// Not worth retrying: this actor cannot take part in the run.
     #[error("cannot take part in the run: {0}")]
     Fatal(String),
@@ -51,6 +54,9 @@ pub struct ActorReport {
     pub env_steps: u64,
     pub sessions: u32,
 }
+
+/// How long a joined actor waits for the first weights of its run.
+const WEIGHTS_PATIENCE: Duration = Duration::from_secs(60);
 
 enum SessionEnd {
     RunFinished,
@@ -84,7 +90,17 @@ pub async fn run(
             }
             Ok(SessionEnd::Shutdown) => break Ok(report),
             Err(ActorError::Fatal(m)) => break Err(ActorError::Fatal(m)),
+            Err(ActorError::Forgotten(m)) => {
+                info!(name = %opts.name, "{m}; joining again");
+                backoff = new_backoff();
+            }
             Err(ActorError::Unavailable(m)) => {
+                // With the learner away, the parameter server may still say
+                // the run is over: its final version ends the run here too.
+                if run_is_final(&weights_rx) {
+                    info!(name = %opts.name, "the parameter server holds the run's final version; run finished");
+                    break Ok(report);
+                }
                 if report.batches_sent > sent_before {
                     backoff = new_backoff();
                 }
@@ -101,6 +117,11 @@ pub async fn run(
     };
     follower.abort();
     result
+}
+
+/// Whether the newest weights heard are the run's last version.
+fn run_is_final(weights: &watch::Receiver<Option<Arc<Weights>>>) -> bool {
+    weights.borrow().as_ref().is_some_and(|w| w.r#final)
 }
 
 /// Refused credentials are fatal (retrying cannot fix them); the rest is worth retrying.
@@ -135,9 +156,15 @@ async fn session(
     let span = info_span!("actor", id = %actor_id);
     info!(parent: &span, env = %spec.env_id, envs = spec.envs_per_actor, steps = spec.rollout_length, "joined");
 
-    // Act only with real weights.
+    // Act only with real weights of the run joined.
+    let run_id = spec.run_id.clone();
+    let of_this_run = weights.wait_for(|w| w.as_ref().is_some_and(|w| w.run_id == run_id));
     tokio::select! {
-        r = weights.wait_for(|w| w.is_some()) => { r.map_err(|_| ActorError::Fatal("the parameter server refused this actor (see the error above)".into()))?; }
+        r = tokio::time::timeout(WEIGHTS_PATIENCE, of_this_run) => match r {
+            Ok(Ok(_)) => {}
+            Ok(Err(_)) => return Err(ActorError::Fatal("the parameter server refused this actor (see the error above)".into())),
+            Err(_) => return Err(ActorError::Unavailable(format!("no weights of run `{}` on the parameter server within {WEIGHTS_PATIENCE:?}", spec.run_id))),
+        },
         _ = shutdown.cancelled() => return Ok(SessionEnd::Shutdown),
     }
 
@@ -156,6 +183,7 @@ async fn session(
         num_steps: spec.rollout_length as usize,
         seed: spec.seed,
         device: opts.device,
+        run_id: spec.run_id.clone(),
     };
     let rollout = Rollout::new(
         setup,
@@ -241,6 +269,8 @@ async fn stream(
         flow.credits.add_permits(1);
         if a.accepted {
             report.batches_sent += 1;
+        } else if a.code == tonic::Code::NotFound as i32 {
+            return Err(ActorError::Forgotten(a.message));
         } else if a.code != 0 {
             warn!(
                 sequence = a.sequence,

@@ -28,6 +28,8 @@ pub struct RolloutSetup {
     pub seed: u64,
     /// Where inference runs.
     pub device: DeviceKind,
+    /// The run joined: weights of any other run are never acted with.
+    pub run_id: String,
 }
 
 pub struct Rollout {
@@ -88,6 +90,7 @@ impl Rollout {
         let credits = self.credits.clone();
         let min_version = self.min_version.load(std::sync::atomic::Ordering::Acquire);
         let weights = &mut self.weights;
+        let run_id = self.setup.run_id.clone();
         self.rt.block_on(async move {
             tokio::select! {
                 permit = credits.acquire() => match permit {
@@ -98,7 +101,10 @@ impl Rollout {
             }
             // The learner publishes before it takes the next batches, so this wait
             // is short; if the parameter server is away, act with what we have.
-            let fresh = weights.wait_for(|w| w.as_ref().is_some_and(|w| w.version >= min_version));
+            let fresh = weights.wait_for(|w| {
+                w.as_ref()
+                    .is_some_and(|w| w.run_id == run_id && w.version >= min_version)
+            });
             tokio::select! {
                 _ = tokio::time::timeout(std::time::Duration::from_secs(2), fresh) => true,
                 _ = stop.cancelled() => false,
@@ -110,6 +116,7 @@ impl Rollout {
     fn refresh_policy(&mut self) {
         let newest = self.weights.borrow_and_update().clone();
         if let Some(w) = newest
+            && w.run_id == self.setup.run_id
             && self.policy.version() != Some(w.version)
         {
             // Continues the trace of the learner's publish.

@@ -92,6 +92,11 @@ pub async fn run(
         let Some(w) = rx.borrow_and_update().clone() else {
             continue;
         };
+        if w.run_id != ev.run {
+            // Another run on the parameter server: its versions start afresh.
+            info!(run = %w.run_id, "following run");
+            (ev.run, ev.last, ev.best) = (w.run_id.clone(), None, f64::NEG_INFINITY);
+        }
         let due = w.r#final || ev.last.is_none_or(|l| w.version >= l + opts.interval);
         if !due || ev.last == Some(w.version) {
             continue;
@@ -116,6 +121,8 @@ struct Evaluator<'a> {
     client: ParameterServerClient<SecureChannel>,
     /// Kept across versions of the same network (reloaded in place).
     policy: Option<InferencePolicy>,
+    /// The run of the versions evaluated.
+    run: String,
     last: Option<u64>,
     best: f64,
     lines: Vec<EvalLine>,
@@ -135,6 +142,7 @@ impl<'a> Evaluator<'a> {
             out,
             client,
             policy: None,
+            run: String::new(),
             last: None,
             best: f64::NEG_INFINITY,
             lines: Vec::new(),
@@ -225,6 +233,7 @@ impl<'a> Evaluator<'a> {
             return_std: line.return_std,
             episodes: line.episodes as u32,
             r#final: line.r#final,
+            run_id: w.run_id.clone(),
         };
         let span = info_span!("report_eval", version = line.version);
         sebulba_transport::trace::set_parent_from_map(&span, &w.trace_context);
@@ -263,7 +272,7 @@ async fn report_eval(
     shutdown: &CancellationToken,
 ) {
     for attempt in 0..20u32 {
-        let mut req = tonic::Request::new(report);
+        let mut req = tonic::Request::new(report.clone());
         req.set_timeout(Duration::from_secs(5));
         match client.report_eval(req).await {
             Ok(_) => return,

@@ -20,6 +20,9 @@ pub struct Counts {
     /// Streams that broke mid-flight (an actor killed or cut off while sending).
     /// A half-sent batch is never received, so it is outside the identity.
     pub streams_broken: u64,
+    /// Broken streams by reason (`undecodable`, `oversize`, `transport`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub streams_broken_by_reason: BTreeMap<String, u64>,
 }
 
 impl Counts {
@@ -93,9 +96,16 @@ impl Accounting {
         });
     }
 
-    /// A trajectory stream ended with a transport error.
-    pub fn stream_broken(&self, actor: &str) {
-        self.with(|s| s.both(actor, |c| c.streams_broken += 1));
+    /// A trajectory stream ended with an error, for `reason`.
+    pub fn stream_broken(&self, actor: &str, reason: &str) {
+        self.with(|s| {
+            s.both(actor, |c| {
+                c.streams_broken += 1;
+                *c.streams_broken_by_reason
+                    .entry(reason.to_string())
+                    .or_default() += 1;
+            })
+        });
     }
 
     /// A queued batch left the pipeline.

@@ -53,13 +53,15 @@ impl Publisher {
         }
     }
 
-    /// The newest version the parameter server holds (`None`: none, or no answer).
-    pub async fn latest_version(&self) -> Option<u64> {
+    /// The newest version of run `run_id` the parameter server holds (`None`:
+    /// none, another run's, or no answer).
+    pub async fn latest_version(&self, run_id: &str) -> Option<u64> {
         let mut client = self.client.clone();
         let mut req = tonic::Request::new(LatestRequest {});
         req.set_timeout(Duration::from_secs(10));
         match client.latest(req).await {
-            Ok(w) => Some(w.into_inner().version),
+            Ok(w) if w.get_ref().run_id == run_id => Some(w.into_inner().version),
+            Ok(_) => None,
             Err(e) if e.code() == tonic::Code::NotFound => None,
             Err(e) => {
                 warn!(
@@ -71,10 +73,12 @@ impl Publisher {
         }
     }
 
-    /// All evaluation reports the parameter server holds.
-    pub async fn evals(&self) -> Result<Vec<EvalReport>, tonic::Status> {
+    /// The evaluation reports the parameter server holds for run `run_id`.
+    pub async fn evals(&self, run_id: &str) -> Result<Vec<EvalReport>, tonic::Status> {
         let mut client = self.client.clone();
-        let mut req = tonic::Request::new(ListEvalsRequest {});
+        let mut req = tonic::Request::new(ListEvalsRequest {
+            run_id: run_id.to_string(),
+        });
         req.set_timeout(Duration::from_secs(10));
         Ok(client.list_evals(req).await?.into_inner().reports)
     }

@@ -14,6 +14,7 @@ use sebulba_proto::{
 use sebulba_transport::security::{Class, Gate};
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
@@ -39,33 +40,55 @@ impl LearnerService {
             eval_interval: c.eval.interval as u32,
             eval_episodes: c.eval.episodes as u32,
             total_steps: c.run.total_steps,
+            run_id: self.shared.run_id.clone(),
         }
     }
 
-    /// Handles one batch. Returns an ack now for a refused batch; an accepted one
-    /// is acked by the update loop when it takes the batch (`None` here).
+    /// Handles one batch that arrived on the stream bound to `owner` (the
+    /// actor of the stream's first known batch). Returns an ack now for a
+    /// refused batch; an accepted one is acked by the update loop when it
+    /// takes the batch (`None` here).
     async fn ingest(
         shared: &Shared,
         queue: &mpsc::Sender<DecodedBatch>,
         batch: TrajectoryBatch,
+        owner: &str,
         ack_to: &AckSender,
     ) -> Option<Ack> {
         let version = shared.current_version();
         let now = |verdict: Verdict, finished: bool| {
             Some(ack(batch.sequence, version, verdict, finished))
         };
+        let refuse = |code: Code, message: String| now(Verdict::Refused { code, message }, false);
         if !shared.is_known_actor(&batch.actor_id) {
             shared.accounting.rejected("<unknown>", "unknown_actor");
+            // NOT_FOUND (not a validation code): the actor's cue to join again,
+            // e.g. after this learner restarted and forgot it.
             let message = format!(
-                "field `actor_id`: `{}` has not joined this learner (call Join first)",
+                "field `actor_id`: `{}` has not joined this learner (call Join again)",
                 batch.actor_id
             );
-            let code = Code::FailedPrecondition;
-            return now(Verdict::Refused { code, message }, false);
+            return refuse(Code::NotFound, message);
+        }
+        if batch.actor_id != owner {
+            shared.accounting.rejected(owner, "actor_mismatch");
+            let message = format!(
+                "field `actor_id`: `{}` on a stream that belongs to `{owner}` (one stream per actor)",
+                batch.actor_id
+            );
+            return refuse(Code::PermissionDenied, message);
         }
         if shared.is_finished() {
             shared.accounting.arrived_after_finish(&batch.actor_id);
             return now(Verdict::Dropped("run finished".into()), true);
+        }
+        if let Err(last) = shared.advance_sequence(&batch.actor_id, batch.sequence) {
+            shared.accounting.rejected(&batch.actor_id, "sequence");
+            let message = format!(
+                "field `sequence`: {} is not after this actor's previous batch ({last}): a batch is taken once",
+                batch.sequence
+            );
+            return refuse(Code::AlreadyExists, message);
         }
         // One span per batch, continuing the actor's trace (its send span).
         let span = info_span!(
@@ -110,6 +133,98 @@ impl LearnerService {
                 now(Verdict::Dropped("run finished".into()), true)
             }
         }
+    }
+
+    /// Reads one trajectory stream to its end. A stream that fails (bytes that
+    /// do not decode, a message over the run's size limit, a transport error)
+    /// ends with a non-OK status at once, ahead of any acks still owed for its
+    /// queued batches, which are trained on all the same.
+    async fn serve_stream(
+        shared: Arc<Shared>,
+        queue: mpsc::Sender<DecodedBatch>,
+        mut incoming: Streaming<TrajectoryBatch>,
+        ack_tx: AckSender,
+    ) {
+        // The actor this stream belongs to: the first joined actor it names.
+        let mut owner: Option<String> = None;
+        loop {
+            match incoming.message().await {
+                Ok(Some(batch)) => {
+                    if owner.is_none() && shared.is_known_actor(&batch.actor_id) {
+                        owner = Some(batch.actor_id.clone());
+                    }
+                    let bound = owner.clone().unwrap_or_else(|| batch.actor_id.clone());
+                    if let Some(ack) = Self::ingest(&shared, &queue, batch, &bound, &ack_tx).await
+                        && ack_tx.send(Ok(ack)).await.is_err()
+                    {
+                        return;
+                    }
+                }
+                Ok(None) => return,
+                Err(status) => {
+                    let who = owner.as_deref().unwrap_or("<no batch yet>");
+                    let (reason, end) = end_status(&status);
+                    if shared.is_finished() && reason == "transport" {
+                        // Actors hang up once told the run is over.
+                        info!(actor = who, "trajectory stream closed after the run");
+                    } else {
+                        shared.accounting.stream_broken(who, reason);
+                        warn!(
+                            actor = who,
+                            reason,
+                            "trajectory stream broke: {}",
+                            status.message()
+                        );
+                    }
+                    // The client may have stopped reading acks: never wait for it.
+                    let _ =
+                        tokio::time::timeout(Duration::from_secs(1), ack_tx.send(Err(end))).await;
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// The status a failed trajectory stream ends with, and its counter key:
+/// bytes that are no `TrajectoryBatch` are the client's error
+/// (INVALID_ARGUMENT), a message over the run's limit is refused before it is
+/// read (RESOURCE_EXHAUSTED), and anything else is the transport's.
+fn end_status(status: &Status) -> (&'static str, Status) {
+    match status.code() {
+        // tonic-prost reports a prost::DecodeError as INTERNAL with its text.
+        Code::Internal
+            if status
+                .message()
+                .contains("failed to decode Protobuf message") =>
+        {
+            (
+                "undecodable",
+                Status::invalid_argument(format!(
+                    "the whole `message`: not a TrajectoryBatch ({}); the stream ends here",
+                    status.message()
+                )),
+            )
+        }
+        // tonic checks the length prefix against the limit before reading the body.
+        Code::OutOfRange => (
+            "oversize",
+            Status::resource_exhausted(format!(
+                "the whole `message`: {}; the limit follows this run's spec",
+                status.message()
+            )),
+        ),
+        code => (
+            "transport",
+            Status::new(
+                if code == Code::Ok {
+                    Code::Unknown
+                } else {
+                    code
+                },
+                format!("trajectory stream broke: {}", status.message()),
+            ),
+        ),
     }
 }
 
@@ -169,44 +284,11 @@ impl Learner for LearnerService {
             "sebulba.v1.Learner/StreamTrajectories",
             &[Class::Actor],
         )?;
-        let mut incoming = request.into_inner();
+        let incoming = request.into_inner();
         let (ack_tx, ack_rx) = mpsc::channel(64);
-        let shared = self.shared.clone();
-        let queue = self.queue.clone();
         tokio::spawn(
-            async move {
-                // Whose stream this is, once a batch names its actor.
-                let mut actor: Option<String> = None;
-                loop {
-                    match incoming.message().await {
-                        Ok(Some(batch)) => {
-                            if shared.is_known_actor(&batch.actor_id) {
-                                actor.get_or_insert_with(|| batch.actor_id.clone());
-                            }
-                            if let Some(ack) = Self::ingest(&shared, &queue, batch, &ack_tx).await
-                                && ack_tx.send(Ok(ack)).await.is_err()
-                            {
-                                break;
-                            }
-                        }
-                        Ok(None) => break,
-                        Err(status) => {
-                            // A half-sent batch never reaches us as a message; the
-                            // broken stream is counted, and the learner carries on.
-                            let who = actor.as_deref().unwrap_or("<no batch yet>");
-                            if shared.is_finished() {
-                                // Actors hang up once told the run is over.
-                                info!(actor = who, "trajectory stream closed after the run");
-                            } else {
-                                shared.accounting.stream_broken(who);
-                                warn!(actor = who, "trajectory stream broke: {}", status.message());
-                            }
-                            break;
-                        }
-                    }
-                }
-            }
-            .instrument(info_span!("trajectory_stream")),
+            Self::serve_stream(self.shared.clone(), self.queue.clone(), incoming, ack_tx)
+                .instrument(info_span!("trajectory_stream")),
         );
         Ok(Response::new(Box::pin(ReceiverStream::new(ack_rx))))
     }
@@ -226,7 +308,7 @@ mod tests {
         let (tx, rx) = mpsc::channel(4);
         (
             LearnerService {
-                shared: Arc::new(Shared::new(cfg, env)),
+                shared: Arc::new(Shared::new(cfg, env, "test-run".into())),
                 queue: tx,
                 gate: Gate::default(),
             },
@@ -242,9 +324,9 @@ mod tests {
         })
     }
 
-    fn batch(actor: &str) -> TrajectoryBatch {
+    fn batch(actor: &str, sequence: u64) -> TrajectoryBatch {
         let env = sebulba_core::env::env_spec("CartPole-v1").unwrap();
-        sebulba_testkit::valid_batch(&env, 1, 2, actor, 0, 0)
+        sebulba_testkit::valid_batch(&env, 1, 2, actor, sequence, 0)
     }
 
     #[tokio::test]
@@ -274,53 +356,67 @@ mod tests {
     async fn ingest_queues_good_batches_and_counts_refusals() {
         let (svc, mut rx) = service();
         let (ack_tx, _ack_rx) = mpsc::channel(4);
-        let id = svc
-            .join(join_req(PROTOCOL_VERSION))
-            .await
-            .unwrap()
-            .into_inner()
-            .actor_id;
-        // Unknown actor.
-        let ack = LearnerService::ingest(&svc.shared, &svc.queue, batch("stranger"), &ack_tx)
-            .await
-            .unwrap();
-        assert_eq!(ack.code, Code::FailedPrecondition as i32);
+        let join = || svc.join(join_req(PROTOCOL_VERSION));
+        let id = join().await.unwrap().into_inner().actor_id;
+        let other = join().await.unwrap().into_inner().actor_id;
+        let ingest =
+            |b: TrajectoryBatch| LearnerService::ingest(&svc.shared, &svc.queue, b, &id, &ack_tx);
+        // Unknown actor: NOT_FOUND, the actor's cue to join again.
+        let ack = ingest(batch("stranger", 0)).await.unwrap();
+        assert_eq!(ack.code, Code::NotFound as i32);
         assert!(ack.message.contains("`actor_id`"));
+        // Another joined actor's id on this actor's stream.
+        let ack = ingest(batch(&other, 0)).await.unwrap();
+        assert_eq!(ack.code, Code::PermissionDenied as i32);
+        assert!(ack.message.contains("`actor_id`") && ack.message.contains(&other));
         // Malformed.
-        let mut bad = batch(&id);
+        let mut bad = batch(&id, 0);
         bad.rewards = Some(encode_f32(&[1, 2], &[f32::NAN, 0.0]));
-        let ack = LearnerService::ingest(&svc.shared, &svc.queue, bad, &ack_tx)
-            .await
-            .unwrap();
+        let ack = ingest(bad).await.unwrap();
         assert_eq!(ack.code, Code::InvalidArgument as i32);
         assert!(!ack.accepted && ack.message.contains("`rewards`"));
         // Good: queued, acked later by the update loop.
-        assert!(
-            LearnerService::ingest(&svc.shared, &svc.queue, batch(&id), &ack_tx)
-                .await
-                .is_none()
-        );
+        assert!(ingest(batch(&id, 1)).await.is_none());
         let queued = rx.try_recv().unwrap();
         assert!(queued.ack_to.is_some());
+        // The same sequence again, or an older one: taken once only.
+        for seq in [1, 0] {
+            let ack = ingest(batch(&id, seq)).await.unwrap();
+            assert_eq!(ack.code, Code::AlreadyExists as i32);
+            assert!(ack.message.contains("`sequence`"), "{}", ack.message);
+        }
         let (c, per) = svc.shared.accounting.snapshot();
-        assert_eq!((c.received, c.rejected, c.queued), (3, 2, 1));
+        assert_eq!((c.received, c.rejected, c.queued), (6, 5, 1));
         assert_eq!(per["<unknown>"].rejected_by_reason["unknown_actor"], 1);
         assert_eq!(per[&id].rejected_by_reason["non_finite"], 1);
+        assert_eq!(per[&id].rejected_by_reason["actor_mismatch"], 1);
+        assert_eq!(per[&id].rejected_by_reason["sequence"], 2);
+        assert!(c.balanced());
         // After the run finished, batches are received and dropped, and the actor is told.
         svc.shared
             .finished
             .store(true, std::sync::atomic::Ordering::Release);
-        let ack = LearnerService::ingest(&svc.shared, &svc.queue, batch(&id), &ack_tx)
-            .await
-            .unwrap();
+        let ack = ingest(batch(&id, 2)).await.unwrap();
         assert!(ack.run_finished && !ack.accepted);
         assert_eq!(svc.shared.accounting.snapshot().0.dropped_shutdown, 1);
         // And a Join after the run says so in a field, not an error.
-        let late = svc
-            .join(join_req(PROTOCOL_VERSION))
-            .await
-            .unwrap()
-            .into_inner();
+        let late = join().await.unwrap().into_inner();
         assert!(late.run_finished && late.spec.is_none() && late.actor_id.is_empty());
+    }
+
+    #[test]
+    fn a_failed_stream_ends_with_a_status_that_names_why() {
+        let (reason, s) = end_status(&Status::internal(
+            "failed to decode Protobuf message: invalid wire type",
+        ));
+        assert_eq!((reason, s.code()), ("undecodable", Code::InvalidArgument));
+        assert!(s.message().contains("`message`"), "{}", s.message());
+        let (reason, s) = end_status(&Status::out_of_range(
+            "Error, decoded message length too large: found 9 bytes, the limit is: 8 bytes",
+        ));
+        assert_eq!((reason, s.code()), ("oversize", Code::ResourceExhausted));
+        let (reason, s) = end_status(&Status::new(Code::Ok, "odd"));
+        assert_eq!(reason, "transport");
+        assert_ne!(s.code(), Code::Ok, "a broken stream never ends OK");
     }
 }

@@ -3,7 +3,7 @@
 use crate::accounting::Accounting;
 use sebulba_core::config::RunConfig;
 use sebulba_core::env::EnvSpec;
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -32,25 +32,30 @@ impl LiveStats {
 
 pub struct Shared {
     pub config: RunConfig,
+    /// The run's identity: in the spec actors join with, on every published
+    /// version and in checkpoints, so runs never mix.
+    pub run_id: String,
     pub env: EnvSpec,
     /// The newest published policy version.
     pub version: AtomicU64,
     /// Set once the step budget is reached: no more batches are taken.
     pub finished: AtomicBool,
     pub accounting: Accounting,
-    actors: Mutex<BTreeSet<String>>,
+    /// Joined actors, each with the sequence number of its newest batch.
+    actors: Mutex<BTreeMap<String, Option<u64>>>,
     next_participant: AtomicU64,
 }
 
 impl Shared {
-    pub fn new(config: RunConfig, env: EnvSpec) -> Self {
+    pub fn new(config: RunConfig, env: EnvSpec, run_id: String) -> Self {
         Self {
             config,
+            run_id,
             env,
             version: AtomicU64::new(0),
             finished: AtomicBool::new(false),
             accounting: Accounting::default(),
-            actors: Mutex::new(BTreeSet::new()),
+            actors: Mutex::new(BTreeMap::new()),
             next_participant: AtomicU64::new(0),
         }
     }
@@ -72,7 +77,7 @@ impl Shared {
         self.actors
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(id.clone());
+            .insert(id.clone(), None);
         (id, participant_seed(self.config.run.seed, n))
     }
 
@@ -80,7 +85,21 @@ impl Shared {
         self.actors
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .contains(id)
+            .contains_key(id)
+    }
+
+    /// Records `sequence` as `id`'s newest batch if it is newer than every
+    /// batch before it; a repeated or older sequence number gives the newest seen.
+    pub fn advance_sequence(&self, id: &str, sequence: u64) -> Result<(), u64> {
+        let mut actors = self.actors.lock().unwrap_or_else(|p| p.into_inner());
+        match actors.get_mut(id) {
+            Some(Some(last)) if *last >= sequence => Err(*last),
+            Some(slot) => {
+                *slot = Some(sequence);
+                Ok(())
+            }
+            None => Ok(()),
+        }
     }
 
     pub fn current_version(&self) -> u64 {
@@ -98,4 +117,26 @@ pub fn participant_seed(run_seed: u64, index: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
+}
+
+/// A fresh run identity: the environment, the start time and a random tag
+/// (`cartpole-v1-19a4f3c2b10-7f3a`), unique across restarts of a cluster.
+pub fn new_run_id(env_id: &str) -> String {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or_default();
+    let tag: u16 = rand::random();
+    let env: String = env_id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .take(48)
+        .collect();
+    format!("{env}-{ms:x}-{tag:04x}")
 }

@@ -25,13 +25,26 @@ use tracing::{debug, info};
 /// Versions kept for `Latest` lookups beyond the newest (older ones are evicted).
 const KEEP_VERSIONS: u64 = 4;
 
+/// How far past the newest version of its run a publish may jump. The learner
+/// publishes consecutive versions; a jump beyond this is a stray or hostile
+/// client, which must not push the run's versions out of its learner's reach.
+pub const MAX_VERSION_JUMP: u64 = 1_000;
+
+/// The largest version accepted: far from `u64::MAX`, so no follower's
+/// arithmetic on it can overflow.
+pub const MAX_VERSION: u64 = 1 << 53;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ParamServerError {
     #[error("transport: {0}")]
     Transport(String),
 }
 
+/// The weights and evaluation reports of one run: the one being trained.
 pub struct Store {
+    /// The run the versions and reports belong to ("" before the first publish).
+    /// Held while a publish decides, so a run switch and a publish never interleave.
+    run_id: std::sync::Mutex<String>,
     versions: DashMap<u64, Arc<Weights>>,
     latest: watch::Sender<Option<Arc<Weights>>>,
     evals: DashMap<u64, EvalReport>,
@@ -40,6 +53,7 @@ pub struct Store {
 impl Default for Store {
     fn default() -> Self {
         Self {
+            run_id: std::sync::Mutex::new(String::new()),
             versions: DashMap::new(),
             latest: watch::channel(None).0,
             evals: DashMap::new(),
@@ -48,27 +62,54 @@ impl Default for Store {
 }
 
 impl Store {
-    /// Stores `w` if it is newer than everything held; returns the newest version.
+    fn current_run(&self) -> std::sync::MutexGuard<'_, String> {
+        self.run_id.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Stores `w`: a version newer than (and not far past) its run's newest, or
+    /// the first version of another run, which replaces the run held (its
+    /// versions and reports). Returns the stored version.
     pub fn publish(&self, w: Weights) -> Result<u64, Status> {
         if w.safetensors.is_empty() {
             return Err(Status::invalid_argument("field `safetensors`: empty"));
         }
-        let w = Arc::new(w);
-        let mut accepted = Ok(w.version);
-        self.latest.send_if_modified(|cur| match cur {
-            Some(c) if c.version >= w.version => {
-                accepted = Err(Status::failed_precondition(format!(
-                    "field `version`: {} is not newer than the stored {}",
-                    w.version, c.version
+        if w.run_id.is_empty() || w.run_id.len() > 128 {
+            return Err(Status::invalid_argument(
+                "field `run_id`: must name the run (1 to 128 bytes)",
+            ));
+        }
+        if w.version > MAX_VERSION {
+            return Err(Status::invalid_argument(format!(
+                "field `version`: {} is beyond the largest version, 2^53",
+                w.version
+            )));
+        }
+        let mut run = self.current_run();
+        if *run != w.run_id {
+            if !run.is_empty() {
+                info!(old = %*run, new = %w.run_id, "a new run publishes: the old run's versions and reports are dropped");
+            }
+            self.versions.clear();
+            self.evals.clear();
+            self.latest.send_replace(None);
+            *run = w.run_id.clone();
+        }
+        if let Some(c) = self.latest.borrow().as_ref() {
+            if c.version >= w.version {
+                return Err(Status::failed_precondition(format!(
+                    "field `version`: {} is not newer than the stored {} of run `{}`",
+                    w.version, c.version, w.run_id
                 )));
-                false
             }
-            _ => {
-                *cur = Some(w.clone());
-                true
+            if w.version - c.version > MAX_VERSION_JUMP {
+                return Err(Status::failed_precondition(format!(
+                    "field `version`: {} is more than {MAX_VERSION_JUMP} past the stored {} of run `{}`",
+                    w.version, c.version, w.run_id
+                )));
             }
-        });
-        let v = accepted?;
+        }
+        let (v, w) = (w.version, Arc::new(w));
+        self.latest.send_replace(Some(w.clone()));
         self.versions.insert(v, w);
         self.versions.retain(|&k, _| k + KEEP_VERSIONS >= v);
         Ok(v)
@@ -76,6 +117,30 @@ impl Store {
 
     pub fn latest(&self) -> Option<Arc<Weights>> {
         self.latest.borrow().clone()
+    }
+
+    /// Files an evaluation report of the run held.
+    pub fn report(&self, r: EvalReport) -> Result<(), Status> {
+        let run = self.current_run();
+        if r.run_id != *run {
+            return Err(Status::failed_precondition(format!(
+                "field `run_id`: `{}` is not the run this server holds (`{}`)",
+                r.run_id, *run
+            )));
+        }
+        self.evals.insert(r.version, r);
+        Ok(())
+    }
+
+    /// The reports of `run_id`, in version order (none if another run is held).
+    pub fn reports(&self, run_id: &str) -> Vec<EvalReport> {
+        let run = self.current_run();
+        if run_id != *run {
+            return Vec::new();
+        }
+        let mut reports: Vec<EvalReport> = self.evals.iter().map(|e| e.value().clone()).collect();
+        reports.sort_by_key(|r| r.version);
+        reports
     }
 }
 
@@ -152,7 +217,7 @@ impl ParameterServer for Service {
                 "fields `return_mean`/`return_std`: must be finite",
             ));
         }
-        self.store.evals.insert(r.version, r);
+        self.store.report(r)?;
         Ok(Response::new(ReportAck {}))
     }
 
@@ -165,9 +230,10 @@ impl ParameterServer for Service {
             "sebulba.v1.ParameterServer/ListEvals",
             READERS,
         )?;
-        let mut reports: Vec<EvalReport> = self.store.evals.iter().map(|e| *e.value()).collect();
-        reports.sort_by_key(|r| r.version);
-        Ok(Response::new(EvalList { reports }))
+        let run_id = request.into_inner().run_id;
+        Ok(Response::new(EvalList {
+            reports: self.store.reports(&run_id),
+        }))
     }
 }
 
@@ -189,7 +255,7 @@ pub async fn run(
         .map_err(|e| ParamServerError::Transport(e.to_string()))?;
     let health = sebulba_transport::grpc::health(&["sebulba.v1.ParameterServer"]).await;
     info!(%local, tls = security.tls.identity.is_some(), auth = gate.is_enforcing(), "parameter server serving");
-    sebulba_transport::grpc::server(security)
+    let server = sebulba_transport::grpc::server(security)
         .map_err(|e| ParamServerError::Transport(e.to_string()))?
         .add_service(health)
         .add_service(InterceptedService::new(reflection, gate.any_class()))
@@ -200,8 +266,9 @@ pub async fn run(
         )
         .serve_with_incoming_shutdown(
             sebulba_transport::grpc::incoming(listener),
-            shutdown.cancelled_owned(),
-        )
+            shutdown.clone().cancelled_owned(),
+        );
+    sebulba_transport::grpc::serve_until(server, shutdown)
         .await
         .map_err(|e| ParamServerError::Transport(e.to_string()))
 }
@@ -211,8 +278,13 @@ mod tests {
     use super::*;
 
     fn w(version: u64) -> Weights {
+        on("run-a", version)
+    }
+
+    fn on(run: &str, version: u64) -> Weights {
         Weights {
             version,
+            run_id: run.into(),
             safetensors: vec![1u8, 2, 3].into(),
             ..Default::default()
         }
@@ -244,6 +316,15 @@ mod tests {
         assert_eq!(stream.next().await.unwrap().unwrap().version, 1);
         svc.publish(Request::new(w(5))).await.unwrap();
         assert_eq!(stream.next().await.unwrap().unwrap().version, 5);
+        // A hijack: far ahead of the run, or beyond any sane version.
+        for (v, code) in [
+            (5 + MAX_VERSION_JUMP + 1, tonic::Code::FailedPrecondition),
+            (u64::MAX, tonic::Code::InvalidArgument),
+        ] {
+            let e = svc.publish(Request::new(w(v))).await.unwrap_err();
+            assert_eq!(e.code(), code, "{}", e.message());
+            assert!(e.message().contains("field `version`"), "{}", e.message());
+        }
         assert_eq!(
             svc.latest(Request::new(LatestRequest {}))
                 .await
@@ -261,6 +342,41 @@ mod tests {
             svc.publish(Request::new(empty)).await.unwrap_err().code(),
             tonic::Code::InvalidArgument
         );
+        let no_run = on("", 9);
+        let e = svc.publish(Request::new(no_run)).await.unwrap_err();
+        assert!(e.message().contains("field `run_id`"), "{}", e.message());
+    }
+
+    #[tokio::test]
+    async fn a_new_run_starts_afresh_and_the_old_runs_reports_are_refused() {
+        let svc = Service {
+            store: Arc::new(Store::default()),
+            gate: Gate::default(),
+        };
+        let report = |run: &str, version| EvalReport {
+            version,
+            run_id: run.into(),
+            ..Default::default()
+        };
+        svc.publish(Request::new(on("old", 20))).await.unwrap();
+        svc.report_eval(Request::new(report("old", 20)))
+            .await
+            .unwrap();
+        // The new run's learner starts at version 0 on a server that held 20.
+        svc.publish(Request::new(on("new", 0))).await.unwrap();
+        assert_eq!(svc.store.latest().unwrap().run_id, "new");
+        assert_eq!(svc.store.versions.len(), 1);
+        let e = svc
+            .report_eval(Request::new(report("old", 20)))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::FailedPrecondition);
+        assert!(svc.store.reports("old").is_empty());
+        assert!(svc.store.reports("new").is_empty());
+        svc.report_eval(Request::new(report("new", 0)))
+            .await
+            .unwrap();
+        assert_eq!(svc.store.reports("new").len(), 1);
     }
 
     #[tokio::test]
@@ -269,10 +385,12 @@ mod tests {
             store: Arc::new(Store::default()),
             gate: Gate::default(),
         };
+        svc.publish(Request::new(w(0))).await.unwrap();
         for v in [3u64, 1, 2] {
             svc.report_eval(Request::new(EvalReport {
                 version: v,
                 return_mean: v as f64,
+                run_id: "run-a".into(),
                 ..Default::default()
             }))
             .await
@@ -288,7 +406,9 @@ mod tests {
             tonic::Code::InvalidArgument
         );
         let list = svc
-            .list_evals(Request::new(ListEvalsRequest {}))
+            .list_evals(Request::new(ListEvalsRequest {
+                run_id: "run-a".into(),
+            }))
             .await
             .unwrap()
             .into_inner();
