@@ -51,6 +51,8 @@ pub enum LearnerError {
     Server(#[from] tonic::transport::Error),
     #[error("gRPC reflection: {0}")]
     Reflection(#[from] tonic_reflection::server::Error),
+    #[error("training diverged: {0}")]
+    Diverged(String),
     #[error("the update thread: {0}")]
     Thread(String),
     #[error(transparent)]

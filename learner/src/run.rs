@@ -9,6 +9,7 @@ use crate::service::LearnerService;
 use crate::state::{LiveStats, Shared};
 use crate::summary::Summary;
 use crate::update::{LoopContext, LoopOutcome, UpdateLoop};
+use crate::validate::Expect;
 use crate::{LearnerError, ppo, prepare};
 use burn::tensor::backend::AutodiffBackend;
 use sebulba_core::config::RunConfig;
@@ -56,7 +57,12 @@ pub async fn run(
     let run_dir = opts.run_dir;
     let resume = open_run_dir(&run_dir, &cfg, opts.resume)?;
     let model_spec = ModelSpec::new(&env, &cfg.network);
-    let shared = Arc::new(Shared::new(cfg.clone(), env));
+    let run_id = match &resume {
+        Some(ck) => ck.meta.run_id.clone(),
+        None => crate::state::new_run_id(&cfg.env.id),
+    };
+    info!(%run_id, "run");
+    let shared = Arc::new(Shared::new(cfg.clone(), env, run_id));
     let (queue_tx, queue_rx) = mpsc::channel(cfg.learner.queue_capacity);
     let server_stop = CancellationToken::new();
     let server = serve(listener, &opts.security, &shared, queue_tx, &server_stop).await?;
@@ -87,7 +93,7 @@ pub async fn run(
             return Err(e);
         }
     };
-    let evals = final_evals(&publisher, &cfg, &outcome, &shutdown).await;
+    let evals = final_evals(&publisher, &shared, &outcome, &shutdown).await;
     let summary = summarize(&cfg, &outcome, started.elapsed(), &evals, &shared);
     write_json_atomic(&run_dir.join("summary.json"), &summary)
         .map_err(|e| LearnerError::Io("summary.json".into(), e))?;
@@ -98,7 +104,10 @@ pub async fn run(
         Err(_) => warn!("learner server did not stop within 5 s; leaving it"),
         _ => {}
     }
-    Ok(summary)
+    match outcome.failure {
+        Some(why) => Err(LearnerError::Diverged(why)),
+        None => Ok(summary),
+    }
 }
 
 /// Creates the run directory, reads (and checks) the checkpoint to resume
@@ -153,6 +162,14 @@ async fn serve(
     stop: &CancellationToken,
 ) -> Result<JoinHandle<Result<(), tonic::transport::Error>>, LearnerError> {
     let gate = security.gate();
+    // The run's own limit, checked on the length prefix before a byte is read.
+    let limit = Expect {
+        env: &shared.env,
+        num_steps: shared.config.env.rollout_length,
+        num_envs: shared.config.env.envs_per_actor,
+        current_version: 0,
+    }
+    .max_batch_bytes();
     let service = LearnerService {
         shared: shared.clone(),
         queue,
@@ -169,7 +186,7 @@ async fn serve(
         .add_service(InterceptedService::new(reflection, gate.any_class()))
         .add_service(
             LearnerServer::new(service)
-                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_decoding_message_size(limit)
                 .max_encoding_message_size(MAX_MESSAGE_BYTES),
         )
         .serve_with_incoming_shutdown(
@@ -177,8 +194,11 @@ async fn serve(
             stop.clone().cancelled_owned(),
         );
     let cfg = &shared.config;
-    info!(%local, env = %cfg.env.id, total_steps = cfg.run.total_steps, tls = security.tls.identity.is_some(), auth = gate.is_enforcing(), "learner serving");
-    Ok(tokio::spawn(server))
+    info!(%local, env = %cfg.env.id, max_message_bytes = limit, total_steps = cfg.run.total_steps, tls = security.tls.identity.is_some(), auth = gate.is_enforcing(), "learner serving");
+    Ok(tokio::spawn(sebulba_transport::grpc::serve_until(
+        server,
+        stop.clone(),
+    )))
 }
 
 /// Work to run with the learner's backend and devices, whichever they are.
@@ -255,7 +275,7 @@ impl OnBackend for SpawnLoop {
 /// that `sebulba bench local` reports) whenever it lost that race.
 async fn final_evals(
     publisher: &Publisher,
-    cfg: &RunConfig,
+    shared: &Shared,
     outcome: &LoopOutcome,
     shutdown: &CancellationToken,
 ) -> Vec<EvalReport> {
@@ -263,9 +283,10 @@ async fn final_evals(
     if !outcome.completed {
         return evals;
     }
-    let deadline = Instant::now() + Duration::from_secs(cfg.learner.final_eval_timeout_secs);
+    let wait = Duration::from_secs(shared.config.learner.final_eval_timeout_secs);
+    let deadline = Instant::now() + wait;
     loop {
-        match publisher.evals().await {
+        match publisher.evals(&shared.run_id).await {
             Ok(r) => evals = r,
             Err(e) => warn!("reading evaluations: {}", e.message()),
         }
@@ -340,6 +361,7 @@ fn summarize(
         best_eval_version: best.map(|r| r.version),
         batches,
         batches_per_actor,
+        stopped_by_error: outcome.failure.clone(),
         peak_rss_mib: sebulba_core::memory::peak_rss_bytes().map(|b| b as f64 / (1 << 20) as f64),
     }
 }

@@ -19,6 +19,9 @@ pub struct Summary {
     pub best_eval_version: Option<u64>,
     pub batches: Counts,
     pub batches_per_actor: BTreeMap<String, Counts>,
+    /// Why the run stopped before its budget, when it could not go on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped_by_error: Option<String>,
     /// Peak resident memory of the learner's process (in local mode: every
     /// role together), MiB; None where the OS does not say.
     pub peak_rss_mib: Option<f64>,

@@ -55,6 +55,31 @@ fn check_finite(field: &str, values: &[f32]) -> Result<(), Rejection> {
     }
 }
 
+/// Largest magnitude accepted in observations and rewards: squares and sums
+/// of a whole update stay far inside f32's range (3.4e38), so a finite batch
+/// cannot overflow the normalisers, the losses or the gradients.
+pub const MAX_MAGNITUDE: f32 = 1e9;
+/// Largest magnitude of a log-probability and of a pre-tanh action sample. A
+/// policy's own samples lie within a few dozen of zero; beyond this, the
+/// importance ratio `exp(new - old)` overflows.
+pub const MAX_LOG_PROB: f32 = 1e4;
+
+/// Finite, and at most `bound` in magnitude.
+fn check_bounded(field: &str, values: &[f32], bound: f32) -> Result<(), Rejection> {
+    check_finite(field, values)?;
+    match values.iter().position(|v| v.abs() > bound) {
+        Some(i) => Err(reject(
+            Code::InvalidArgument,
+            "out_of_range",
+            format!(
+                "field `{field}`: {} at flat index {i} is beyond ±{bound:e}",
+                values[i]
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 fn check_flags(field: &str, values: &[u8]) -> Result<(), Rejection> {
     match values.iter().position(|&v| v > 1) {
         Some(i) => Err(reject(
@@ -75,7 +100,7 @@ impl Expect<'_> {
     /// larger is refused before a byte of it is decoded.
     pub fn max_batch_bytes(&self) -> usize {
         let (t, e, d) = (self.num_steps, self.num_envs, self.env.obs_dim);
-        let steps = t * e;
+        let steps = t.saturating_mul(e);
         let (act, masks) = match &self.env.action_space {
             ActionSpace::Discrete { n } => (4, *n),
             ActionSpace::Box { low, .. } => (4 * low.len(), 0),
@@ -83,8 +108,18 @@ impl Expect<'_> {
         // observations (T+1) and final observations (at most one per step), f32;
         // actions; log-probs and rewards (f32); two flags and the masks (u8);
         // one episode (two numbers) per step at most.
-        let tensors = 4 * (t + 1) * e * d + 4 * steps * d + steps * (act + 8 + 2 + masks + 16);
-        2 * tensors + 64 * 1024
+        // Saturating: the config's ranges keep these small, but a limit must
+        // never wrap around to a small number.
+        let obs = 4usize
+            .saturating_mul(t + 1)
+            .saturating_mul(e)
+            .saturating_mul(d);
+        let finals = 4usize.saturating_mul(steps).saturating_mul(d);
+        let per_step = act + 8 + 2 + masks + 16;
+        let tensors = obs
+            .saturating_add(finals)
+            .saturating_add(steps.saturating_mul(per_step));
+        tensors.saturating_mul(2).saturating_add(64 * 1024)
     }
 }
 
@@ -95,11 +130,11 @@ pub fn decode_batch(b: &TrajectoryBatch, expect: &Expect<'_>) -> Result<DecodedB
     let d = expect.env.obs_dim as u32;
     let (tu, eu) = (t as u32, e as u32);
     let observations = decode_f32(b.observations.as_ref(), "observations", &[tu + 1, eu, d])?;
-    check_finite("observations", &observations)?;
+    check_bounded("observations", &observations, MAX_MAGNITUDE)?;
     let actions = decode_actions(b, &expect.env.action_space)?;
     let action_masks = decode_masks(b, &expect.env.action_space, &actions)?;
     let log_probs = decode_f32(b.log_probs.as_ref(), "log_probs", &[tu, eu])?;
-    check_finite("log_probs", &log_probs)?;
+    check_bounded("log_probs", &log_probs, MAX_LOG_PROB)?;
     // A probability is at most 1; a density (continuous actions) may exceed it.
     let discrete = matches!(actions, BatchActions::Discrete(_));
     if let Some(i) = log_probs.iter().position(|&lp| discrete && lp > 1e-4) {
@@ -113,7 +148,7 @@ pub fn decode_batch(b: &TrajectoryBatch, expect: &Expect<'_>) -> Result<DecodedB
         ));
     }
     let rewards = decode_f32(b.rewards.as_ref(), "rewards", &[tu, eu])?;
-    check_finite("rewards", &rewards)?;
+    check_bounded("rewards", &rewards, MAX_MAGNITUDE)?;
     let terminated = decode_u8(b.terminated.as_ref(), "terminated", &[tu, eu])?;
     check_flags("terminated", &terminated)?;
     let truncated = decode_u8(b.truncated.as_ref(), "truncated", &[tu, eu])?;
@@ -121,7 +156,7 @@ pub fn decode_batch(b: &TrajectoryBatch, expect: &Expect<'_>) -> Result<DecodedB
     let k = truncated.iter().filter(|&&x| x == 1).count() as u32;
     let final_observations =
         decode_f32(b.final_observations.as_ref(), "final_observations", &[k, d])?;
-    check_finite("final_observations", &final_observations)?;
+    check_bounded("final_observations", &final_observations, MAX_MAGNITUDE)?;
     if b.player_ids.is_some() {
         return Err(reject(
             Code::FailedPrecondition,
@@ -207,7 +242,7 @@ fn decode_actions(b: &TrajectoryBatch, space: &ActionSpace) -> Result<BatchActio
         }
         ActionSpace::Box { low, .. } => {
             let a = decode_f32(b.actions.as_ref(), "actions", &[tu, eu, low.len() as u32])?;
-            check_finite("actions", &a)?;
+            check_bounded("actions", &a, MAX_LOG_PROB)?;
             Ok(BatchActions::Continuous(a))
         }
     }
@@ -256,6 +291,18 @@ fn decode_masks(
 
 /// Finished-episode statistics: finite returns, lengths of at least one step.
 fn decode_episodes(b: &TrajectoryBatch) -> Result<(Vec<f64>, Vec<u32>), Rejection> {
+    // An episode ends at a step: more of them than steps cannot be.
+    let steps = b.num_steps as usize * b.num_envs as usize;
+    if b.episodes.len() > steps {
+        return Err(reject(
+            Code::InvalidArgument,
+            "shape",
+            format!(
+                "field `episodes`: {} entries for {steps} steps",
+                b.episodes.len()
+            ),
+        ));
+    }
     let mut returns = Vec::with_capacity(b.episodes.len());
     let mut lengths = Vec::with_capacity(b.episodes.len());
     for (i, ep) in b.episodes.iter().enumerate() {

@@ -171,6 +171,18 @@ fn envelope_and_tensor_rules() -> Vec<Malformation> {
             b.rewards = Some(encode_f32(&[d.t, d.e], &r))
         }),
         rule("`rewards`", "shape", Arg, |b, _| b.rewards = None),
+        // Finite, but far past what f32 losses survive.
+        rule("`rewards`", "out_of_range", Arg, |b, d| {
+            b.rewards = Some(encode_f32(&[d.t, d.e], &vec![3.0e38; d.t * d.e]))
+        }),
+        rule("`observations`", "out_of_range", Arg, |b, d| {
+            let mut o = vec![0.0; (d.t + 1) * d.e * d.obs_dim];
+            o[0] = -3.0e38;
+            b.observations = Some(encode_f32(&[d.t + 1, d.e, d.obs_dim], &o));
+        }),
+        rule("`log_probs`", "out_of_range", Arg, |b, d| {
+            b.log_probs = Some(encode_f32(&[d.t, d.e], &vec![-1.0e30; d.t * d.e]))
+        }),
     ]
 }
 
@@ -235,5 +247,14 @@ fn flag_and_mask_rules() -> Vec<Malformation> {
         episode(f64::NAN, 10),
     ));
     rules.push(rule("`episodes[0]`", "out_of_range", Arg, episode(1.0, 0)));
+    rules.push(rule("`episodes`", "shape", Arg, |b, d| {
+        b.episodes = vec![
+            EpisodeStats {
+                episode_return: 1.0,
+                length: 1,
+            };
+            d.t * d.e + 1
+        ]
+    }));
     rules
 }

@@ -11,7 +11,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 /// `k` fresh batches at policy `version`, counting their env steps into
-/// `env_steps`; `None` when the queue closed or `stop` fired first (the batches
+/// `env_steps` (only batches trained on count towards the budget: a stale
+/// batch dropped here does not); `None` when the queue closed or `stop` fired first (the batches
 /// already taken are counted as dropped at shutdown).
 pub fn collect(
     rt: &tokio::runtime::Handle,
@@ -42,8 +43,6 @@ pub fn collect(
         };
         // Taken: its queue_wait span ends here.
         b.trace.queue_wait.take();
-        *env_steps += b.env_steps();
-        live.env_steps.store(*env_steps, Ordering::Relaxed);
         let lag = version.saturating_sub(b.policy_version);
         if lag > cfg.learner.max_policy_lag {
             debug!(actor = %b.actor_id, lag, "dropping stale batch");
@@ -58,6 +57,8 @@ pub fn collect(
             continue;
         }
         b.acknowledge(version, Verdict::Used, false);
+        *env_steps += b.env_steps();
+        live.env_steps.store(*env_steps, Ordering::Relaxed);
         batches.push(b);
     }
     Some(batches)

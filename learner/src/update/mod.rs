@@ -26,7 +26,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, debug, error, info, info_span};
+use tracing::{Instrument, debug, error, info, info_span, warn};
 
 /// The update loop: PPO on the learner's backend, and everything else it
 /// works with.
@@ -49,13 +49,46 @@ pub struct LoopContext {
     pub run_dir: std::path::PathBuf,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct LoopOutcome {
     pub env_steps: u64,
     pub updates: u64,
     pub final_version: u64,
     /// The step budget was reached (not stopped from outside).
     pub completed: bool,
+    /// Why training stopped before the budget, when it could not go on
+    /// (updates that found nothing finite to step on).
+    pub failure: Option<String>,
+}
+
+/// Consecutive updates in which every minibatch step had a non-finite loss or
+/// gradient before the run stops: the weights have not moved for that long,
+/// and more of the same data will not fix them.
+pub const MAX_NON_FINITE_UPDATES: u32 = 3;
+
+/// Logs the steps of an update skipped for a non-finite loss or gradient, with
+/// the batches it trained on; returns how many updates in a row (this one
+/// included) stepped on nothing finite.
+fn non_finite_guard(batches: &[DecodedBatch], stats: &PpoStats, update: u64, run: u32) -> u32 {
+    if stats.non_finite_steps == 0 {
+        return 0;
+    }
+    let ids: Vec<String> = batches
+        .iter()
+        .map(|b| format!("{}/{}", b.actor_id, b.sequence))
+        .collect();
+    warn!(
+        update,
+        skipped = stats.non_finite_steps,
+        taken = stats.minibatch_steps,
+        batches = ?ids,
+        "non-finite loss or gradient: minibatch steps skipped"
+    );
+    if stats.minibatch_steps == 0 {
+        run + 1
+    } else {
+        0
+    }
 }
 
 impl<B: AutodiffBackend> UpdateLoop<B> {
@@ -77,6 +110,8 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
         };
         self.publish(at, false)?;
         let mut completed = false;
+        let mut failure = None;
+        let mut non_finite_run = 0u32;
         let (rt, shared, live) = (
             self.ctx.rt.clone(),
             self.ctx.shared.clone(),
@@ -99,10 +134,20 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
             for b in &batches {
                 shared.accounting.dequeued(&b.actor_id, Outcome::Used);
             }
+            non_finite_run = non_finite_guard(&batches, &stats, at.updates + 1, non_finite_run);
             at.updates += 1;
             at.version += 1;
             completed = at.env_steps >= shared.config.run.total_steps;
             self.publish_and_record(at, completed, t0, &prepared, stats)?;
+            if non_finite_run >= MAX_NON_FINITE_UPDATES {
+                let why = format!(
+                    "{non_finite_run} updates in a row (up to update {}) had a non-finite loss or gradient in every minibatch step; the weights stayed at their last finite values (see the warnings above for the batches)",
+                    at.updates
+                );
+                error!("stopping the run: {why}");
+                failure = Some(why);
+                break;
+            }
         }
         if !completed {
             // Stopped from outside (SIGTERM): keep the latest state for `--resume`.
@@ -115,12 +160,16 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
             updates: at.updates,
             final_version: at.version,
             completed,
+            failure,
         })
     }
 
     /// Restores PPO, the normalisers and the counters from a checkpoint.
     fn restore(&mut self, ck: Checkpoint) -> Result<Counters, LearnerError> {
         self.ppo.load_state(&ck.ppo)?;
+        // A checkpoint that passes its checksums may still hold what a
+        // learner never writes: refuse it rather than publish it.
+        sebulba_core::weights::check_finite(self.ppo.model())?;
         self.ctx.normalizers.obs = ck.meta.obs_stats;
         self.ctx.normalizers.rewards = ck.meta.reward_scale;
         let mut at = Counters {
@@ -130,7 +179,10 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
         };
         // Versions published after the checkpoint may still be held: go on
         // above them, so followers take the resumed weights as newer.
-        if let Some(held) = self.ctx.rt.block_on(self.ctx.publisher.latest_version())
+        if let Some(held) = self
+            .ctx
+            .rt
+            .block_on(self.ctx.publisher.latest_version(&self.ctx.shared.run_id))
             && held >= at.version
         {
             at.version = held + 1;
@@ -259,6 +311,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
         let c = &self.ctx.shared.config;
         let ck = Checkpoint {
             meta: Meta {
+                run_id: self.ctx.shared.run_id.clone(),
                 version: at.version,
                 env_steps: at.env_steps,
                 updates: at.updates,
@@ -295,6 +348,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
             env_id: c.env.id.clone(),
             env_steps: at.env_steps,
             r#final: final_,
+            run_id: self.ctx.shared.run_id.clone(),
             // Followers' weight refreshes continue this trace.
             trace_context: sebulba_transport::trace::context_map(&span),
         };
@@ -307,5 +361,27 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
                     .instrument(span.clone()),
             )
             .map_err(|status| LearnerError::Publish { version, status })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Updates that step on nothing finite count up; one good step resets.
+    #[test]
+    fn the_guard_counts_updates_that_stepped_on_nothing() {
+        let stats = |taken, skipped| PpoStats {
+            minibatch_steps: taken,
+            non_finite_steps: skipped,
+            ..PpoStats::default()
+        };
+        let mut run = 0;
+        for _ in 0..MAX_NON_FINITE_UPDATES {
+            run = non_finite_guard(&[], &stats(0, 8), 1, run);
+        }
+        assert_eq!(run, MAX_NON_FINITE_UPDATES);
+        assert_eq!(non_finite_guard(&[], &stats(6, 2), 4, run), 0);
+        assert_eq!(non_finite_guard(&[], &stats(8, 0), 5, 2), 0);
     }
 }
