@@ -503,3 +503,62 @@ fn a_full_disk_stops_the_run_cleanly_without_torn_lines_or_temporary_files() {
             .count()
     );
 }
+
+#[test]
+fn an_actor_that_joined_before_a_learner_restart_joins_again() {
+    let dir = run_dir("hostile-rejoin");
+    let run = dir.join("run");
+    let ps_listen = format!("127.0.0.1:{}", common::free_port());
+    let ps_url = format!("http://{ps_listen}");
+    let (mut ps, _) = param_server(&dir, "param-server", &ps_listen, |_| {});
+    let args = [
+        "--set",
+        "run.total_steps=40000",
+        "--set",
+        "learner.checkpoint_interval=2",
+        "--set",
+        "learner.final_eval_timeout_secs=0",
+    ];
+    let (mut first, port) = learner(&dir, "learner", "127.0.0.1:0", &ps_url, &run, &args, |_| {});
+    let learner_url = format!("http://127.0.0.1:{port}");
+    let mut trained = actor(&dir, "trained", &learner_url, &ps_url, |_| {});
+    common::wait_for_updates(&run, 4, &first);
+    // With the parameter server away, a new actor joins and waits for weights.
+    let _ = ps.child.kill();
+    let _ = ps.child.wait();
+    let mut waiting = actor(&dir, "waiting", &learner_url, &ps_url, |_| {});
+    let joined = Instant::now();
+    while !waiting.log_text().contains("joined") {
+        assert!(
+            joined.elapsed() < Duration::from_secs(30),
+            "{}",
+            waiting.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The learner restarts (same run, from its checkpoint), then the
+    // parameter server comes back: the waiting actor's id is unknown now.
+    let _ = first.child.kill();
+    let _ = first.child.wait();
+    let listen = format!("127.0.0.1:{port}");
+    let (mut second, _) = learner(&dir, "learner-2", &listen, &ps_url, &run, &args, |c| {
+        c.arg("--resume");
+    });
+    let (_ps2, _) = param_server(&dir, "param-server-2", &ps_listen, |_| {});
+    exits_ok(&mut second, Duration::from_secs(300));
+    exits_ok(&mut waiting, Duration::from_secs(60));
+    exits_ok(&mut trained, Duration::from_secs(60));
+    let log = waiting.log_text();
+    assert!(log.contains("joining again"), "{log}");
+    let summary = read_json(&run.join("summary.json"));
+    assert_accounted(&summary);
+    let rejoined = summary["batches_per_actor"]
+        .as_object()
+        .expect("per actor")
+        .iter()
+        .any(|(id, c)| id.starts_with("waiting#") && c["used"].as_u64().unwrap_or(0) > 0);
+    assert!(
+        rejoined,
+        "the waiting actor trained after re-joining: {summary}"
+    );
+}

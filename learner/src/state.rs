@@ -44,6 +44,9 @@ pub struct Shared {
     /// Joined actors, each with the sequence number of its newest batch.
     actors: Mutex<BTreeMap<String, Option<u64>>>,
     next_participant: AtomicU64,
+    /// Random per learner process: ids handed out before a restart never
+    /// match ones handed out after it, so a stale actor is told to join again.
+    instance: u16,
 }
 
 impl Shared {
@@ -57,10 +60,11 @@ impl Shared {
             accounting: Accounting::default(),
             actors: Mutex::new(BTreeMap::new()),
             next_participant: AtomicU64::new(0),
+            instance: rand::random(),
         }
     }
 
-    /// Registers a new actor; returns its id and its own seed.
+    /// Registers a new actor; returns its id (`name#n.tag`) and its own seed.
     pub fn register_actor(&self, name: &str) -> (String, u64) {
         let n = self.next_participant.fetch_add(1, Ordering::Relaxed);
         let clean: String = name
@@ -73,7 +77,7 @@ impl Shared {
         } else {
             clean
         };
-        let id = format!("{base}#{n}");
+        let id = format!("{base}#{n}.{:04x}", self.instance);
         self.actors
             .lock()
             .unwrap_or_else(|p| p.into_inner())

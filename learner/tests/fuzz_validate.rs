@@ -9,7 +9,7 @@ use proptest::prelude::*;
 use prost::Message;
 use sebulba_core::env::{ActionSpace, EnvSpec, env_spec};
 use sebulba_learner::batch::{BatchActions, DecodedBatch};
-use sebulba_learner::validate::{Expect, decode_batch};
+use sebulba_learner::validate::{Expect, MAX_LOG_PROB, MAX_MAGNITUDE, decode_batch};
 use sebulba_proto::{EpisodeStats, Tensor, TrajectoryBatch, encode_f32, encode_i32, encode_u8};
 use tonic::Code;
 
@@ -107,7 +107,7 @@ fn batch(env: &EnvSpec) -> BoxedStrategy<TrajectoryBatch> {
             field(flags(vec![T, E], 1)),
             k.prop_flat_map(move |k| f32s(vec![k, d])),
         ),
-        prop::collection::vec((float().prop_map(f64::from), 0u32..600), 0..3),
+        prop::collection::vec((float().prop_map(f64::from), 0u32..600), 0..16),
     )
         .prop_map(
             |(
@@ -153,19 +153,21 @@ fn assert_well_formed(env: &EnvSpec, b: &DecodedBatch) {
     let (t, e, d) = (T, E, env.obs_dim);
     assert_eq!((b.num_steps, b.num_envs), (t, e));
     assert!(b.policy_version <= VERSION);
+    // Finite and bounded: nothing accepted can overflow f32 arithmetic.
+    let bounded = |v: &[f32], bound: f32| v.iter().all(|x| x.is_finite() && x.abs() <= bound);
     assert_eq!(b.observations.len(), (t + 1) * e * d);
-    assert!(b.observations.iter().all(|v| v.is_finite()));
-    for v in [&b.log_probs, &b.rewards] {
-        assert_eq!(v.len(), t * e);
-        assert!(v.iter().all(|x| x.is_finite()));
-    }
+    assert!(bounded(&b.observations, MAX_MAGNITUDE));
+    assert_eq!(b.rewards.len(), t * e);
+    assert!(bounded(&b.rewards, MAX_MAGNITUDE));
+    assert_eq!(b.log_probs.len(), t * e);
+    assert!(bounded(&b.log_probs, MAX_LOG_PROB));
     for f in [&b.terminated, &b.truncated] {
         assert_eq!(f.len(), t * e);
         assert!(f.iter().all(|&x| x <= 1));
     }
     let k = b.truncated.iter().filter(|&&x| x == 1).count();
     assert_eq!(b.final_observations.len(), k * d);
-    assert!(b.final_observations.iter().all(|v| v.is_finite()));
+    assert!(bounded(&b.final_observations, MAX_MAGNITUDE));
     match (&b.actions, &env.action_space) {
         (BatchActions::Discrete(a), ActionSpace::Discrete { n }) => {
             assert_eq!(a.len(), t * e);
@@ -174,10 +176,11 @@ fn assert_well_formed(env: &EnvSpec, b: &DecodedBatch) {
         }
         (BatchActions::Continuous(a), ActionSpace::Box { low, .. }) => {
             assert_eq!(a.len(), t * e * low.len());
-            assert!(a.iter().all(|x| x.is_finite()));
+            assert!(bounded(a, MAX_LOG_PROB));
         }
         _ => panic!("action kind does not match the env"),
     }
+    assert!(b.episode_returns.len() <= t * e);
     assert!(b.episode_returns.iter().all(|r| r.is_finite()));
     assert!(b.episode_lengths.iter().all(|&l| l > 0));
 }
