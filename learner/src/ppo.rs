@@ -178,9 +178,14 @@ impl<B: AutodiffBackend> Ppo<B> {
         Ok(PpoState { engine, rng_seed })
     }
 
-    /// Restores a [`PpoState`].
+    /// Restores a [`PpoState`]. A state that passed its checksums may still
+    /// hold what no learner writes: non-finite weights are refused.
     pub fn load_state(&mut self, state: &PpoState) -> Result<(), EngineError> {
         self.engine.load(&state.engine)?;
+        sebulba_core::weights::check_finite(self.model()).map_err(|e| EngineError::Record {
+            what: "model",
+            reason: e.to_string(),
+        })?;
         self.rng = StdRng::seed_from_u64(state.rng_seed);
         Ok(())
     }

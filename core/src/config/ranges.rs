@@ -270,6 +270,20 @@ mod tests {
         assert!(e.to_string().contains("network.hidden"), "{e}");
     }
 
+    /// Keys that travel as `uint32` in the run spec fit it at their largest.
+    #[test]
+    fn wire_fields_cannot_overflow() {
+        for key in [
+            "env.envs_per_actor",
+            "env.rollout_length",
+            "network.hidden",
+            "eval.interval",
+            "eval.episodes",
+        ] {
+            assert!(range(key).high <= f64::from(u32::MAX), "{key}");
+        }
+    }
+
     #[test]
     fn every_preset_is_inside_the_ranges() {
         for id in crate::env::ENV_IDS {

@@ -517,3 +517,25 @@ fn non_finite_steps_are_skipped_and_leave_the_weights_finite() {
     }
     burn_collective::reset_collective::<Inner>();
 }
+
+/// A saved state with a NaN weight (checksums cannot catch what was written
+/// that way) is refused on load.
+#[test]
+fn a_state_with_a_non_finite_weight_is_refused() {
+    let s = spec();
+    let c = cfg();
+    let mut model = s.init::<B>(&Default::default());
+    let shape = model.value_head.weight.val().shape();
+    let nan = vec![f32::NAN; shape.num_elements()];
+    model.value_head.weight = Param::from_tensor(Tensor::from_data(
+        TensorData::new(nan, shape),
+        &Default::default(),
+    ));
+    let mut bad = Ppo::<B>::with_model(&s, model, &c, 1, vec![Default::default()]).unwrap();
+    let state = bad.save_state().unwrap();
+    let mut fresh = Ppo::<B>::new(&s, &c, 1, vec![Default::default()]).unwrap();
+    let Err(e) = fresh.load_state(&state) else {
+        panic!("refused");
+    };
+    assert!(e.to_string().contains("non-finite"), "{e}");
+}
