@@ -296,7 +296,18 @@ fn every_role_shuts_down_cleanly_on_sigterm_mid_run() {
         String::from_utf8_lossy(&ck).contains(&format!("\"updates\":{updates},")),
         "the checkpoint holds update {updates}"
     );
-    // The learner is gone: actors are retrying; they still stop at once.
+    // The learner stopped before the end of the run: the run is not over, so
+    // the actors wait for it to come back instead of exiting.
+    std::thread::sleep(Duration::from_secs(2));
+    for a in actors.iter_mut() {
+        assert!(
+            matches!(a.child.try_wait(), Ok(None)),
+            "{} concluded the run was over:\n{}",
+            a.name,
+            a.log_text()
+        );
+    }
+    // They still stop at once on SIGTERM.
     for p in actors.iter_mut().chain([&mut evaluator, &mut ps]) {
         let s = p
             .terminate(Duration::from_secs(15))

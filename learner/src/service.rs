@@ -78,9 +78,9 @@ impl LearnerService {
             );
             return refuse(Code::PermissionDenied, message);
         }
-        if shared.is_finished() {
+        if shared.is_closed() {
             shared.accounting.arrived_after_finish(&batch.actor_id);
-            return now(Verdict::Dropped("run finished".into()), true);
+            return now(closed_verdict(shared), shared.is_finished());
         }
         if let Err(last) = shared.advance_sequence(&batch.actor_id, batch.sequence) {
             shared.accounting.rejected(&batch.actor_id, "sequence");
@@ -126,11 +126,11 @@ impl LearnerService {
         match queue.send(decoded).instrument(span.clone()).await {
             Ok(()) => None,
             Err(mpsc::error::SendError(b)) => {
-                // The update loop has stopped: the run is over.
+                // The update loop has stopped.
                 shared
                     .accounting
                     .dequeued(&b.actor_id, Outcome::DroppedShutdown);
-                now(Verdict::Dropped("run finished".into()), true)
+                now(closed_verdict(shared), shared.is_finished())
             }
         }
     }
@@ -164,7 +164,7 @@ impl LearnerService {
                 Err(status) => {
                     let who = owner.as_deref().unwrap_or("<no batch yet>");
                     let (reason, end) = end_status(&status);
-                    if shared.is_finished() && reason == "transport" {
+                    if shared.is_closed() && reason == "transport" {
                         // Actors hang up once told the run is over.
                         info!(actor = who, "trajectory stream closed after the run");
                     } else {
@@ -184,6 +184,15 @@ impl LearnerService {
             }
         }
     }
+}
+
+/// Why a batch that arrived after the learner closed is not used.
+fn closed_verdict(shared: &Shared) -> Verdict {
+    Verdict::Dropped(if shared.is_finished() {
+        "run finished".into()
+    } else {
+        "the learner is stopping; the run is not over".into()
+    })
 }
 
 /// The status a failed trajectory stream ends with, and its counter key:
@@ -243,6 +252,12 @@ impl Learner for LearnerService {
                 "field `protocol_version`: peer speaks protocol {}, this learner speaks {PROTOCOL_VERSION}; run the same sebulba version everywhere",
                 req.protocol_version
             )));
+        }
+        if self.shared.is_closed() && !self.shared.is_finished() {
+            // Retryable: the learner comes back (resuming), and so do its actors.
+            return Err(Status::unavailable(
+                "the learner is stopping before the end of the run; join again when it is back",
+            ));
         }
         if self.shared.is_finished() {
             // Not an error: the caller learns the run is over and stops.
@@ -402,6 +417,28 @@ mod tests {
         // And a Join after the run says so in a field, not an error.
         let late = join().await.unwrap().into_inner();
         assert!(late.run_finished && late.spec.is_none() && late.actor_id.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_stopping_learner_does_not_say_the_run_is_over() {
+        let (svc, _rx) = service();
+        let (ack_tx, _ack_rx) = mpsc::channel(4);
+        let id = svc
+            .join(join_req(PROTOCOL_VERSION))
+            .await
+            .unwrap()
+            .into_inner()
+            .actor_id;
+        svc.shared
+            .stopping
+            .store(true, std::sync::atomic::Ordering::Release);
+        let ack = LearnerService::ingest(&svc.shared, &svc.queue, batch(&id, 0), &id, &ack_tx)
+            .await
+            .unwrap();
+        assert!(!ack.accepted && !ack.run_finished, "{ack:?}");
+        let e = svc.join(join_req(PROTOCOL_VERSION)).await.unwrap_err();
+        assert_eq!(e.code(), Code::Unavailable, "retryable: {e:?}");
+        assert!(svc.shared.accounting.snapshot().0.balanced());
     }
 
     #[test]

@@ -38,8 +38,13 @@ pub struct Shared {
     pub env: EnvSpec,
     /// The newest published policy version.
     pub version: AtomicU64,
-    /// Set once the step budget is reached: no more batches are taken.
+    /// Set once the step budget is reached: no more batches are taken, and
+    /// actors are told the run is over.
     pub finished: AtomicBool,
+    /// Set when the learner stops before the budget (SIGTERM, a failure): no
+    /// more batches are taken, but the run is not over; actors wait for the
+    /// learner to come back.
+    pub stopping: AtomicBool,
     pub accounting: Accounting,
     /// Joined actors, each with the sequence number of its newest batch.
     actors: Mutex<BTreeMap<String, Option<u64>>>,
@@ -57,6 +62,7 @@ impl Shared {
             env,
             version: AtomicU64::new(0),
             finished: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
             accounting: Accounting::default(),
             actors: Mutex::new(BTreeMap::new()),
             next_participant: AtomicU64::new(0),
@@ -110,8 +116,14 @@ impl Shared {
         self.version.load(Ordering::Acquire)
     }
 
+    /// The step budget was reached: the run is over.
     pub fn is_finished(&self) -> bool {
         self.finished.load(Ordering::Acquire)
+    }
+
+    /// No more batches are taken: the run is over or the learner is stopping.
+    pub fn is_closed(&self) -> bool {
+        self.is_finished() || self.stopping.load(Ordering::Acquire)
     }
 }
 

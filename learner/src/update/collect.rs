@@ -64,12 +64,20 @@ pub fn collect(
     Some(batches)
 }
 
-/// After the run: whatever is still queued is acked as dropped and counted.
+/// When the loop ends: whatever is still queued is acked as dropped and
+/// counted; actors are told the run is over only if it is.
 pub fn drain(rx: &mut mpsc::Receiver<DecodedBatch>, shared: &Shared, version: u64) {
     rx.close();
     while let Ok(b) = rx.try_recv() {
-        let why = Verdict::Dropped("dropped: the run finished".into());
-        b.acknowledge(version, why, true);
+        let (why, over) = if shared.is_finished() {
+            ("dropped: the run finished", true)
+        } else {
+            (
+                "dropped: the learner is stopping; the run is not over",
+                false,
+            )
+        };
+        b.acknowledge(version, Verdict::Dropped(why.into()), over);
         shared
             .accounting
             .dequeued(&b.actor_id, Outcome::DroppedShutdown);

@@ -153,7 +153,11 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
             // Stopped from outside (SIGTERM): keep the latest state for `--resume`.
             self.checkpoint_if(at, |every, u| u > 0 && !u.is_multiple_of(every));
         }
-        shared.finished.store(true, Ordering::Release);
+        if completed {
+            shared.finished.store(true, Ordering::Release);
+        } else {
+            shared.stopping.store(true, Ordering::Release);
+        }
         collect::drain(&mut rx, &shared, at.version);
         Ok(LoopOutcome {
             env_steps: at.env_steps,
