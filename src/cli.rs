@@ -333,7 +333,7 @@ pub struct ActorArgs {
     #[arg(long, env = "SEBULBA_ACTOR_NAME", default_value_t = default_name())]
     pub name: String,
     /// Batches in flight to the learner.
-    #[arg(long, env = "SEBULBA_SEND_QUEUE", default_value_t = 1)]
+    #[arg(long, env = "SEBULBA_SEND_QUEUE", default_value_t = 1, value_parser = within::<usize>("actor.send_queue"))]
     pub send_queue: usize,
     /// Inference device: `cpu`, or `cuda:N` (binary built with `--features cuda`).
     #[arg(long, env = "SEBULBA_DEVICE", default_value = "cpu", value_parser = parse_device)]
@@ -349,10 +349,10 @@ pub struct EvaluatorArgs {
     #[arg(long, env = "SEBULBA_RUN_DIR")]
     pub run_dir: PathBuf,
     /// Evaluate every this many versions (the final version always).
-    #[arg(long, env = "SEBULBA_EVAL_INTERVAL", default_value_t = 10)]
+    #[arg(long, env = "SEBULBA_EVAL_INTERVAL", default_value_t = 10, value_parser = within::<u64>("eval.interval"))]
     pub interval: u64,
     /// Deterministic episodes per evaluation.
-    #[arg(long, env = "SEBULBA_EVAL_EPISODES", default_value_t = 10)]
+    #[arg(long, env = "SEBULBA_EVAL_EPISODES", default_value_t = 10, value_parser = within::<usize>("eval.episodes"))]
     pub episodes: usize,
     /// The run seed (evaluation envs derive theirs from it).
     #[arg(long, env = "SEBULBA_SEED", default_value_t = 1)]
@@ -373,4 +373,19 @@ fn default_name() -> String {
         .ok()
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "actor".into())
+}
+
+/// A flag parser holding a whole number to the range of config key `key`
+/// (`core/src/config/ranges.rs`), so flags and run files agree.
+fn within<T>(key: &'static str) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync
+where
+    T: std::str::FromStr + TryFrom<u64>,
+{
+    move |text: &str| {
+        let n: u64 = text
+            .parse()
+            .map_err(|_| format!("expected a whole number, got `{text}`"))?;
+        sebulba_core::config::ranges::check_key(key, n).map_err(|e| e.to_string())?;
+        T::try_from(n).map_err(|_| format!("{n} does not fit"))
+    }
 }

@@ -373,6 +373,32 @@ fn out_of_range_config_values_are_refused_by_name_without_a_panic() {
         assert!(stderr.contains(key), "{key}={value}: {stderr}");
         assert!(!stderr.contains("panicked"), "{key}={value}: {stderr}");
     }
+    // Flags that set a key hold the same range.
+    for (args, key) in [
+        (
+            [
+                "actor",
+                "--send-queue",
+                "4611686018427387904",
+                "--learner",
+                "x",
+            ],
+            "actor.send_queue",
+        ),
+        (
+            ["evaluator", "--episodes", "0", "--run-dir", "r"],
+            "eval.episodes",
+        ),
+    ] {
+        let out = bin()
+            .args(args)
+            .args(["--param-server", "y"])
+            .output()
+            .expect("run sebulba");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(key), "{args:?}: {stderr}");
+    }
 }
 
 #[test]

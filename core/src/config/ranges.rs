@@ -89,7 +89,9 @@ pub const RANGES: &[Range] = &[
 ];
 
 impl Range {
-    fn check(&self, value: f64) -> Result<(), ConfigError> {
+    /// `value` against the range; `shown` is the value as the user wrote it
+    /// (a large integer is not exact as an f64).
+    fn check(&self, value: f64, shown: &dyn std::fmt::Display) -> Result<(), ConfigError> {
         let low_ok = if self.open_low {
             value > self.low
         } else {
@@ -100,7 +102,7 @@ impl Range {
         }
         Err(ConfigError::BadValue {
             key: self.key.into(),
-            reason: format!("{value} is outside {}", self.describe()),
+            reason: format!("{shown} is outside {}", self.describe()),
         })
     }
 
@@ -109,6 +111,11 @@ impl Range {
         let open = if self.open_low { '(' } else { '[' };
         format!("{open}{}, {}]", self.low, self.high)
     }
+}
+
+/// Checks one key's value against its range (for flags that set a key).
+pub fn check_key(key: &str, value: u64) -> Result<(), ConfigError> {
+    range(key).check(value as f64, &value)
 }
 
 fn range(key: &str) -> Range {
@@ -123,41 +130,103 @@ fn range(key: &str) -> Range {
 /// several keys.
 pub fn check(c: &RunConfig) -> Result<(), ConfigError> {
     let (n, p, l) = (&c.network, &c.ppo, &c.learner);
-    // Integers go through f64: above 2^53 they round, but stay above every bound.
-    let values: [(&str, f64); 27] = [
-        ("env.envs_per_actor", c.env.envs_per_actor as f64),
-        ("env.rollout_length", c.env.rollout_length as f64),
-        ("run.total_steps", c.run.total_steps as f64),
-        ("run.local_actors", c.run.local_actors as f64),
-        ("network.obs_clip", n.obs_clip),
-        ("network.min_std", n.min_std),
-        ("network.init_std", n.init_std),
-        ("ppo.gamma", p.gamma),
-        ("ppo.gae_lambda", p.gae_lambda),
-        ("ppo.clip_coef", p.clip_coef),
-        ("ppo.learning_rate", p.learning_rate),
-        ("ppo.max_grad_norm", p.max_grad_norm),
-        ("ppo.adam_eps", p.adam_eps),
-        ("ppo.value_clip_coef", p.value_clip_coef),
-        ("ppo.vf_coef", p.vf_coef),
-        ("ppo.ent_coef", p.ent_coef),
-        ("ppo.target_kl", p.target_kl),
-        ("ppo.epochs", p.epochs as f64),
-        ("ppo.minibatches", p.minibatches as f64),
-        ("learner.batches_per_update", l.batches_per_update as f64),
-        ("learner.queue_capacity", l.queue_capacity as f64),
-        ("learner.max_policy_lag", l.max_policy_lag as f64),
+    // Integers go through f64: above 2^53 they round, but stay above every
+    // bound; the message shows them as written.
+    let values: [(&str, f64, String); 27] = [
+        (
+            "env.envs_per_actor",
+            c.env.envs_per_actor as f64,
+            c.env.envs_per_actor.to_string(),
+        ),
+        (
+            "env.rollout_length",
+            c.env.rollout_length as f64,
+            c.env.rollout_length.to_string(),
+        ),
+        (
+            "run.total_steps",
+            c.run.total_steps as f64,
+            c.run.total_steps.to_string(),
+        ),
+        (
+            "run.local_actors",
+            c.run.local_actors as f64,
+            c.run.local_actors.to_string(),
+        ),
+        ("network.obs_clip", n.obs_clip, n.obs_clip.to_string()),
+        ("network.min_std", n.min_std, n.min_std.to_string()),
+        ("network.init_std", n.init_std, n.init_std.to_string()),
+        ("ppo.gamma", p.gamma, p.gamma.to_string()),
+        ("ppo.gae_lambda", p.gae_lambda, p.gae_lambda.to_string()),
+        ("ppo.clip_coef", p.clip_coef, p.clip_coef.to_string()),
+        (
+            "ppo.learning_rate",
+            p.learning_rate,
+            p.learning_rate.to_string(),
+        ),
+        (
+            "ppo.max_grad_norm",
+            p.max_grad_norm,
+            p.max_grad_norm.to_string(),
+        ),
+        ("ppo.adam_eps", p.adam_eps, p.adam_eps.to_string()),
+        (
+            "ppo.value_clip_coef",
+            p.value_clip_coef,
+            p.value_clip_coef.to_string(),
+        ),
+        ("ppo.vf_coef", p.vf_coef, p.vf_coef.to_string()),
+        ("ppo.ent_coef", p.ent_coef, p.ent_coef.to_string()),
+        ("ppo.target_kl", p.target_kl, p.target_kl.to_string()),
+        ("ppo.epochs", p.epochs as f64, p.epochs.to_string()),
+        (
+            "ppo.minibatches",
+            p.minibatches as f64,
+            p.minibatches.to_string(),
+        ),
+        (
+            "learner.batches_per_update",
+            l.batches_per_update as f64,
+            l.batches_per_update.to_string(),
+        ),
+        (
+            "learner.queue_capacity",
+            l.queue_capacity as f64,
+            l.queue_capacity.to_string(),
+        ),
+        (
+            "learner.max_policy_lag",
+            l.max_policy_lag as f64,
+            l.max_policy_lag.to_string(),
+        ),
         (
             "learner.final_eval_timeout_secs",
             l.final_eval_timeout_secs as f64,
+            l.final_eval_timeout_secs.to_string(),
         ),
-        ("learner.checkpoint_interval", l.checkpoint_interval as f64),
-        ("actor.send_queue", c.actor.send_queue as f64),
-        ("eval.interval", c.eval.interval as f64),
-        ("eval.episodes", c.eval.episodes as f64),
+        (
+            "learner.checkpoint_interval",
+            l.checkpoint_interval as f64,
+            l.checkpoint_interval.to_string(),
+        ),
+        (
+            "actor.send_queue",
+            c.actor.send_queue as f64,
+            c.actor.send_queue.to_string(),
+        ),
+        (
+            "eval.interval",
+            c.eval.interval as f64,
+            c.eval.interval.to_string(),
+        ),
+        (
+            "eval.episodes",
+            c.eval.episodes as f64,
+            c.eval.episodes.to_string(),
+        ),
     ];
-    for (key, value) in values {
-        range(key).check(value)?;
+    for (key, value, shown) in values {
+        range(key).check(value, &shown)?;
     }
     check_network_size(c)?;
     check_derived(c)
@@ -176,7 +245,7 @@ fn check_network_size(c: &RunConfig) -> Result<(), ConfigError> {
         return bad("network.hidden", "needs 1 to 8 layers".into());
     }
     for &h in hidden {
-        range("network.hidden").check(h as f64)?;
+        range("network.hidden").check(h as f64, &h)?;
     }
     let weights: usize = hidden.windows(2).map(|w| w[0] * w[1]).sum::<usize>() * 2;
     if weights > MAX_HIDDEN_WEIGHTS {
