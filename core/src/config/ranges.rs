@@ -130,104 +130,37 @@ fn range(key: &str) -> Range {
 /// several keys.
 pub fn check(c: &RunConfig) -> Result<(), ConfigError> {
     let (n, p, l) = (&c.network, &c.ppo, &c.learner);
-    // Integers go through f64: above 2^53 they round, but stay above every
-    // bound; the message shows them as written.
-    let values: [(&str, f64, String); 27] = [
-        (
-            "env.envs_per_actor",
-            c.env.envs_per_actor as f64,
-            c.env.envs_per_actor.to_string(),
-        ),
-        (
-            "env.rollout_length",
-            c.env.rollout_length as f64,
-            c.env.rollout_length.to_string(),
-        ),
-        (
-            "run.total_steps",
-            c.run.total_steps as f64,
-            c.run.total_steps.to_string(),
-        ),
-        (
-            "run.local_actors",
-            c.run.local_actors as f64,
-            c.run.local_actors.to_string(),
-        ),
-        ("network.obs_clip", n.obs_clip, n.obs_clip.to_string()),
-        ("network.min_std", n.min_std, n.min_std.to_string()),
-        ("network.init_std", n.init_std, n.init_std.to_string()),
-        ("ppo.gamma", p.gamma, p.gamma.to_string()),
-        ("ppo.gae_lambda", p.gae_lambda, p.gae_lambda.to_string()),
-        ("ppo.clip_coef", p.clip_coef, p.clip_coef.to_string()),
-        (
-            "ppo.learning_rate",
-            p.learning_rate,
-            p.learning_rate.to_string(),
-        ),
-        (
-            "ppo.max_grad_norm",
-            p.max_grad_norm,
-            p.max_grad_norm.to_string(),
-        ),
-        ("ppo.adam_eps", p.adam_eps, p.adam_eps.to_string()),
-        (
-            "ppo.value_clip_coef",
-            p.value_clip_coef,
-            p.value_clip_coef.to_string(),
-        ),
-        ("ppo.vf_coef", p.vf_coef, p.vf_coef.to_string()),
-        ("ppo.ent_coef", p.ent_coef, p.ent_coef.to_string()),
-        ("ppo.target_kl", p.target_kl, p.target_kl.to_string()),
-        ("ppo.epochs", p.epochs as f64, p.epochs.to_string()),
-        (
-            "ppo.minibatches",
-            p.minibatches as f64,
-            p.minibatches.to_string(),
-        ),
-        (
-            "learner.batches_per_update",
-            l.batches_per_update as f64,
-            l.batches_per_update.to_string(),
-        ),
-        (
-            "learner.queue_capacity",
-            l.queue_capacity as f64,
-            l.queue_capacity.to_string(),
-        ),
-        (
-            "learner.max_policy_lag",
-            l.max_policy_lag as f64,
-            l.max_policy_lag.to_string(),
-        ),
-        (
-            "learner.final_eval_timeout_secs",
-            l.final_eval_timeout_secs as f64,
-            l.final_eval_timeout_secs.to_string(),
-        ),
-        (
-            "learner.checkpoint_interval",
-            l.checkpoint_interval as f64,
-            l.checkpoint_interval.to_string(),
-        ),
-        (
-            "actor.send_queue",
-            c.actor.send_queue as f64,
-            c.actor.send_queue.to_string(),
-        ),
-        (
-            "eval.interval",
-            c.eval.interval as f64,
-            c.eval.interval.to_string(),
-        ),
-        (
-            "eval.episodes",
-            c.eval.episodes as f64,
-            c.eval.episodes.to_string(),
-        ),
-    ];
-    for (key, value, shown) in values {
-        range(key).check(value, &shown)?;
-    }
+    // Integers go through f64 for the bounds (above 2^53 they round, but stay
+    // above every bound); messages show them as written.
+    let int = |key: &str, v: u64| range(key).check(v as f64, &v);
+    let real = |key: &str, v: f64| range(key).check(v, &v);
+    int("env.envs_per_actor", c.env.envs_per_actor as u64)?;
+    int("env.rollout_length", c.env.rollout_length as u64)?;
+    int("run.total_steps", c.run.total_steps)?;
+    int("run.local_actors", c.run.local_actors as u64)?;
+    real("network.obs_clip", n.obs_clip)?;
+    real("network.min_std", n.min_std)?;
+    real("network.init_std", n.init_std)?;
+    real("ppo.gamma", p.gamma)?;
+    real("ppo.gae_lambda", p.gae_lambda)?;
+    real("ppo.clip_coef", p.clip_coef)?;
+    real("ppo.learning_rate", p.learning_rate)?;
+    real("ppo.max_grad_norm", p.max_grad_norm)?;
+    real("ppo.adam_eps", p.adam_eps)?;
+    real("ppo.value_clip_coef", p.value_clip_coef)?;
+    real("ppo.vf_coef", p.vf_coef)?;
+    real("ppo.ent_coef", p.ent_coef)?;
+    real("ppo.target_kl", p.target_kl)?;
+    int("ppo.epochs", p.epochs as u64)?;
+    int("ppo.minibatches", p.minibatches as u64)?;
+    int("learner.batches_per_update", l.batches_per_update as u64)?;
+    int("learner.queue_capacity", l.queue_capacity as u64)?;
+    int("learner.max_policy_lag", l.max_policy_lag)?;
+    int("learner.final_eval_timeout_secs", l.final_eval_timeout_secs)?;
+    int("learner.checkpoint_interval", l.checkpoint_interval)?;
+    int("actor.send_queue", c.actor.send_queue as u64)?;
+    int("eval.interval", c.eval.interval)?;
+    int("eval.episodes", c.eval.episodes as u64)?;
     check_network_size(c)?;
     check_derived(c)
 }
