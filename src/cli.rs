@@ -237,9 +237,15 @@ pub struct ConfigArgs {
     /// Override one key, e.g. `--set ppo.learning_rate=3e-4` (repeatable).
     #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
     pub set: Vec<String>,
-    /// Run directory (default: runs/<env>-seed<seed>-<unix time>).
+    /// Run directory (default: runs/<run name>, or runs/<env>-seed<seed>-<unix
+    /// time>). A directory with a checkpoint is resumed; one with another run's
+    /// files and no checkpoint is refused (see --fresh).
     #[arg(long, env = "SEBULBA_RUN_DIR")]
     pub run_dir: Option<PathBuf>,
+    /// The run's name: its id on the wire and in checkpoints, and its default
+    /// run directory (letters, digits, `.`, `_`, `-`; at most 64).
+    #[arg(long, env = "SEBULBA_RUN_NAME", value_parser = parse_run_name)]
+    pub run_name: Option<String>,
     /// Learner devices, one model replica each, e.g. `cpu`, `cpu,cpu`, `cuda:0,cuda:1`
     /// (sets `learner.devices`).
     #[arg(
@@ -274,6 +280,9 @@ impl ConfigArgs {
     }
 
     pub fn run_dir(&self, config: &RunConfig) -> PathBuf {
+        if let (None, Some(name)) = (&self.run_dir, &self.run_name) {
+            return PathBuf::from("runs").join(name);
+        }
         self.run_dir.clone().unwrap_or_else(|| {
             let secs = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -291,9 +300,13 @@ pub struct LocalArgs {
     /// Actors to start (default: the preset's run.local_actors).
     #[arg(long, env = "SEBULBA_ACTORS")]
     pub actors: Option<usize>,
-    /// Continue the run in `--run-dir` from its `checkpoint.bin`.
-    #[arg(long, env = "SEBULBA_RESUME")]
+    /// Continue the run in `--run-dir` from its `checkpoint.bin` (required;
+    /// without this flag a checkpoint found there is resumed anyway).
+    #[arg(long, env = "SEBULBA_RESUME", conflicts_with = "fresh")]
     pub resume: bool,
+    /// Start over in `--run-dir`, removing the previous run's files.
+    #[arg(long, env = "SEBULBA_FRESH")]
+    pub fresh: bool,
     #[command(flatten)]
     pub security: SecurityArgs,
 }
@@ -315,9 +328,13 @@ pub struct LearnerArgs {
     /// Parameter server address, e.g. http://param-server:50052.
     #[arg(long, env = "SEBULBA_PARAM_SERVER")]
     pub param_server: String,
-    /// Continue the run in `--run-dir` from its `checkpoint.bin`.
-    #[arg(long, env = "SEBULBA_RESUME")]
+    /// Continue the run in `--run-dir` from its `checkpoint.bin` (required;
+    /// without this flag a checkpoint found there is resumed anyway).
+    #[arg(long, env = "SEBULBA_RESUME", conflicts_with = "fresh")]
     pub resume: bool,
+    /// Start over in `--run-dir`, removing the previous run's files.
+    #[arg(long, env = "SEBULBA_FRESH")]
+    pub fresh: bool,
     #[command(flatten)]
     pub security: SecurityArgs,
 }
@@ -387,5 +404,31 @@ where
             .map_err(|_| format!("expected a whole number, got `{text}`"))?;
         sebulba_core::config::ranges::check_key(key, n).map_err(|e| e.to_string())?;
         T::try_from(n).map_err(|_| format!("{n} does not fit"))
+    }
+}
+
+/// A run name: safe as a directory name and a wire id.
+fn parse_run_name(text: &str) -> Result<String, String> {
+    let ok = !text.is_empty()
+        && text.len() <= 64
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        && !text.starts_with('.');
+    if ok {
+        Ok(text.to_string())
+    } else {
+        Err(format!(
+            "`{text}`: 1 to 64 letters, digits, `.`, `_` or `-`, not starting with `.`"
+        ))
+    }
+}
+
+/// How the learner treats its run directory, from `--resume` / `--fresh`.
+pub fn run_start(resume: bool, fresh: bool) -> sebulba_learner::RunStart {
+    match (resume, fresh) {
+        (true, _) => sebulba_learner::RunStart::Resume,
+        (_, true) => sebulba_learner::RunStart::Fresh,
+        _ => sebulba_learner::RunStart::Auto,
     }
 }

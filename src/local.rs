@@ -56,7 +56,8 @@ pub async fn run(
         param_server: ps_url,
         live,
         security,
-        resume: args.resume,
+        start: crate::cli::run_start(args.resume, args.fresh),
+        run_name: args.config.run_name.clone(),
     };
     let result = sebulba_learner::run(learner_listener, opts, shutdown.clone()).await;
     roles.cancel();

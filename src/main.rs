@@ -87,7 +87,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 param_server: args.param_server,
                 live: Arc::new(sebulba_learner::LiveStats::new()),
                 security,
-                resume: args.resume,
+                start: crate::cli::run_start(args.resume, args.fresh),
+                run_name: args.config.run_name.clone(),
             };
             let summary = sebulba_learner::run(listener, opts, shutdown).await?;
             info!(run_dir = %run_dir.display(), env_steps = summary.env_steps, final_eval = ?summary.final_eval_return_mean, "summary written");

@@ -1,5 +1,6 @@
 //! Checkpoint and resume through the real binary: the learner is killed with
-//! SIGKILL mid-run and restarted with `--resume` on the same address; the actor
+//! SIGKILL mid-run and restarted on the same address and run directory, with
+//! no flag: it finds the checkpoint and resumes by itself; the actor
 //! reconnects and rejoins, the evaluator keeps following, and the run finishes
 //! at its step budget, continuing from the checkpoint's counters.
 
@@ -36,7 +37,7 @@ fn a_learner_killed_mid_run_resumes_from_its_checkpoint_and_finishes() {
     let killed_at = updates_done(&run);
     assert!(run.join("checkpoint.bin").exists());
 
-    // Same address, same run directory, `--resume`.
+    // Same address, same run directory, no flag: the checkpoint is resumed.
     let listen = format!("127.0.0.1:{port}");
     let (mut second, _) = learner(
         &dir,
@@ -45,9 +46,7 @@ fn a_learner_killed_mid_run_resumes_from_its_checkpoint_and_finishes() {
         &ps_url,
         &run,
         &args,
-        |c| {
-            c.arg("--resume");
-        },
+        |_| {},
     );
     exits_ok(&mut second, Duration::from_secs(300));
     exits_ok(&mut actor, Duration::from_secs(60));

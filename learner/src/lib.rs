@@ -20,7 +20,7 @@ pub mod summary;
 pub mod update;
 pub mod validate;
 
-pub use run::{LearnerOptions, on_learner_devices, run};
+pub use run::{LearnerOptions, RunStart, on_learner_devices, run};
 pub use state::LiveStats;
 
 use sebulba_transport::grpc::ChannelError;
@@ -33,7 +33,7 @@ pub enum LearnerError {
     Env(#[from] sebulba_core::env::EnvError),
     #[error("field `learner.devices`: {0}")]
     Devices(String),
-    #[error("--resume: {0}")]
+    #[error("run directory: {0}")]
     Resume(String),
     #[error("{0}: {1}")]
     Io(String, #[source] std::io::Error),

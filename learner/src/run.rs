@@ -38,9 +38,36 @@ pub struct LearnerOptions {
     pub live: Arc<LiveStats>,
     /// Tokens accepted from actors; the learner token sent when publishing; TLS.
     pub security: Security,
-    /// Continue from the run directory's `checkpoint.bin`.
-    pub resume: bool,
+    /// What to do with what the run directory already holds.
+    pub start: RunStart,
+    /// The run's id when the user names it (`--run-name`); else generated.
+    /// A resumed run keeps its checkpoint's.
+    pub run_name: Option<String>,
 }
+
+/// How a learner treats its run directory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RunStart {
+    /// Resume from `checkpoint.bin` when there is one (a restarted learner
+    /// goes on by itself); refuse a directory holding another run's files.
+    #[default]
+    Auto,
+    /// `--resume`: a checkpoint is required.
+    Resume,
+    /// `--fresh`: start over, removing the previous run's files.
+    Fresh,
+}
+
+/// What a run directory holds of a run (`summary.json` and `metrics.jsonl`
+/// mark one; `eval.jsonl` may be the evaluator's of this very start).
+const RUN_FILES: &[&str] = &[
+    "metrics.jsonl",
+    "summary.json",
+    "eval.jsonl",
+    checkpoint::FILE,
+    "final.safetensors",
+    "best.safetensors",
+];
 
 /// Serves `Learner` on `listener` and trains until the step budget is reached or
 /// `shutdown` fires; writes `config.toml`, `metrics.jsonl`, `final.safetensors`
@@ -55,11 +82,12 @@ pub async fn run(
     cfg.validate()?;
     let env = sebulba_core::env::env_spec(&cfg.env.id)?;
     let run_dir = opts.run_dir;
-    let resume = open_run_dir(&run_dir, &cfg, opts.resume)?;
+    let resume = open_run_dir(&run_dir, &cfg, opts.start)?;
     let model_spec = ModelSpec::new(&env, &cfg.network);
-    let run_id = match &resume {
-        Some(ck) => ck.meta.run_id.clone(),
-        None => crate::state::new_run_id(&cfg.env.id),
+    let run_id = match (&resume, opts.run_name) {
+        (Some(ck), _) => ck.meta.run_id.clone(),
+        (None, Some(name)) => name,
+        (None, None) => crate::state::new_run_id(&cfg.env.id),
     };
     info!(%run_id, "run");
     let shared = Arc::new(Shared::new(cfg.clone(), env, run_id));
@@ -110,46 +138,79 @@ pub async fn run(
     }
 }
 
-/// Creates the run directory, reads (and checks) the checkpoint to resume
-/// from before anything is served or written, trims `metrics.jsonl` back to
-/// it, and writes `config.toml`.
+/// Creates the run directory and decides how the run starts there (see
+/// [`RunStart`]): reads (and checks) the checkpoint to resume from before
+/// anything is served or written, and trims `metrics.jsonl` back to it; or
+/// clears a previous run's files for `--fresh`. Writes `config.toml`.
 fn open_run_dir(
     run_dir: &Path,
     cfg: &RunConfig,
-    resume: bool,
+    start: RunStart,
 ) -> Result<Option<Checkpoint>, LearnerError> {
     std::fs::create_dir_all(run_dir)
         .map_err(|e| LearnerError::Io(run_dir.display().to_string(), e))?;
-    let ck = if resume {
-        let ck = Checkpoint::read(run_dir)?.ok_or_else(|| {
-            LearnerError::Resume(format!("no {} in {}", checkpoint::FILE, run_dir.display()))
-        })?;
-        if ck.meta.env_id != cfg.env.id {
-            return Err(LearnerError::Resume(format!(
-                "field `env.id`: the checkpoint is for {}, this run is {}",
-                ck.meta.env_id, cfg.env.id
-            )));
+    let has = |f: &str| run_dir.join(f).exists();
+    let ck = match start {
+        RunStart::Fresh => {
+            for f in RUN_FILES.iter().filter(|f| has(f)) {
+                std::fs::remove_file(run_dir.join(f))
+                    .map_err(|e| LearnerError::Io((*f).into(), e))?;
+            }
+            None
         }
-        if ck.meta.network != cfg.network {
-            return Err(LearnerError::Resume(
-                "section `network` differs from the checkpoint's; the weights cannot be loaded"
-                    .into(),
-            ));
+        RunStart::Auto if !has(checkpoint::FILE) => {
+            if let Some(f) = ["metrics.jsonl", "summary.json"]
+                .into_iter()
+                .find(|f| has(f))
+            {
+                return Err(LearnerError::Resume(format!(
+                    "{} holds another run ({f}) and no {} to resume from: choose another --run-dir, or --fresh to start over there",
+                    run_dir.display(),
+                    checkpoint::FILE
+                )));
+            }
+            None
         }
-        info!(
-            env_steps = ck.meta.env_steps,
-            updates = ck.meta.updates,
-            "checkpoint found"
-        );
-        // Updates after the checkpoint are done again: their old lines go.
-        trim_metrics(&run_dir.join("metrics.jsonl"), ck.meta.updates)
-            .map_err(|e| LearnerError::Io("metrics.jsonl".into(), e))?;
-        Some(ck)
-    } else {
-        None
+        RunStart::Auto | RunStart::Resume => Some(resume_from(run_dir, cfg)?),
     };
     write_atomic(&run_dir.join("config.toml"), cfg.to_toml().as_bytes())
         .map_err(|e| LearnerError::Io("config.toml".into(), e))?;
+    Ok(ck)
+}
+
+/// The run directory's checkpoint, checked against this run's config.
+fn resume_from(run_dir: &Path, cfg: &RunConfig) -> Result<Checkpoint, LearnerError> {
+    let ck = Checkpoint::read(run_dir)?.ok_or_else(|| {
+        LearnerError::Resume(format!("no {} in {}", checkpoint::FILE, run_dir.display()))
+    })?;
+    if ck.meta.env_id != cfg.env.id {
+        return Err(LearnerError::Resume(format!(
+            "field `env.id`: the checkpoint is for {}, this run is {}",
+            ck.meta.env_id, cfg.env.id
+        )));
+    }
+    if ck.meta.network != cfg.network {
+        return Err(LearnerError::Resume(
+            "section `network` differs from the checkpoint's; the weights cannot be loaded".into(),
+        ));
+    }
+    if ck.meta.env_steps >= cfg.run.total_steps {
+        return Err(LearnerError::Resume(format!(
+            "the run in {} is finished ({} of {} steps); --fresh to start over there, or raise run.total_steps to go on",
+            run_dir.display(),
+            ck.meta.env_steps,
+            cfg.run.total_steps
+        )));
+    }
+    info!(
+        run_id = %ck.meta.run_id,
+        env_steps = ck.meta.env_steps,
+        updates = ck.meta.updates,
+        "checkpoint found: resuming (--fresh starts over)"
+    );
+    // Updates after the checkpoint are done again: their old lines go.
+    trim_metrics(&run_dir.join("metrics.jsonl"), ck.meta.updates)
+        .map_err(|e| LearnerError::Io("metrics.jsonl".into(), e))?;
     Ok(ck)
 }
 
