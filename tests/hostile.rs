@@ -187,6 +187,27 @@ fn failed_streams_end_with_a_named_status_at_once_and_streams_are_bound_to_their
         let a = next().await;
         assert_eq!(a.code, Code::PermissionDenied as i32, "{a:?}");
         assert!(a.message.contains("`actor_id`"), "{a:?}");
+        // Another client sending under the probe's id (with a far sequence,
+        // to lock it out) while the probe's stream is open: refused.
+        let (tx2, rx2) = mpsc::channel(4);
+        let mut acks2 = LearnerClient::new(ch.clone())
+            .stream_trajectories(ReceiverStream::new(rx2))
+            .await
+            .expect("stream")
+            .into_inner();
+        tx2.send(cartpole(&probe, 1 << 40, 0, t, e))
+            .await
+            .expect("send");
+        let a = tokio::time::timeout(Duration::from_secs(30), acks2.message())
+            .await
+            .expect("an ack in time")
+            .expect("open")
+            .expect("an ack");
+        assert_eq!(a.code, Code::PermissionDenied as i32, "{a:?}");
+        // The probe's own next batch is still taken.
+        tx.send(cartpole(&probe, 1, 0, t, e)).await.expect("send");
+        let a = next().await;
+        assert!(a.code == 0, "{a:?}");
         (probe, other)
     });
 
@@ -197,7 +218,7 @@ fn failed_streams_end_with_a_named_status_at_once_and_streams_are_bound_to_their
     let summary = read_json(&run.join("summary.json"));
     assert_accounted(&summary);
     let p = &summary["batches_per_actor"][&probe];
-    assert_eq!(p["used"].as_u64(), Some(1), "{p}");
+    assert_eq!(p["used"].as_u64(), Some(2), "{p}");
     assert_eq!(p["rejected_by_reason"]["sequence"].as_u64(), Some(1), "{p}");
     assert_eq!(
         p["rejected_by_reason"]["actor_mismatch"].as_u64(),
@@ -272,6 +293,40 @@ fn servers_stop_on_sigterm_within_the_grace_whatever_their_connections_do() {
 }
 
 #[test]
+fn a_learner_stops_promptly_on_sigterm_while_its_publish_retries() {
+    let dir = run_dir("hostile-sigterm-publish");
+    let (mut ps, ps_port) = param_server(&dir, "param-server", "127.0.0.1:0", |_| {});
+    let ps_url = format!("http://127.0.0.1:{ps_port}");
+    let run = dir.join("run");
+    let args = ["--set", "run.total_steps=100000000"];
+    let (mut learner, port) = learner(&dir, "learner", "127.0.0.1:0", &ps_url, &run, &args, |_| {});
+    let _actor = actor(
+        &dir,
+        "actor",
+        &format!("http://127.0.0.1:{port}"),
+        &ps_url,
+        |_| {},
+    );
+    common::wait_for_updates(&run, 3, &learner);
+    // The parameter server dies: the learner's next publish retries (60 s).
+    let _ = ps.child.kill();
+    let _ = ps.child.wait();
+    let retrying = Instant::now();
+    while !learner.log_text().contains("publish failed") {
+        assert!(
+            retrying.elapsed() < Duration::from_secs(30),
+            "{}",
+            learner.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let took = sigterm_exit(&mut learner, Duration::from_secs(10));
+    eprintln!("SIGTERM to exit while publishing to a dead param-server: {took:?}");
+    let summary = read_json(&run.join("summary.json"));
+    assert_eq!(summary["completed"], false, "{summary}");
+}
+
+#[test]
 fn versions_cannot_be_hijacked_and_runs_follow_one_another_on_one_param_server() {
     let dir = run_dir("hostile-versions");
     let (_ps, ps_port) = param_server(&dir, "param-server", "127.0.0.1:0", |_| {});
@@ -283,9 +338,17 @@ fn versions_cannot_be_hijacked_and_runs_follow_one_another_on_one_param_server()
         let w = |version: u64, run_id: &str| Weights {
             version,
             run_id: run_id.into(),
-            safetensors: vec![1, 2, 3].into(),
+            safetensors: one_tensor(&[0.5, 1.5]).into(),
             ..Default::default()
         };
+        let mut garbage = w(1, "intruder");
+        garbage.safetensors = vec![1, 2, 3].into();
+        let e = client.publish(garbage).await.expect_err("garbage refused");
+        assert!(e.message().contains("`safetensors`"), "{}", e.message());
+        let mut nan = w(1, "intruder");
+        nan.safetensors = one_tensor(&[f32::NAN]).into();
+        let e = client.publish(nan).await.expect_err("NaN refused");
+        assert!(e.message().contains("non-finite"), "{}", e.message());
         let e = client
             .publish(w(u64::MAX, "intruder"))
             .await
@@ -304,27 +367,40 @@ fn versions_cannot_be_hijacked_and_runs_follow_one_another_on_one_param_server()
         let e = client.publish(w(8, "")).await.expect_err("no run id");
         assert!(e.message().contains("`run_id`"), "{}", e.message());
     });
-    // Two runs, one after the other, on the server the intruder wrote to.
-    let args = [
-        "--set",
-        "run.total_steps=6000",
-        "--set",
-        "learner.final_eval_timeout_secs=0",
-    ];
+    // Two runs, one after the other, on the server the intruder wrote to; in
+    // the second, the intruder publishes ahead of the learner in its own run.
     let mut learner_url = String::new();
-    for n in 1..=2 {
+    for (n, steps) in [(1, "6000"), (2, "60000")] {
         let run = dir.join(format!("run-{n}"));
-        let (mut l, port) = learner(
-            &dir,
-            &format!("learner-{n}"),
-            "127.0.0.1:0",
-            &ps_url,
-            &run,
-            &args,
-            |_| {},
-        );
+        let args = [
+            "--total-steps",
+            steps,
+            "--set",
+            "learner.final_eval_timeout_secs=0",
+        ];
+        let name = format!("learner-{n}");
+        let (mut l, port) = learner(&dir, &name, "127.0.0.1:0", &ps_url, &run, &args, |_| {});
         learner_url = format!("http://127.0.0.1:{port}");
         let mut a = actor(&dir, &format!("actor-{n}"), &learner_url, &ps_url, |_| {});
+        if n == 2 {
+            common::wait_for_updates(&run, 2, &l);
+            rt.block_on(async {
+                let ch = channel(&ps_url, &Security::insecure(), None).expect("channel");
+                let mut client = ParameterServerClient::new(ch);
+                let latest = client
+                    .latest(sebulba_proto::LatestRequest {})
+                    .await
+                    .expect("latest")
+                    .into_inner();
+                let ahead = Weights {
+                    version: latest.version + 500,
+                    run_id: latest.run_id.clone(),
+                    safetensors: one_tensor(&[0.0]).into(),
+                    ..Default::default()
+                };
+                client.publish(ahead).await.expect("within the jump limit");
+            });
+        }
         exits_ok(&mut l, Duration::from_secs(300));
         exits_ok(&mut a, Duration::from_secs(60));
         let summary = read_json(&run.join("summary.json"));
@@ -333,6 +409,10 @@ fn versions_cannot_be_hijacked_and_runs_follow_one_another_on_one_param_server()
             summary["env_steps"].as_u64().unwrap_or(0) >= 6000,
             "{summary}"
         );
+        if n == 2 {
+            let log = l.log_text();
+            assert!(log.contains("going on above it"), "{log}");
+        }
     }
     // An actor started after the run: the learner is gone, the parameter
     // server holds the final version, and the actor concludes the run is over.
@@ -446,6 +526,15 @@ fn a_corrupt_checkpoint_is_refused_naming_the_part() {
         "a flipped bit at byte {at} of {}: {stderr}",
         good.len()
     );
+}
+
+/// A safetensors file with one f32 tensor.
+fn one_tensor(values: &[f32]) -> Vec<u8> {
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let view =
+        safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![values.len()], &bytes)
+            .expect("view");
+    safetensors::serialize([("w", view)], None).expect("serialize")
 }
 
 /// A small tmpfs, unmounted when dropped.

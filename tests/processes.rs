@@ -288,6 +288,12 @@ fn every_role_shuts_down_cleanly_on_sigterm_mid_run() {
     let summary = read_json(&run.join("summary.json"));
     assert_accounted(&summary);
     assert!(summary["updates"].as_u64().expect("updates") >= 5);
+    assert_eq!(summary["completed"], false, "{summary}");
+    // Stopped before its budget, the summary still has the evaluator's scores.
+    assert!(
+        summary["latest_eval_version"].is_u64() && summary["best_eval_return_mean"].is_f64(),
+        "{summary}"
+    );
     assert!(run.join("final.safetensors").is_file());
     // The state at the stop is checkpointed, whatever the interval.
     let ck = std::fs::read(run.join("checkpoint.bin")).expect("checkpoint.bin after SIGTERM");

@@ -4,6 +4,9 @@
 //! reconnects and rejoins, the evaluator keeps following, and the run finishes
 //! at its step budget, continuing from the checkpoint's counters.
 
+// One scenario, read top to bottom.
+#![allow(clippy::too_many_lines)]
+
 mod common;
 
 use common::{
@@ -31,7 +34,9 @@ fn a_learner_killed_mid_run_resumes_from_its_checkpoint_and_finishes() {
     let mut actor = actor(&dir, "actor", &learner_url, &ps_url, |_| {});
     let mut evaluator = evaluator(&dir, &ps_url, &run, |_| {});
 
+    let t0 = std::time::Instant::now();
     wait_for_updates(&run, 12, &first);
+    let first_segment = t0.elapsed().as_secs_f64();
     let _ = first.child.kill();
     let _ = first.child.wait();
     let killed_at = updates_done(&run);
@@ -90,6 +95,22 @@ fn a_learner_killed_mid_run_resumes_from_its_checkpoint_and_finishes() {
         "{summary}"
     );
     assert_eq!(summary["updates"].as_u64(), numbers.last().copied());
+    // The summary covers the whole run: both segments' time and batches.
+    assert_eq!(summary["segments"].as_u64(), Some(2), "{summary}");
+    assert_eq!(summary["completed"], true);
+    let wall = summary["wall_seconds"].as_f64().unwrap_or(0.0);
+    let ck_wall = metrics[ck_updates as usize - 1]["wall_seconds"]
+        .as_f64()
+        .unwrap_or(f64::MAX);
+    assert!(
+        ck_wall <= first_segment + 1.0 && wall > ck_wall,
+        "wall {wall} s after a first segment of {first_segment:.1} s (checkpoint at {ck_wall} s)"
+    );
+    let actors = summary["batches_per_actor"].as_object().expect("per actor");
+    assert!(
+        actors.keys().filter(|k| k.starts_with("actor#")).count() >= 2,
+        "the actor's ids of both segments are accounted for: {summary}"
+    );
     let evals = read_jsonl(&run.join("eval.jsonl"));
     let last = evals.last().expect("evaluations");
     assert_eq!(last["final"], true);

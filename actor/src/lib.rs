@@ -27,7 +27,8 @@ pub enum ActorError {
     /// Worth retrying: the learner is away or the stream broke.
     #[error("learner unavailable: {0}")]
     Unavailable(String),
-    /// The learner does not know this actor (it restarted): join again at once.
+    /// The learner does not know this actor (it restarted) or cannot take its
+    /// batches under this id (another client used it): join again at once.
     #[error("the learner does not know this actor: {0}")]
     Forgotten(String),
     /// Not worth retrying: this actor cannot take part in the run.
@@ -269,7 +270,16 @@ async fn stream(
         flow.credits.add_permits(1);
         if a.accepted {
             report.batches_sent += 1;
-        } else if a.code == tonic::Code::NotFound as i32 {
+        } else if [
+            tonic::Code::NotFound,
+            tonic::Code::PermissionDenied,
+            tonic::Code::AlreadyExists,
+        ]
+        .iter()
+        .any(|&c| a.code == c as i32)
+        {
+            // The learner does not know this id, or another client sends
+            // under it: a new Join gives a new (unguessable) id.
             return Err(ActorError::Forgotten(a.message));
         } else if a.code != 0 {
             warn!(

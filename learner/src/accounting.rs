@@ -2,11 +2,12 @@
 //! queued, used, dropped (with a reason) or rejected (with a reason), overall and
 //! per actor. One mutex keeps the identity exact at every snapshot.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Counts {
     pub received: u64,
     pub used: u64,
@@ -31,6 +32,14 @@ impl Counts {
         self.received
             == self.used + self.dropped_stale + self.dropped_shutdown + self.rejected + self.queued
     }
+}
+
+/// The counts a checkpoint keeps, so a resumed run's summary covers the
+/// whole run, per actor too.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Saved {
+    pub total: Counts,
+    pub per_actor: BTreeMap<String, Counts>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -75,15 +84,16 @@ impl Accounting {
         });
     }
 
-    /// A batch arrived and was refused.
-    pub fn rejected(&self, actor: &str, reason: &str) {
+    /// A batch arrived and was refused; returns how many of `actor`'s were.
+    pub fn rejected(&self, actor: &str, reason: &str) -> u64 {
         self.with(|s| {
             s.both(actor, |c| {
                 c.received += 1;
                 c.rejected += 1;
                 *c.rejected_by_reason.entry(reason.to_string()).or_default() += 1;
-            })
-        });
+            });
+            s.per_actor.get(actor).map_or(0, |c| c.rejected)
+        })
     }
 
     /// A batch arrived after the run finished: received and dropped at once.
@@ -125,6 +135,30 @@ impl Accounting {
     pub fn snapshot(&self) -> (Counts, BTreeMap<String, Counts>) {
         self.with(|s| (s.total.clone(), s.per_actor.clone()))
     }
+
+    /// The counts to keep in a checkpoint.
+    pub fn saved(&self) -> Saved {
+        let (total, per_actor) = self.snapshot();
+        Saved { total, per_actor }
+    }
+
+    /// Goes on from a checkpoint's counts (a resumed run). Batches queued when
+    /// it was written died with that learner: they count as dropped at shutdown.
+    pub fn restore(&self, saved: &Saved) {
+        let requeue = |c: &Counts| {
+            let mut c = c.clone();
+            c.dropped_shutdown += std::mem::take(&mut c.queued);
+            c
+        };
+        self.with(|s| {
+            s.total = requeue(&saved.total);
+            s.per_actor = saved
+                .per_actor
+                .iter()
+                .map(|(k, c)| (k.clone(), requeue(c)))
+                .collect();
+        });
+    }
 }
 
 #[cfg(test)]
@@ -156,5 +190,11 @@ mod tests {
         );
         assert_eq!(per["b"].rejected_by_reason["shape"], 1);
         assert!(per.values().all(Counts::balanced));
+        // A resumed run goes on from the saved counts; what was queued died.
+        let resumed = Accounting::default();
+        resumed.restore(&a.saved());
+        let (r, per) = resumed.snapshot();
+        assert_eq!((r.received, r.queued, r.dropped_shutdown), (5, 0, 2));
+        assert!(r.balanced() && per.values().all(Counts::balanced));
     }
 }

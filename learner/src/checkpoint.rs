@@ -51,6 +51,12 @@ pub struct Meta {
     /// The f64 statistics the model's f32 normaliser copies are made from.
     pub obs_stats: Option<RunningMeanStd>,
     pub reward_scale: Option<RewardScaler>,
+    /// Wall time of the run up to this checkpoint, all segments together.
+    pub wall_seconds: f64,
+    /// The learner segments the run has had (1 before any resume).
+    pub segments: u32,
+    /// Batch accounting up to this checkpoint, overall and per actor.
+    pub accounting: crate::accounting::Saved,
 }
 
 #[derive(Clone, PartialEq)]
@@ -180,6 +186,9 @@ mod tests {
                 network: cfg.network,
                 obs_stats: Some(obs),
                 reward_scale: Some(RewardScaler::new(0.99)),
+                wall_seconds: 12.5,
+                segments: 2,
+                accounting: Default::default(),
             },
             ppo: PpoState {
                 engine: EngineState {

@@ -4,6 +4,7 @@
 //! and an update through the modules below in order.
 
 pub mod accounting;
+pub mod actors;
 pub mod batch;
 pub mod checkpoint;
 pub mod data;

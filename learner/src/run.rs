@@ -6,7 +6,7 @@
 use crate::checkpoint::{self, Checkpoint};
 use crate::publish::Publisher;
 use crate::service::LearnerService;
-use crate::state::{LiveStats, Shared};
+use crate::state::{LiveStats, RunClock, Shared};
 use crate::summary::Summary;
 use crate::update::{LoopContext, LoopOutcome, UpdateLoop};
 use crate::validate::Expect;
@@ -77,7 +77,6 @@ pub async fn run(
     opts: LearnerOptions,
     shutdown: CancellationToken,
 ) -> Result<Summary, LearnerError> {
-    let started = Instant::now();
     let cfg = opts.config;
     cfg.validate()?;
     let env = sebulba_core::env::env_spec(&cfg.env.id)?;
@@ -89,8 +88,15 @@ pub async fn run(
         (None, Some(name)) => name,
         (None, None) => crate::state::new_run_id(&cfg.env.id),
     };
-    info!(%run_id, "run");
     let shared = Arc::new(Shared::new(cfg.clone(), env, run_id));
+    let clock = match &resume {
+        Some(ck) => {
+            shared.accounting.restore(&ck.meta.accounting);
+            RunClock::new(ck.meta.wall_seconds, ck.meta.segments.saturating_add(1))
+        }
+        None => RunClock::new(0.0, 1),
+    };
+    info!(run_id = %shared.run_id, segment = clock.segment, "run");
     let (queue_tx, queue_rx) = mpsc::channel(cfg.learner.queue_capacity);
     let server_stop = CancellationToken::new();
     let server = serve(listener, &opts.security, &shared, queue_tx, &server_stop).await?;
@@ -105,10 +111,11 @@ pub async fn run(
         publisher: publisher.clone(),
         rt: tokio::runtime::Handle::current(),
         metrics,
-        started,
+        clock,
         run_dir: run_dir.clone(),
+        stop: shutdown.clone(),
     };
-    let work = SpawnLoop(ctx, queue_rx, shutdown.clone(), resume);
+    let work = SpawnLoop(ctx, queue_rx, resume);
     let done = on_learner_devices(&cfg, work)?;
     let outcome = done
         .await
@@ -122,7 +129,7 @@ pub async fn run(
         }
     };
     let evals = final_evals(&publisher, &shared, &outcome, &shutdown).await;
-    let summary = summarize(&cfg, &outcome, started.elapsed(), &evals, &shared);
+    let summary = summarize(&outcome, clock, &evals, &shared);
     write_json_atomic(&run_dir.join("summary.json"), &summary)
         .map_err(|e| LearnerError::Io("summary.json".into(), e))?;
     info!(env_steps = summary.env_steps, sps = format!("{:.0}", summary.steps_per_second), final_eval = ?summary.final_eval_return_mean, "learner finished");
@@ -294,7 +301,7 @@ pub fn on_learner_devices<W: OnBackend>(
 type Queue = mpsc::Receiver<crate::batch::DecodedBatch>;
 
 /// The update loop's context and inputs, waiting for a backend.
-struct SpawnLoop(LoopContext, Queue, CancellationToken, Option<Checkpoint>);
+struct SpawnLoop(LoopContext, Queue, Option<Checkpoint>);
 
 impl OnBackend for SpawnLoop {
     type Output = oneshot::Receiver<Result<LoopOutcome, LearnerError>>;
@@ -305,7 +312,7 @@ impl OnBackend for SpawnLoop {
         self,
         devices: Vec<B::Device>,
     ) -> Result<Self::Output, LearnerError> {
-        let SpawnLoop(ctx, rx, stop, resume) = self;
+        let SpawnLoop(ctx, rx, resume) = self;
         let cfg = &ctx.shared.config;
         info!(devices = ?cfg.learner.devices, "learner replicas");
         let ppo = ppo::Ppo::<B>::for_run(&ctx.model_spec, cfg, devices)?;
@@ -316,7 +323,7 @@ impl OnBackend for SpawnLoop {
         std::thread::Builder::new()
             .name("learner-update".into())
             .spawn(move || {
-                let result = update_loop.run(rx, stop, resume).and_then(|outcome| {
+                let result = update_loop.run(rx, resume).and_then(|outcome| {
                     let bytes = update_loop.weights_bytes()?;
                     write_atomic(&final_path, &bytes)
                         .map_err(|e| LearnerError::Io("final.safetensors".into(), e))?;
@@ -342,7 +349,20 @@ async fn final_evals(
 ) -> Vec<EvalReport> {
     let mut evals = Vec::new();
     if !outcome.completed {
-        return evals;
+        // Stopped early: whatever the evaluator has filed so far, without
+        // waiting long (a container stop allows a few seconds in all).
+        let filed = tokio::time::timeout(Duration::from_secs(2), publisher.evals(&shared.run_id));
+        return match filed.await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
+                warn!("reading evaluations: {}", e.message());
+                evals
+            }
+            Err(_) => {
+                warn!("reading evaluations: no answer within 2 s");
+                evals
+            }
+        };
     }
     let wait = Duration::from_secs(shared.config.learner.final_eval_timeout_secs);
     let deadline = Instant::now() + wait;
@@ -391,16 +411,16 @@ fn trim_metrics(path: &Path, updates: u64) -> std::io::Result<()> {
     write_atomic(path, kept.as_bytes())
 }
 
-/// The summary of a run that ended with `outcome` after `wall` time; its final
-/// and best evaluations are taken from `evals`.
+/// The summary of a run that ended with `outcome`, timed by `clock` (all
+/// segments); its evaluations (final, best, latest) are taken from `evals`.
 fn summarize(
-    cfg: &RunConfig,
     outcome: &LoopOutcome,
-    wall: Duration,
+    clock: RunClock,
     evals: &[EvalReport],
     shared: &Shared,
 ) -> Summary {
-    let wall = wall.as_secs_f64();
+    let cfg = &shared.config;
+    let wall = clock.wall_seconds();
     let final_eval = evals
         .iter()
         .find(|r| r.version == outcome.final_version)
@@ -408,18 +428,24 @@ fn summarize(
     let best = evals
         .iter()
         .max_by(|a, b| a.return_mean.total_cmp(&b.return_mean));
+    let latest = evals.iter().max_by_key(|r| r.version);
     let (batches, batches_per_actor) = shared.accounting.snapshot();
     Summary {
+        run_id: shared.run_id.clone(),
         env_id: cfg.env.id.clone(),
         seed: cfg.run.seed,
         env_steps: outcome.env_steps,
         wall_seconds: wall,
         steps_per_second: outcome.env_steps as f64 / wall.max(1e-9),
+        segments: clock.segment,
+        completed: outcome.completed,
         updates: outcome.updates,
         final_version: outcome.final_version,
         final_eval_return_mean: final_eval,
         best_eval_return_mean: best.map(|r| r.return_mean),
         best_eval_version: best.map(|r| r.version),
+        latest_eval_return_mean: latest.map(|r| r.return_mean),
+        latest_eval_version: latest.map(|r| r.version),
         batches,
         batches_per_actor,
         stopped_by_error: outcome.failure.clone(),

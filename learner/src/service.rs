@@ -3,6 +3,7 @@
 //! bounded, so a slow learner holds the stream back and the actors wait.
 
 use crate::accounting::Outcome;
+use crate::actors::{Actors, Refusal};
 use crate::batch::{AckSender, DecodedBatch, Verdict, ack};
 use crate::state::Shared;
 use crate::validate::{Expect, decode_batch};
@@ -19,7 +20,7 @@ use tokio::sync::mpsc;
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Request, Response, Status, Streaming};
-use tracing::{Instrument, info, info_span, warn};
+use tracing::{Instrument, debug, info, info_span, warn};
 
 pub struct LearnerService {
     pub shared: Arc<Shared>,
@@ -44,15 +45,14 @@ impl LearnerService {
         }
     }
 
-    /// Handles one batch that arrived on the stream bound to `owner` (the
-    /// actor of the stream's first known batch). Returns an ack now for a
-    /// refused batch; an accepted one is acked by the update loop when it
-    /// takes the batch (`None` here).
+    /// Handles one batch that arrived on the stream `owner` describes.
+    /// Returns an ack now for a refused batch; an accepted one is acked by the
+    /// update loop when it takes the batch (`None` here).
     async fn ingest(
         shared: &Shared,
         queue: &mpsc::Sender<DecodedBatch>,
         batch: TrajectoryBatch,
-        owner: &str,
+        owner: &mut StreamOwner,
         ack_to: &AckSender,
     ) -> Option<Ack> {
         let version = shared.current_version();
@@ -60,29 +60,16 @@ impl LearnerService {
             Some(ack(batch.sequence, version, verdict, finished))
         };
         let refuse = |code: Code, message: String| now(Verdict::Refused { code, message }, false);
-        if !shared.is_known_actor(&batch.actor_id) {
-            shared.accounting.rejected("<unknown>", "unknown_actor");
-            // NOT_FOUND (not a validation code): the actor's cue to join again,
-            // e.g. after this learner restarted and forgot it.
-            let message = format!(
-                "field `actor_id`: `{}` has not joined this learner (call Join again)",
-                batch.actor_id
-            );
-            return refuse(Code::NotFound, message);
-        }
-        if batch.actor_id != owner {
-            shared.accounting.rejected(owner, "actor_mismatch");
-            let message = format!(
-                "field `actor_id`: `{}` on a stream that belongs to `{owner}` (one stream per actor)",
-                batch.actor_id
-            );
-            return refuse(Code::PermissionDenied, message);
+        if let Err(r) = owner.check(&shared.actors, &batch.actor_id) {
+            shared.accounting.rejected(&r.counted_as, r.reason);
+            return refuse(r.code, r.message);
         }
         if shared.is_closed() {
             shared.accounting.arrived_after_finish(&batch.actor_id);
             return now(closed_verdict(shared), shared.is_finished());
         }
-        if let Err(last) = shared.advance_sequence(&batch.actor_id, batch.sequence) {
+        if let Err(Refusal::Sequence(last)) = shared.actors.advance(&batch.actor_id, batch.sequence)
+        {
             shared.accounting.rejected(&batch.actor_id, "sequence");
             let message = format!(
                 "field `sequence`: {} is not after this actor's previous batch ({last}): a batch is taken once",
@@ -110,8 +97,14 @@ impl LearnerService {
         let mut decoded = match span.in_scope(|| decode_batch(&batch, &expect)) {
             Ok(d) => d,
             Err(r) => {
-                shared.accounting.rejected(&batch.actor_id, r.reason);
-                warn!(parent: &span, actor = %batch.actor_id, sequence = batch.sequence, reason = r.reason, "batch rejected: {}", r.message);
+                let n = shared.accounting.rejected(&batch.actor_id, r.reason);
+                // A flood of bad batches must not flood the log: the first
+                // ten of an actor, then every power of two.
+                if n <= 10 || n.is_power_of_two() {
+                    warn!(parent: &span, actor = %batch.actor_id, sequence = batch.sequence, reason = r.reason, rejected = n, "batch rejected: {}", r.message);
+                } else {
+                    debug!(parent: &span, actor = %batch.actor_id, sequence = batch.sequence, reason = r.reason, "batch rejected: {}", r.message);
+                }
                 let refused = Verdict::Refused {
                     code: r.code,
                     message: r.message,
@@ -145,16 +138,22 @@ impl LearnerService {
         mut incoming: Streaming<TrajectoryBatch>,
         ack_tx: AckSender,
     ) {
-        // The actor this stream belongs to: the first joined actor it names.
-        let mut owner: Option<String> = None;
+        let mut owner = StreamOwner::new(shared.actors.new_stream());
+        Self::read_stream(&shared, &queue, &mut incoming, &ack_tx, &mut owner).await;
+        owner.release(&shared.actors);
+    }
+
+    async fn read_stream(
+        shared: &Shared,
+        queue: &mpsc::Sender<DecodedBatch>,
+        incoming: &mut Streaming<TrajectoryBatch>,
+        ack_tx: &AckSender,
+        owner: &mut StreamOwner,
+    ) {
         loop {
             match incoming.message().await {
                 Ok(Some(batch)) => {
-                    if owner.is_none() && shared.is_known_actor(&batch.actor_id) {
-                        owner = Some(batch.actor_id.clone());
-                    }
-                    let bound = owner.clone().unwrap_or_else(|| batch.actor_id.clone());
-                    if let Some(ack) = Self::ingest(&shared, &queue, batch, &bound, &ack_tx).await
+                    if let Some(ack) = Self::ingest(shared, queue, batch, owner, ack_tx).await
                         && ack_tx.send(Ok(ack)).await.is_err()
                     {
                         return;
@@ -162,7 +161,7 @@ impl LearnerService {
                 }
                 Ok(None) => return,
                 Err(status) => {
-                    let who = owner.as_deref().unwrap_or("<no batch yet>");
+                    let who = owner.actor.as_deref().unwrap_or("<no batch yet>");
                     let (reason, end) = end_status(&status);
                     if shared.is_closed() && reason == "transport" {
                         // Actors hang up once told the run is over.
@@ -182,6 +181,82 @@ impl LearnerService {
                     return;
                 }
             }
+        }
+    }
+}
+
+/// The actor a trajectory stream sends for: the first joined actor it names
+/// whose id no other open stream holds. Every later batch must name it too.
+struct StreamOwner {
+    stream: u64,
+    actor: Option<String>,
+}
+
+/// A batch whose actor id cannot be taken on its stream.
+struct ActorRefusal {
+    code: Code,
+    reason: &'static str,
+    /// Whose counters the refusal goes to.
+    counted_as: String,
+    message: String,
+}
+
+impl StreamOwner {
+    fn new(stream: u64) -> Self {
+        Self {
+            stream,
+            actor: None,
+        }
+    }
+
+    fn check(&mut self, actors: &Actors, id: &str) -> Result<(), ActorRefusal> {
+        let refusal = |code, reason, counted_as: &str, message| ActorRefusal {
+            code,
+            reason,
+            counted_as: counted_as.to_string(),
+            message,
+        };
+        if let Some(owner) = &self.actor {
+            if owner == id {
+                return Ok(());
+            }
+            let message = format!(
+                "field `actor_id`: `{id}` on a stream that belongs to `{owner}` (one stream per actor)"
+            );
+            return Err(refusal(
+                Code::PermissionDenied,
+                "actor_mismatch",
+                owner,
+                message,
+            ));
+        }
+        match actors.claim(id, self.stream) {
+            Ok(()) => {
+                self.actor = Some(id.to_string());
+                Ok(())
+            }
+            // NOT_FOUND (not a validation code): the actor's cue to join
+            // again, e.g. after this learner restarted and forgot it.
+            Err(Refusal::Unknown | Refusal::Sequence(_)) => Err(refusal(
+                Code::NotFound,
+                "unknown_actor",
+                "<unknown>",
+                format!("field `actor_id`: `{id}` has not joined this learner (call Join again)"),
+            )),
+            Err(Refusal::Taken) => Err(refusal(
+                Code::PermissionDenied,
+                "actor_taken",
+                "<unknown>",
+                format!(
+                    "field `actor_id`: `{id}` is sending on another stream (one stream per actor)"
+                ),
+            )),
+        }
+    }
+
+    fn release(&self, actors: &Actors) {
+        if let Some(actor) = &self.actor {
+            actors.release(actor, self.stream);
         }
     }
 }
@@ -374,35 +449,44 @@ mod tests {
         let join = || svc.join(join_req(PROTOCOL_VERSION));
         let id = join().await.unwrap().into_inner().actor_id;
         let other = join().await.unwrap().into_inner().actor_id;
-        let ingest =
-            |b: TrajectoryBatch| LearnerService::ingest(&svc.shared, &svc.queue, b, &id, &ack_tx);
+        let mut owner = StreamOwner::new(svc.shared.actors.new_stream());
+        macro_rules! ingest {
+            ($b:expr, $owner:expr) => {
+                LearnerService::ingest(&svc.shared, &svc.queue, $b, $owner, &ack_tx).await
+            };
+        }
         // Unknown actor: NOT_FOUND, the actor's cue to join again.
-        let ack = ingest(batch("stranger", 0)).await.unwrap();
+        let ack = ingest!(batch("stranger", 0), &mut owner).unwrap();
         assert_eq!(ack.code, Code::NotFound as i32);
         assert!(ack.message.contains("`actor_id`"));
-        // Another joined actor's id on this actor's stream.
-        let ack = ingest(batch(&other, 0)).await.unwrap();
-        assert_eq!(ack.code, Code::PermissionDenied as i32);
-        assert!(ack.message.contains("`actor_id`") && ack.message.contains(&other));
-        // Malformed.
+        // Malformed (its actor now owns the stream).
         let mut bad = batch(&id, 0);
         bad.rewards = Some(encode_f32(&[1, 2], &[f32::NAN, 0.0]));
-        let ack = ingest(bad).await.unwrap();
+        let ack = ingest!(bad, &mut owner).unwrap();
         assert_eq!(ack.code, Code::InvalidArgument as i32);
         assert!(!ack.accepted && ack.message.contains("`rewards`"));
+        // Another joined actor's id on this actor's stream.
+        let ack = ingest!(batch(&other, 0), &mut owner).unwrap();
+        assert_eq!(ack.code, Code::PermissionDenied as i32);
+        assert!(ack.message.contains("`actor_id`") && ack.message.contains(&other));
         // Good: queued, acked later by the update loop.
-        assert!(ingest(batch(&id, 1)).await.is_none());
+        assert!(ingest!(batch(&id, 1), &mut owner).is_none());
         let queued = rx.try_recv().unwrap();
         assert!(queued.ack_to.is_some());
         // The same sequence again, or an older one: taken once only.
         for seq in [1, 0] {
-            let ack = ingest(batch(&id, seq)).await.unwrap();
+            let ack = ingest!(batch(&id, seq), &mut owner).unwrap();
             assert_eq!(ack.code, Code::AlreadyExists as i32);
             assert!(ack.message.contains("`sequence`"), "{}", ack.message);
         }
+        // A second stream cannot send under an id an open stream holds.
+        let mut impostor = StreamOwner::new(svc.shared.actors.new_stream());
+        let ack = ingest!(batch(&id, 99), &mut impostor).unwrap();
+        assert_eq!(ack.code, Code::PermissionDenied as i32, "{ack:?}");
         let (c, per) = svc.shared.accounting.snapshot();
-        assert_eq!((c.received, c.rejected, c.queued), (6, 5, 1));
+        assert_eq!((c.received, c.rejected, c.queued), (7, 6, 1));
         assert_eq!(per["<unknown>"].rejected_by_reason["unknown_actor"], 1);
+        assert_eq!(per["<unknown>"].rejected_by_reason["actor_taken"], 1);
         assert_eq!(per[&id].rejected_by_reason["non_finite"], 1);
         assert_eq!(per[&id].rejected_by_reason["actor_mismatch"], 1);
         assert_eq!(per[&id].rejected_by_reason["sequence"], 2);
@@ -411,7 +495,7 @@ mod tests {
         svc.shared
             .finished
             .store(true, std::sync::atomic::Ordering::Release);
-        let ack = ingest(batch(&id, 2)).await.unwrap();
+        let ack = ingest!(batch(&id, 2), &mut owner).unwrap();
         assert!(ack.run_finished && !ack.accepted);
         assert_eq!(svc.shared.accounting.snapshot().0.dropped_shutdown, 1);
         // And a Join after the run says so in a field, not an error.
@@ -432,9 +516,11 @@ mod tests {
         svc.shared
             .stopping
             .store(true, std::sync::atomic::Ordering::Release);
-        let ack = LearnerService::ingest(&svc.shared, &svc.queue, batch(&id, 0), &id, &ack_tx)
-            .await
-            .unwrap();
+        let mut owner = StreamOwner::new(svc.shared.actors.new_stream());
+        let ack =
+            LearnerService::ingest(&svc.shared, &svc.queue, batch(&id, 0), &mut owner, &ack_tx)
+                .await
+                .unwrap();
         assert!(!ack.accepted && !ack.run_finished, "{ack:?}");
         let e = svc.join(join_req(PROTOCOL_VERSION)).await.unwrap_err();
         assert_eq!(e.code(), Code::Unavailable, "retryable: {e:?}");

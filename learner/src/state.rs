@@ -1,10 +1,9 @@
 //! State shared between the ingest service and the update loop.
 
 use crate::accounting::Accounting;
+use crate::actors::Actors;
 use sebulba_core::config::RunConfig;
 use sebulba_core::env::EnvSpec;
-use std::collections::BTreeMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Live progress, readable from outside (the CLI's progress line).
@@ -46,12 +45,8 @@ pub struct Shared {
     /// learner to come back.
     pub stopping: AtomicBool,
     pub accounting: Accounting,
-    /// Joined actors, each with the sequence number of its newest batch.
-    actors: Mutex<BTreeMap<String, Option<u64>>>,
-    next_participant: AtomicU64,
-    /// Random per learner process: ids handed out before a restart never
-    /// match ones handed out after it, so a stale actor is told to join again.
-    instance: u16,
+    /// The actors that joined, their streams and sequence numbers.
+    pub actors: Actors,
 }
 
 impl Shared {
@@ -64,52 +59,14 @@ impl Shared {
             finished: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             accounting: Accounting::default(),
-            actors: Mutex::new(BTreeMap::new()),
-            next_participant: AtomicU64::new(0),
-            instance: rand::random(),
+            actors: Actors::default(),
         }
     }
 
-    /// Registers a new actor; returns its id (`name#n.tag`) and its own seed.
+    /// Registers a new actor; returns its id and its own seed.
     pub fn register_actor(&self, name: &str) -> (String, u64) {
-        let n = self.next_participant.fetch_add(1, Ordering::Relaxed);
-        let clean: String = name
-            .chars()
-            .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
-            .take(48)
-            .collect();
-        let base = if clean.is_empty() {
-            "actor".to_string()
-        } else {
-            clean
-        };
-        let id = format!("{base}#{n}.{:04x}", self.instance);
-        self.actors
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id.clone(), None);
+        let (id, n) = self.actors.register(name);
         (id, participant_seed(self.config.run.seed, n))
-    }
-
-    pub fn is_known_actor(&self, id: &str) -> bool {
-        self.actors
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains_key(id)
-    }
-
-    /// Records `sequence` as `id`'s newest batch if it is newer than every
-    /// batch before it; a repeated or older sequence number gives the newest seen.
-    pub fn advance_sequence(&self, id: &str, sequence: u64) -> Result<(), u64> {
-        let mut actors = self.actors.lock().unwrap_or_else(|p| p.into_inner());
-        match actors.get_mut(id) {
-            Some(Some(last)) if *last >= sequence => Err(*last),
-            Some(slot) => {
-                *slot = Some(sequence);
-                Ok(())
-            }
-            None => Ok(()),
-        }
     }
 
     pub fn current_version(&self) -> u64 {
@@ -155,4 +112,34 @@ pub fn new_run_id(env_id: &str) -> String {
         .take(48)
         .collect();
     format!("{env}-{ms:x}-{tag:04x}")
+}
+
+/// Wall time of a run across its segments (a resumed learner goes on from the
+/// checkpoint's time), so SPS and summaries cover the whole run.
+#[derive(Clone, Copy, Debug)]
+pub struct RunClock {
+    started: std::time::Instant,
+    prior_seconds: f64,
+    /// This learner's segment of the run, from 1 (2 after one resume, ...).
+    pub segment: u32,
+}
+
+impl RunClock {
+    /// A clock for segment `segment` that starts at `prior_seconds`.
+    pub fn new(prior_seconds: f64, segment: u32) -> Self {
+        Self {
+            started: std::time::Instant::now(),
+            prior_seconds: if prior_seconds.is_finite() {
+                prior_seconds.max(0.0)
+            } else {
+                0.0
+            },
+            segment,
+        }
+    }
+
+    /// Seconds of the whole run so far.
+    pub fn wall_seconds(&self) -> f64 {
+        self.prior_seconds + self.started.elapsed().as_secs_f64()
+    }
 }

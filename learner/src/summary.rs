@@ -6,17 +6,27 @@ use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
+    pub run_id: String,
     pub env_id: String,
     pub seed: u64,
     pub env_steps: u64,
     pub wall_seconds: f64,
     pub steps_per_second: f64,
+    /// Learner segments the run took (1, plus one per resume); the counters
+    /// and `wall_seconds` cover them all.
+    pub segments: u32,
+    /// The step budget was reached (false: stopped before it).
+    pub completed: bool,
     pub updates: u64,
     pub final_version: u64,
-    /// Mean deterministic return of the final version (None if no evaluation came).
+    /// Mean deterministic return of the final version (None if no evaluation
+    /// came, or the run stopped before its budget).
     pub final_eval_return_mean: Option<f64>,
     pub best_eval_return_mean: Option<f64>,
     pub best_eval_version: Option<u64>,
+    /// The newest evaluation filed, whether or not the run completed.
+    pub latest_eval_return_mean: Option<f64>,
+    pub latest_eval_version: Option<u64>,
     pub batches: Counts,
     pub batches_per_actor: BTreeMap<String, Counts>,
     /// Why the run stopped before its budget, when it could not go on.

@@ -64,6 +64,9 @@ pub const MAX_MAGNITUDE: f32 = 1e9;
 /// importance ratio `exp(new - old)` overflows.
 pub const MAX_LOG_PROB: f32 = 1e4;
 
+/// Longest episode whose statistics are accepted.
+pub const MAX_EPISODE_LENGTH: u32 = 1_000_000_000;
+
 /// Finite, and at most `bound` in magnitude.
 fn check_bounded(field: &str, values: &[f32], bound: f32) -> Result<(), Rejection> {
     check_finite(field, values)?;
@@ -306,8 +309,13 @@ fn decode_episodes(b: &TrajectoryBatch) -> Result<(Vec<f64>, Vec<u32>), Rejectio
     let mut returns = Vec::with_capacity(b.episodes.len());
     let mut lengths = Vec::with_capacity(b.episodes.len());
     for (i, ep) in b.episodes.iter().enumerate() {
-        if !ep.episode_return.is_finite() || ep.length == 0 {
-            let reason = if ep.length == 0 {
+        // Each reward is at most MAX_MAGNITUDE, so a return is at most that
+        // times the length; an episode is at most MAX_EPISODE_LENGTH steps.
+        let bound = f64::from(MAX_MAGNITUDE) * f64::from(ep.length);
+        let out_of_range =
+            ep.length == 0 || ep.length > MAX_EPISODE_LENGTH || ep.episode_return.abs() > bound;
+        if !ep.episode_return.is_finite() || out_of_range {
+            let reason = if ep.episode_return.is_finite() {
                 "out_of_range"
             } else {
                 "non_finite"

@@ -9,7 +9,9 @@ use proptest::prelude::*;
 use prost::Message;
 use sebulba_core::env::{ActionSpace, EnvSpec, env_spec};
 use sebulba_learner::batch::{BatchActions, DecodedBatch};
-use sebulba_learner::validate::{Expect, MAX_LOG_PROB, MAX_MAGNITUDE, decode_batch};
+use sebulba_learner::validate::{
+    Expect, MAX_EPISODE_LENGTH, MAX_LOG_PROB, MAX_MAGNITUDE, decode_batch,
+};
 use sebulba_proto::{EpisodeStats, Tensor, TrajectoryBatch, encode_f32, encode_i32, encode_u8};
 use tonic::Code;
 
@@ -107,7 +109,13 @@ fn batch(env: &EnvSpec) -> BoxedStrategy<TrajectoryBatch> {
             field(flags(vec![T, E], 1)),
             k.prop_flat_map(move |k| f32s(vec![k, d])),
         ),
-        prop::collection::vec((float().prop_map(f64::from), 0u32..600), 0..16),
+        prop::collection::vec(
+            (
+                float().prop_map(f64::from),
+                prop_oneof![9 => 0u32..600, 1 => any::<u32>()],
+            ),
+            0..16,
+        ),
     )
         .prop_map(
             |(
@@ -181,8 +189,10 @@ fn assert_well_formed(env: &EnvSpec, b: &DecodedBatch) {
         _ => panic!("action kind does not match the env"),
     }
     assert!(b.episode_returns.len() <= t * e);
-    assert!(b.episode_returns.iter().all(|r| r.is_finite()));
-    assert!(b.episode_lengths.iter().all(|&l| l > 0));
+    for (&r, &l) in b.episode_returns.iter().zip(&b.episode_lengths) {
+        assert!(l > 0 && l <= MAX_EPISODE_LENGTH, "length {l}");
+        assert!(r.is_finite() && r.abs() <= f64::from(MAX_MAGNITUDE) * f64::from(l));
+    }
 }
 
 fn check(env: &EnvSpec, b: &TrajectoryBatch) {

@@ -40,6 +40,32 @@ pub enum ParamServerError {
     Transport(String),
 }
 
+/// Published weights must be a safetensors file with at least one tensor and
+/// only finite f32 values: what followers load is never garbage or NaN.
+fn check_weights(bytes: &[u8]) -> Result<(), Status> {
+    let bad = |why: String| Status::invalid_argument(format!("field `safetensors`: {why}"));
+    let file = safetensors::SafeTensors::deserialize(bytes).map_err(|e| bad(e.to_string()))?;
+    if file.is_empty() {
+        return Err(bad("no tensors".into()));
+    }
+    for (name, view) in file.iter() {
+        if view.dtype() != safetensors::Dtype::F32 {
+            return Err(bad(format!(
+                "tensor `{name}` is {:?}, not F32",
+                view.dtype()
+            )));
+        }
+        let finite = view
+            .data()
+            .chunks_exact(4)
+            .all(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]).is_finite());
+        if !finite {
+            return Err(bad(format!("tensor `{name}` has a non-finite value")));
+        }
+    }
+    Ok(())
+}
+
 /// The weights and evaluation reports of one run: the one being trained.
 pub struct Store {
     /// The run the versions and reports belong to ("" before the first publish).
@@ -70,9 +96,7 @@ impl Store {
     /// the first version of another run, which replaces the run held (its
     /// versions and reports). Returns the stored version.
     pub fn publish(&self, w: Weights) -> Result<u64, Status> {
-        if w.safetensors.is_empty() {
-            return Err(Status::invalid_argument("field `safetensors`: empty"));
-        }
+        check_weights(&w.safetensors)?;
         if w.run_id.is_empty() || w.run_id.len() > 128 {
             return Err(Status::invalid_argument(
                 "field `run_id`: must name the run (1 to 128 bytes)",
@@ -285,9 +309,45 @@ mod tests {
         Weights {
             version,
             run_id: run.into(),
-            safetensors: vec![1u8, 2, 3].into(),
+            safetensors: tensors(&[0.5, -1.0]).into(),
             ..Default::default()
         }
+    }
+
+    /// A safetensors file with one f32 tensor holding `values`.
+    fn tensors(values: &[f32]) -> Vec<u8> {
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let view = safetensors::tensor::TensorView::new(
+            safetensors::Dtype::F32,
+            vec![values.len()],
+            &bytes,
+        )
+        .unwrap();
+        safetensors::serialize([("w", view)], None).unwrap()
+    }
+
+    #[tokio::test]
+    async fn garbage_or_non_finite_weights_are_refused() {
+        let svc = Service {
+            store: Arc::new(Store::default()),
+            gate: Gate::default(),
+        };
+        for (bytes, why) in [
+            (vec![1u8, 2, 3], "garbage"),
+            (tensors(&[1.0, f32::NAN]), "non-finite"),
+            (tensors(&[f32::INFINITY]), "non-finite"),
+        ] {
+            let mut w = on("run-a", 1);
+            w.safetensors = bytes.into();
+            let e = svc.publish(Request::new(w)).await.unwrap_err();
+            assert_eq!(e.code(), tonic::Code::InvalidArgument, "{why}");
+            assert!(
+                e.message().contains("`safetensors`"),
+                "{why}: {}",
+                e.message()
+            );
+        }
+        assert!(svc.store.latest().is_none());
     }
 
     #[tokio::test]

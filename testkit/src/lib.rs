@@ -247,6 +247,13 @@ fn flag_and_mask_rules() -> Vec<Malformation> {
         episode(f64::NAN, 10),
     ));
     rules.push(rule("`episodes[0]`", "out_of_range", Arg, episode(1.0, 0)));
+    rules.push(rule("`episodes[0]`", "out_of_range", Arg, episode(3e38, 1)));
+    rules.push(rule(
+        "`episodes[0]`",
+        "out_of_range",
+        Arg,
+        episode(1.0, u32::MAX),
+    ));
     rules.push(rule("`episodes`", "shape", Arg, |b, d| {
         b.episodes = vec![
             EpisodeStats {

@@ -43,10 +43,14 @@ pub struct LoopContext {
     pub publisher: Publisher,
     pub rt: tokio::runtime::Handle,
     pub metrics: JsonLines,
-    pub started: Instant,
+    /// The run's wall time across resumes.
+    pub clock: crate::state::RunClock,
     pub normalizers: Normalizers,
     /// Where checkpoints go (`checkpoint.bin`); `learner.checkpoint_interval` says how often.
     pub run_dir: std::path::PathBuf,
+    /// Fires on shutdown: the loop stops taking batches, and a publish still
+    /// retrying gives up at once.
+    pub stop: CancellationToken,
 }
 
 #[derive(Debug, Clone)]
@@ -92,14 +96,14 @@ fn non_finite_guard(batches: &[DecodedBatch], stats: &PpoStats, update: u64, run
 }
 
 impl<B: AutodiffBackend> UpdateLoop<B> {
-    /// Trains until the step budget is reached, `stop` fires or the queue
-    /// closes; continues from `resume` when given.
+    /// Trains until the step budget is reached, the context's `stop` fires
+    /// or the queue closes; continues from `resume` when given.
     pub fn run(
         &mut self,
         mut rx: mpsc::Receiver<DecodedBatch>,
-        stop: CancellationToken,
         resume: Option<Checkpoint>,
     ) -> Result<LoopOutcome, LearnerError> {
+        let stop = self.ctx.stop.clone();
         let mut at = match resume {
             Some(ck) => self.restore(ck)?,
             None => Counters {
@@ -108,7 +112,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
                 env_steps: 0,
             },
         };
-        self.publish(at, false)?;
+        at.version = self.publish(at, false)?;
         let mut completed = false;
         let mut failure = None;
         let mut non_finite_run = 0u32;
@@ -247,7 +251,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
     /// After an update: publish, checkpoint when due, and the metrics line.
     fn publish_and_record(
         &mut self,
-        at: Counters,
+        mut at: Counters,
         completed: bool,
         t0: Instant,
         prepared: &Prepared,
@@ -256,10 +260,10 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
         if completed {
             self.ctx.shared.finished.store(true, Ordering::Release);
         }
-        self.publish(at, completed)?;
+        at.version = self.publish(at, completed)?;
         self.ctx.live.updates.store(at.updates, Ordering::Relaxed);
         self.checkpoint_if(at, |every, u| u.is_multiple_of(every) || completed);
-        let wall = self.ctx.started.elapsed().as_secs_f64();
+        let wall = self.ctx.clock.wall_seconds();
         let line = MetricsLine::new(
             at,
             wall,
@@ -320,6 +324,9 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
                 network: c.network.clone(),
                 obs_stats: self.ctx.normalizers.obs.clone(),
                 reward_scale: self.ctx.normalizers.rewards.clone(),
+                wall_seconds: self.ctx.clock.wall_seconds(),
+                segments: self.ctx.clock.segment,
+                accounting: self.ctx.shared.accounting.saved(),
             },
             ppo,
         };
@@ -334,16 +341,17 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
         )?)
     }
 
-    fn publish(&self, at: Counters, final_: bool) -> Result<(), LearnerError> {
-        let version = at.version;
-        let span = info_span!("publish", version);
+    /// Publishes the current weights as version `at.version` (or above it,
+    /// when the parameter server already holds that version of this run:
+    /// someone else published there, and the run goes on above them); returns
+    /// the version published. Shutdown ends a publish still retrying.
+    fn publish(&self, at: Counters, final_: bool) -> Result<u64, LearnerError> {
+        let span = info_span!("publish", version = at.version);
         let _entered = span.enter();
         let bytes = self.weights_bytes()?;
-        // Accept batches of this version before actors can see it.
-        self.ctx.shared.version.store(version, Ordering::Release);
         let c = &self.ctx.shared.config;
-        let weights = Weights {
-            version,
+        let mut weights = Weights {
+            version: at.version,
             safetensors: bytes.into(),
             network: Some(network_to_wire(&c.network)),
             env_id: c.env.id.clone(),
@@ -353,15 +361,53 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
             // Followers' weight refreshes continue this trace.
             trace_context: sebulba_transport::trace::context_map(&span),
         };
-        self.ctx
-            .rt
-            .block_on(
-                self.ctx
-                    .publisher
-                    .publish(weights, Duration::from_secs(60))
-                    .instrument(span.clone()),
-            )
-            .map_err(|status| LearnerError::Publish { version, status })
+        let publisher = &self.ctx.publisher;
+        for _ in 0..3 {
+            // Accept batches of this version before actors can see it.
+            self.ctx
+                .shared
+                .version
+                .store(weights.version, Ordering::Release);
+            let publish = publisher
+                .publish(weights.clone(), Duration::from_secs(60))
+                .instrument(span.clone());
+            let published = self.ctx.rt.block_on(async {
+                tokio::select! {
+                    r = publish => Some(r),
+                    () = self.ctx.stop.cancelled() => None,
+                }
+            });
+            let version = weights.version;
+            let status = match published {
+                None => {
+                    warn!(version, "shutdown while publishing: version not published");
+                    return Ok(version);
+                }
+                Some(Ok(())) => return Ok(version),
+                Some(Err(status)) => status,
+            };
+            let held = (status.code() == tonic::Code::FailedPrecondition)
+                .then(|| {
+                    self.ctx
+                        .rt
+                        .block_on(publisher.latest_version(&weights.run_id))
+                })
+                .flatten()
+                .filter(|&held| held >= version);
+            let Some(held) = held else {
+                return Err(LearnerError::Publish { version, status });
+            };
+            warn!(
+                version,
+                held,
+                "the parameter server holds a newer version of this run that this learner did not publish; going on above it"
+            );
+            weights.version = held + 1;
+        }
+        Err(LearnerError::Publish {
+            version: weights.version,
+            status: tonic::Status::aborted("versions kept being taken by another publisher"),
+        })
     }
 }
 
