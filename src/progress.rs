@@ -1,4 +1,5 @@
-//! Progress while training: a live line on a terminal, plain log lines otherwise.
+//! Progress while training in local mode: a live line on a terminal. (The
+//! learner itself logs a progress line every 10 s in every mode.)
 
 use indicatif::{ProgressBar, ProgressStyle};
 use sebulba_learner::LiveStats;
@@ -7,7 +8,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
-use tracing::info;
 
 pub fn spawn(
     live: Arc<LiveStats>,
@@ -27,14 +27,10 @@ pub fn spawn(
             );
             bar
         });
-        let period = if bar.is_some() {
-            Duration::from_millis(200)
-        } else {
-            Duration::from_secs(10)
-        };
+        let Some(bar) = bar else { return };
         loop {
             tokio::select! {
-                _ = tokio::time::sleep(period) => {}
+                _ = tokio::time::sleep(Duration::from_millis(200)) => {}
                 _ = stop.cancelled() => break,
             }
             let steps = live.env_steps.load(Ordering::Relaxed);
@@ -48,20 +44,9 @@ pub fn spawn(
                     format!("{ret:.1}")
                 }
             );
-            match &bar {
-                Some(b) => {
-                    b.set_position(steps.min(total_steps));
-                    b.set_message(msg);
-                }
-                None => info!(
-                    steps,
-                    updates = live.updates.load(Ordering::Relaxed),
-                    "{msg}"
-                ),
-            }
+            bar.set_position(steps.min(total_steps));
+            bar.set_message(msg);
         }
-        if let Some(b) = bar {
-            b.finish_and_clear();
-        }
+        bar.finish_and_clear();
     })
 }

@@ -12,6 +12,7 @@ pub mod engine;
 pub mod gae;
 pub mod ppo;
 pub mod prepare;
+pub mod progress;
 pub mod publish;
 pub mod reward_scale;
 pub mod run;

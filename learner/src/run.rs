@@ -45,6 +45,9 @@ pub struct LearnerOptions {
     pub run_name: Option<String>,
 }
 
+/// How often the learner logs its progress line.
+const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+
 /// How a learner treats its run directory.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum RunStart {
@@ -115,12 +118,20 @@ pub async fn run(
         run_dir: run_dir.clone(),
         stop: shutdown.clone(),
     };
+    let progress = crate::progress::Progress {
+        shared: shared.clone(),
+        live: opts.live.clone(),
+        publisher: publisher.clone(),
+        clock,
+    };
+    let progress = tokio::spawn(progress.log_every(PROGRESS_EVERY, shutdown.child_token()));
     let work = SpawnLoop(ctx, queue_rx, resume);
     let done = on_learner_devices(&cfg, work)?;
     let outcome = done
         .await
         .map_err(|_| LearnerError::Thread("it died".into()))
         .and_then(|r| r);
+    progress.abort();
     let outcome = match outcome {
         Ok(o) => o,
         Err(e) => {

@@ -13,13 +13,22 @@ pub struct LiveStats {
     pub updates: AtomicU64,
     /// f64 bits of the mean return of the episodes in the latest update (NaN if none yet).
     last_return_bits: AtomicU64,
+    /// f64 bits of the latest update's mean policy lag (NaN before the first).
+    lag_bits: AtomicU64,
 }
 
 impl LiveStats {
     pub fn new() -> Self {
         let s = Self::default();
         s.set_last_return(f64::NAN);
+        s.set_lag(f64::NAN);
         s
+    }
+    pub fn set_lag(&self, lag: f64) {
+        self.lag_bits.store(lag.to_bits(), Ordering::Relaxed);
+    }
+    pub fn lag(&self) -> f64 {
+        f64::from_bits(self.lag_bits.load(Ordering::Relaxed))
     }
     pub fn set_last_return(&self, r: f64) {
         self.last_return_bits.store(r.to_bits(), Ordering::Relaxed);

@@ -12,6 +12,8 @@ use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::WithExportConfig;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::SdkTracerProvider;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 use tracing::level_filters::LevelFilter;
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::SubscriberExt;
@@ -75,12 +77,59 @@ where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let exporter_noise = RateLimit::new(EXPORTER_LOG_PERIOD);
     tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_target(false)
         // Colour codes only on a terminal: container logs and files stay plain.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_filter(filter)
+        .with_filter(
+            // Decided per event (a plain `filter_fn` is cached per callsite).
+            tracing_subscriber::filter::dynamic_filter_fn(move |m, _| {
+                let noise = m.target().starts_with("opentelemetry")
+                    && m.is_event()
+                    && *m.level() <= tracing::Level::WARN;
+                !noise || exporter_noise.allow(Instant::now())
+            })
+            .with_callsite_filter(|m| {
+                if m.target().starts_with("opentelemetry") {
+                    tracing::subscriber::Interest::sometimes()
+                } else {
+                    tracing::subscriber::Interest::always()
+                }
+            }),
+        )
+}
+
+/// At most one line of the OpenTelemetry SDK's own logging per this period:
+/// with no collector up, its export errors would repeat every few seconds.
+const EXPORTER_LOG_PERIOD: Duration = Duration::from_secs(60);
+
+/// Lets one event through per `period` (the first at once).
+struct RateLimit {
+    period: Duration,
+    last: Mutex<Option<Instant>>,
+}
+
+impl RateLimit {
+    fn new(period: Duration) -> Self {
+        Self {
+            period,
+            last: Mutex::new(None),
+        }
+    }
+
+    fn allow(&self, now: Instant) -> bool {
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        match *last {
+            Some(t) if now.saturating_duration_since(t) < self.period => false,
+            _ => {
+                *last = Some(now);
+                true
+            }
+        }
+    }
 }
 
 /// Installs the global subscriber once; later calls are no-ops (tests call it often).
@@ -133,4 +182,21 @@ pub fn init(role: &str) -> Result<Telemetry, TelemetryError> {
         provider: Some(provider),
         endpoint: Some(endpoint),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exporter_noise_is_one_line_a_period() {
+        let limit = RateLimit::new(Duration::from_secs(60));
+        let t0 = Instant::now();
+        assert!(limit.allow(t0), "the first error is shown");
+        for s in [1, 5, 30, 59] {
+            assert!(!limit.allow(t0 + Duration::from_secs(s)), "{s} s later");
+        }
+        assert!(limit.allow(t0 + Duration::from_secs(61)));
+        assert!(!limit.allow(t0 + Duration::from_secs(62)));
+    }
 }

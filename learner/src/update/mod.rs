@@ -275,6 +275,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
         if let Some(r) = line.episode_return_mean() {
             self.ctx.live.set_last_return(r);
         }
+        self.ctx.live.set_lag(prepared.lag.mean);
         self.ctx
             .metrics
             .write(&line)

@@ -1,0 +1,64 @@
+//! The learner's progress line, in every mode (a container's log included):
+//! steps, SPS over the whole run, updates, version, policy lag and the newest
+//! evaluation, every `every`.
+
+use crate::publish::Publisher;
+use crate::state::{LiveStats, RunClock, Shared};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+
+/// What the progress task reads.
+pub struct Progress {
+    pub shared: Arc<Shared>,
+    pub live: Arc<LiveStats>,
+    pub publisher: Publisher,
+    pub clock: RunClock,
+}
+
+impl Progress {
+    /// Logs a line every `every` until `stop` fires.
+    pub async fn log_every(self, every: Duration, stop: CancellationToken) {
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(every) => {}
+                () = stop.cancelled() => return,
+            }
+            self.log_line().await;
+        }
+    }
+
+    async fn log_line(&self) {
+        let steps = self.live.env_steps.load(Ordering::Relaxed);
+        let total = self.shared.config.run.total_steps;
+        let evals = tokio::time::timeout(
+            Duration::from_secs(2),
+            self.publisher.evals(&self.shared.run_id),
+        );
+        let latest = match evals.await {
+            Ok(Ok(r)) => r.into_iter().max_by_key(|r| r.version),
+            _ => None,
+        };
+        let fmt = |x: f64| {
+            if x.is_finite() {
+                format!("{x:.1}")
+            } else {
+                "-".into()
+            }
+        };
+        info!(
+            env_steps = steps,
+            percent = format!("{:.1}", 100.0 * steps as f64 / total.max(1) as f64),
+            sps = format!("{:.0}", steps as f64 / self.clock.wall_seconds().max(1e-9)),
+            updates = self.live.updates.load(Ordering::Relaxed),
+            version = self.shared.current_version(),
+            lag = fmt(self.live.lag()),
+            train_return = fmt(self.live.last_return()),
+            eval_return = latest.as_ref().map_or("-".into(), |r| fmt(r.return_mean)),
+            eval_version = latest.map(|r| r.version),
+            "progress"
+        );
+    }
+}
