@@ -242,6 +242,11 @@ pub struct ConfigArgs {
     /// files and no checkpoint is refused (see --fresh).
     #[arg(long, env = "SEBULBA_RUN_DIR")]
     pub run_dir: Option<PathBuf>,
+    /// A directory of runs (compose uses /runs): the learner resumes the
+    /// unfinished run of its environment there, or starts a new run in
+    /// `<root>/<run id>`; the evaluator writes each run's files there.
+    #[arg(long, env = "SEBULBA_RUNS_ROOT", conflicts_with = "run_dir")]
+    pub runs_root: Option<PathBuf>,
     /// The run's name: its id on the wire and in checkpoints, and its default
     /// run directory (letters, digits, `.`, `_`, `-`; at most 64).
     #[arg(long, env = "SEBULBA_RUN_NAME", value_parser = parse_run_name)]
@@ -279,10 +284,26 @@ impl ConfigArgs {
             .context("invalid run configuration")
     }
 
-    pub fn run_dir(&self, config: &RunConfig) -> PathBuf {
-        if let (None, Some(name)) = (&self.run_dir, &self.run_name) {
-            return PathBuf::from("runs").join(name);
+    /// The learner's run directory and run name: `--run-dir`; `<root>/<name>`
+    /// for `--run-name` (root `--runs-root`, default `runs`); under
+    /// `--runs-root` the unfinished run to resume (unless `fresh`) or a new
+    /// one; else `runs/<env>-seed<seed>-<time>`.
+    pub fn run_dir(&self, config: &RunConfig, fresh: bool) -> (PathBuf, Option<String>) {
+        let root = self.runs_root.clone();
+        match (&self.run_dir, &self.run_name, root) {
+            (Some(dir), name, _) => (dir.clone(), name.clone()),
+            (None, Some(name), root) => (
+                root.unwrap_or_else(|| PathBuf::from("runs")).join(name),
+                Some(name.clone()),
+            ),
+            (None, None, Some(root)) => {
+                sebulba_learner::run_dir::in_root(&root, &config.env.id, fresh)
+            }
+            (None, None, None) => (self.default_run_dir(config), None),
         }
+    }
+
+    fn default_run_dir(&self, config: &RunConfig) -> PathBuf {
         self.run_dir.clone().unwrap_or_else(|| {
             let secs = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -363,8 +384,12 @@ pub struct ActorArgs {
 pub struct EvaluatorArgs {
     #[arg(long, env = "SEBULBA_PARAM_SERVER")]
     pub param_server: String,
-    #[arg(long, env = "SEBULBA_RUN_DIR")]
-    pub run_dir: PathBuf,
+    /// The run directory to write into.
+    #[arg(long, env = "SEBULBA_RUN_DIR", required_unless_present = "runs_root")]
+    pub run_dir: Option<PathBuf>,
+    /// A directory of runs: each run's files go to `<root>/<run id>`.
+    #[arg(long, env = "SEBULBA_RUNS_ROOT", conflicts_with = "run_dir")]
+    pub runs_root: Option<PathBuf>,
     /// Evaluate every this many versions (the final version always).
     #[arg(long, env = "SEBULBA_EVAL_INTERVAL", default_value_t = 10, value_parser = within::<u64>("eval.interval"))]
     pub interval: u64,

@@ -16,7 +16,7 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> anyhow::Result<(sebulba_learner::summary::Summary, std::path::PathBuf)> {
     let config = args.config.resolve()?;
-    let run_dir = args.config.run_dir(&config);
+    let (run_dir, run_name) = args.config.run_dir(&config, args.fresh);
     let actors = args.actors.unwrap_or(config.run.local_actors);
     anyhow::ensure!(actors >= 1, "--actors: need at least one actor");
     let security = args.security.load()?;
@@ -57,7 +57,7 @@ pub async fn run(
         live,
         security,
         start: crate::cli::run_start(args.resume, args.fresh),
-        run_name: args.config.run_name.clone(),
+        run_name,
     };
     let result = sebulba_learner::run(learner_listener, opts, shutdown.clone()).await;
     roles.cancel();
@@ -107,7 +107,7 @@ fn spawn_roles(
     {
         let opts = sebulba_evaluator::EvaluatorOptions {
             param_server: p.ps_url.to_string(),
-            run_dir: run_dir.to_path_buf(),
+            output: sebulba_evaluator::Output::Dir(run_dir.to_path_buf()),
             interval: config.eval.interval,
             episodes: config.eval.episodes,
             seed: config.run.seed,

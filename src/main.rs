@@ -77,7 +77,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Learner(args) => {
             let security = args.security.load()?;
             let config = args.config.resolve()?;
-            let run_dir = args.config.run_dir(&config);
+            let (run_dir, run_name) = args.config.run_dir(&config, args.fresh);
             let listener = tokio::net::TcpListener::bind(&args.listen)
                 .await
                 .with_context(|| format!("binding {}", args.listen))?;
@@ -88,7 +88,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 live: Arc::new(sebulba_learner::LiveStats::new()),
                 security,
                 start: crate::cli::run_start(args.resume, args.fresh),
-                run_name: args.config.run_name.clone(),
+                run_name,
             };
             let summary = sebulba_learner::run(listener, opts, shutdown).await?;
             info!(run_dir = %run_dir.display(), env_steps = summary.env_steps, final_eval = ?summary.final_eval_return_mean, "summary written");
@@ -114,7 +114,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Evaluator(args) => {
             let opts = sebulba_evaluator::EvaluatorOptions {
                 param_server: args.param_server,
-                run_dir: args.run_dir,
+                output: match (args.run_dir, args.runs_root) {
+                    (Some(dir), _) => sebulba_evaluator::Output::Dir(dir),
+                    (None, Some(root)) => sebulba_evaluator::Output::PerRun(root),
+                    (None, None) => anyhow::bail!("--run-dir or --runs-root is required"),
+                },
                 interval: args.interval,
                 episodes: args.episodes,
                 seed: args.seed,

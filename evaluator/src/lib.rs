@@ -34,7 +34,8 @@ pub enum EvaluatorError {
 
 pub struct EvaluatorOptions {
     pub param_server: String,
-    pub run_dir: PathBuf,
+    /// Where `eval.jsonl` and `best.safetensors` go.
+    pub output: Output,
     /// Evaluate when the version is at least this many past the last evaluated one.
     pub interval: u64,
     pub episodes: usize,
@@ -44,6 +45,47 @@ pub struct EvaluatorOptions {
     pub device: sebulba_core::devices::DeviceKind,
     /// The read-only token is sent on every call; TLS when a CA is given.
     pub security: Security,
+}
+
+/// The newest version and the best return in an `eval.jsonl` (none, and
+/// minus infinity, for a missing or empty file).
+fn evaluated(path: &std::path::Path) -> (Option<u64>, f64) {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok());
+    lines.fold((None, f64::NEG_INFINITY), |(last, best), v| {
+        let version = v["version"].as_u64();
+        let ret = v["return_mean"].as_f64().unwrap_or(f64::NEG_INFINITY);
+        (last.max(version), best.max(ret))
+    })
+}
+
+/// Where an evaluator writes.
+#[derive(Debug, Clone)]
+pub enum Output {
+    /// One run directory (`--run-dir`).
+    Dir(PathBuf),
+    /// A runs root (`--runs-root`): each run's files go to `<root>/<run id>`,
+    /// the directory its learner uses under the same root.
+    PerRun(PathBuf),
+}
+
+impl Output {
+    /// The directory for run `run_id`, if its id is safe as a directory name.
+    fn dir_for(&self, run_id: &str) -> Option<PathBuf> {
+        match self {
+            Output::Dir(d) => Some(d.clone()),
+            Output::PerRun(root) => {
+                let safe = !run_id.is_empty()
+                    && !run_id.starts_with('.')
+                    && run_id
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+                safe.then(|| root.join(run_id))
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -67,8 +109,6 @@ pub async fn run(
     opts: EvaluatorOptions,
     shutdown: CancellationToken,
 ) -> Result<Vec<EvalLine>, EvaluatorError> {
-    std::fs::create_dir_all(&opts.run_dir)
-        .map_err(|e| EvaluatorError::Io(opts.run_dir.display().to_string(), e))?;
     let (tx, mut rx) = watch::channel::<Option<Arc<Weights>>>(None);
     let mut follower = tokio::spawn(sebulba_transport::follow::follow_weights(
         opts.param_server.clone(),
@@ -92,10 +132,8 @@ pub async fn run(
         let Some(w) = rx.borrow_and_update().clone() else {
             continue;
         };
-        if w.run_id != ev.run {
-            // Another run on the parameter server: its versions start afresh.
-            info!(run = %w.run_id, "following run");
-            (ev.run, ev.last, ev.best) = (w.run_id.clone(), None, f64::NEG_INFINITY);
+        if w.run_id != ev.run && !ev.follow_run(&w.run_id)? {
+            continue;
         }
         let due = w.r#final || ev.last.is_none_or(|l| w.version >= l + opts.interval);
         if !due || ev.last == Some(w.version) {
@@ -117,7 +155,8 @@ pub async fn run(
 struct Evaluator<'a> {
     opts: &'a EvaluatorOptions,
     started: Instant,
-    out: JsonLines,
+    /// The run directory's `eval.jsonl` and the directory, once a run is followed.
+    out: Option<(JsonLines, PathBuf)>,
     client: ParameterServerClient<SecureChannel>,
     /// Kept across versions of the same network (reloaded in place).
     policy: Option<InferencePolicy>,
@@ -130,8 +169,6 @@ struct Evaluator<'a> {
 
 impl<'a> Evaluator<'a> {
     fn new(opts: &'a EvaluatorOptions) -> Result<Self, EvaluatorError> {
-        let out = JsonLines::append_to(&opts.run_dir.join("eval.jsonl"))
-            .map_err(|e| EvaluatorError::Io("eval.jsonl".into(), e))?;
         let client = ParameterServerClient::new(
             channel(&opts.param_server, &opts.security, Some(Class::ReadOnly))
                 .map_err(|e| EvaluatorError::Transport(e.to_string()))?,
@@ -139,7 +176,7 @@ impl<'a> Evaluator<'a> {
         Ok(Self {
             opts,
             started: Instant::now(),
-            out,
+            out: None,
             client,
             policy: None,
             run: String::new(),
@@ -147,6 +184,27 @@ impl<'a> Evaluator<'a> {
             best: f64::NEG_INFINITY,
             lines: Vec::new(),
         })
+    }
+
+    /// Starts following run `run_id` (another run on the parameter server:
+    /// its versions start afresh, and its files go to its directory). False
+    /// when the id cannot name a directory: its versions are not evaluated.
+    fn follow_run(&mut self, run_id: &str) -> Result<bool, EvaluatorError> {
+        let Some(dir) = self.opts.output.dir_for(run_id) else {
+            warn!(run = %run_id, "a run id that names no directory: not evaluated");
+            return Ok(false);
+        };
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| EvaluatorError::Io(dir.display().to_string(), e))?;
+        // Go on from what this directory already holds (an evaluator
+        // restarted mid-run, or started after the run): no version twice.
+        let (last, best) = evaluated(&dir.join("eval.jsonl"));
+        let out = JsonLines::append_to(&dir.join("eval.jsonl"))
+            .map_err(|e| EvaluatorError::Io("eval.jsonl".into(), e))?;
+        info!(run = %run_id, dir = %dir.display(), ?last, "following run");
+        self.out = Some((out, dir));
+        (self.run, self.last, self.best) = (run_id.to_string(), last, best);
+        Ok(true)
     }
 
     /// The policy for version `w`: the current one reloaded when the network
@@ -218,13 +276,15 @@ impl<'a> Evaluator<'a> {
             return_mean = format!("{:.1}", line.return_mean),
             "evaluated"
         );
-        self.out
-            .write(&line)
-            .map_err(|e| EvaluatorError::Io("eval.jsonl".into(), e))?;
-        if line.return_mean > self.best {
-            self.best = line.return_mean;
-            write_atomic(&self.opts.run_dir.join("best.safetensors"), &w.safetensors)
-                .map_err(|e| EvaluatorError::Io("best.safetensors".into(), e))?;
+        // A run is followed before any of its versions is evaluated.
+        if let Some((out, dir)) = &mut self.out {
+            out.write(&line)
+                .map_err(|e| EvaluatorError::Io("eval.jsonl".into(), e))?;
+            if line.return_mean > self.best {
+                self.best = line.return_mean;
+                write_atomic(&dir.join("best.safetensors"), &w.safetensors)
+                    .map_err(|e| EvaluatorError::Io("best.safetensors".into(), e))?;
+            }
         }
         let report = EvalReport {
             version: line.version,

@@ -16,13 +16,15 @@ pub mod progress;
 pub mod publish;
 pub mod reward_scale;
 pub mod run;
+pub mod run_dir;
 pub mod service;
 pub mod state;
 pub mod summary;
 pub mod update;
 pub mod validate;
 
-pub use run::{LearnerOptions, RunStart, on_learner_devices, run};
+pub use run::{LearnerOptions, on_learner_devices, run};
+pub use run_dir::RunStart;
 pub use state::LiveStats;
 
 use sebulba_transport::grpc::ChannelError;

@@ -3,8 +3,9 @@
 //! thread with one model replica per learner device, then wait (bounded) for
 //! the final version's evaluation and write the summary.
 
-use crate::checkpoint::{self, Checkpoint};
+use crate::checkpoint::Checkpoint;
 use crate::publish::Publisher;
+use crate::run_dir::RunStart;
 use crate::service::LearnerService;
 use crate::state::{LiveStats, RunClock, Shared};
 use crate::summary::Summary;
@@ -20,7 +21,7 @@ use sebulba_proto::EvalReport;
 use sebulba_proto::learner_server::LearnerServer;
 use sebulba_transport::grpc::MAX_MESSAGE_BYTES;
 use sebulba_transport::security::Security;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
@@ -48,30 +49,6 @@ pub struct LearnerOptions {
 /// How often the learner logs its progress line.
 const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 
-/// How a learner treats its run directory.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum RunStart {
-    /// Resume from `checkpoint.bin` when there is one (a restarted learner
-    /// goes on by itself); refuse a directory holding another run's files.
-    #[default]
-    Auto,
-    /// `--resume`: a checkpoint is required.
-    Resume,
-    /// `--fresh`: start over, removing the previous run's files.
-    Fresh,
-}
-
-/// What a run directory holds of a run (`summary.json` and `metrics.jsonl`
-/// mark one; `eval.jsonl` may be the evaluator's of this very start).
-const RUN_FILES: &[&str] = &[
-    "metrics.jsonl",
-    "summary.json",
-    "eval.jsonl",
-    checkpoint::FILE,
-    "final.safetensors",
-    "best.safetensors",
-];
-
 /// Serves `Learner` on `listener` and trains until the step budget is reached or
 /// `shutdown` fires; writes `config.toml`, `metrics.jsonl`, `final.safetensors`
 /// and `summary.json` in the run directory.
@@ -84,7 +61,7 @@ pub async fn run(
     cfg.validate()?;
     let env = sebulba_core::env::env_spec(&cfg.env.id)?;
     let run_dir = opts.run_dir;
-    let resume = open_run_dir(&run_dir, &cfg, opts.start)?;
+    let resume = crate::run_dir::open(&run_dir, &cfg, opts.start)?;
     let model_spec = ModelSpec::new(&env, &cfg.network);
     let run_id = match (&resume, opts.run_name) {
         (Some(ck), _) => ck.meta.run_id.clone(),
@@ -154,82 +131,6 @@ pub async fn run(
         Some(why) => Err(LearnerError::Diverged(why)),
         None => Ok(summary),
     }
-}
-
-/// Creates the run directory and decides how the run starts there (see
-/// [`RunStart`]): reads (and checks) the checkpoint to resume from before
-/// anything is served or written, and trims `metrics.jsonl` back to it; or
-/// clears a previous run's files for `--fresh`. Writes `config.toml`.
-fn open_run_dir(
-    run_dir: &Path,
-    cfg: &RunConfig,
-    start: RunStart,
-) -> Result<Option<Checkpoint>, LearnerError> {
-    std::fs::create_dir_all(run_dir)
-        .map_err(|e| LearnerError::Io(run_dir.display().to_string(), e))?;
-    let has = |f: &str| run_dir.join(f).exists();
-    let ck = match start {
-        RunStart::Fresh => {
-            for f in RUN_FILES.iter().filter(|f| has(f)) {
-                std::fs::remove_file(run_dir.join(f))
-                    .map_err(|e| LearnerError::Io((*f).into(), e))?;
-            }
-            None
-        }
-        RunStart::Auto if !has(checkpoint::FILE) => {
-            if let Some(f) = ["metrics.jsonl", "summary.json"]
-                .into_iter()
-                .find(|f| has(f))
-            {
-                return Err(LearnerError::Resume(format!(
-                    "{} holds another run ({f}) and no {} to resume from: choose another --run-dir, or --fresh to start over there",
-                    run_dir.display(),
-                    checkpoint::FILE
-                )));
-            }
-            None
-        }
-        RunStart::Auto | RunStart::Resume => Some(resume_from(run_dir, cfg)?),
-    };
-    write_atomic(&run_dir.join("config.toml"), cfg.to_toml().as_bytes())
-        .map_err(|e| LearnerError::Io("config.toml".into(), e))?;
-    Ok(ck)
-}
-
-/// The run directory's checkpoint, checked against this run's config.
-fn resume_from(run_dir: &Path, cfg: &RunConfig) -> Result<Checkpoint, LearnerError> {
-    let ck = Checkpoint::read(run_dir)?.ok_or_else(|| {
-        LearnerError::Resume(format!("no {} in {}", checkpoint::FILE, run_dir.display()))
-    })?;
-    if ck.meta.env_id != cfg.env.id {
-        return Err(LearnerError::Resume(format!(
-            "field `env.id`: the checkpoint is for {}, this run is {}",
-            ck.meta.env_id, cfg.env.id
-        )));
-    }
-    if ck.meta.network != cfg.network {
-        return Err(LearnerError::Resume(
-            "section `network` differs from the checkpoint's; the weights cannot be loaded".into(),
-        ));
-    }
-    if ck.meta.env_steps >= cfg.run.total_steps {
-        return Err(LearnerError::Resume(format!(
-            "the run in {} is finished ({} of {} steps); --fresh to start over there, or raise run.total_steps to go on",
-            run_dir.display(),
-            ck.meta.env_steps,
-            cfg.run.total_steps
-        )));
-    }
-    info!(
-        run_id = %ck.meta.run_id,
-        env_steps = ck.meta.env_steps,
-        updates = ck.meta.updates,
-        "checkpoint found: resuming (--fresh starts over)"
-    );
-    // Updates after the checkpoint are done again: their old lines go.
-    trim_metrics(&run_dir.join("metrics.jsonl"), ck.meta.updates)
-        .map_err(|e| LearnerError::Io("metrics.jsonl".into(), e))?;
-    Ok(ck)
 }
 
 /// Starts the gRPC server (health, reflection, `Learner`) on `listener`.
@@ -400,26 +301,6 @@ async fn final_evals(
         );
     }
     evals
-}
-
-/// Keeps the lines of `metrics.jsonl` up to update `updates` (atomically).
-fn trim_metrics(path: &Path, updates: u64) -> std::io::Result<()> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    let kept: String = text
-        .lines()
-        .filter(|l| {
-            serde_json::from_str::<serde_json::Value>(l)
-                .ok()
-                .and_then(|v| v["update"].as_u64())
-                .is_some_and(|u| u <= updates)
-        })
-        .flat_map(|l| [l, "\n"])
-        .collect();
-    write_atomic(path, kept.as_bytes())
 }
 
 /// The summary of a run that ended with `outcome`, timed by `clock` (all

@@ -97,9 +97,14 @@ impl Store {
     /// versions and reports). Returns the stored version.
     pub fn publish(&self, w: Weights) -> Result<u64, Status> {
         check_weights(&w.safetensors)?;
-        if w.run_id.is_empty() || w.run_id.len() > 128 {
+        // A run id names a directory under a runs root: keep it safe as one.
+        let safe = w
+            .run_id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+        if w.run_id.is_empty() || w.run_id.len() > 128 || !safe || w.run_id.starts_with('.') {
             return Err(Status::invalid_argument(
-                "field `run_id`: must name the run (1 to 128 bytes)",
+                "field `run_id`: must name the run (1 to 128 letters, digits, `.`, `_` or `-`, not starting with `.`)",
             ));
         }
         if w.version > MAX_VERSION {
@@ -402,9 +407,14 @@ mod tests {
             svc.publish(Request::new(empty)).await.unwrap_err().code(),
             tonic::Code::InvalidArgument
         );
-        let no_run = on("", 9);
-        let e = svc.publish(Request::new(no_run)).await.unwrap_err();
-        assert!(e.message().contains("field `run_id`"), "{}", e.message());
+        for bad in ["", "../up", ".hidden", "a/b"] {
+            let e = svc.publish(Request::new(on(bad, 9))).await.unwrap_err();
+            assert!(
+                e.message().contains("field `run_id`"),
+                "{bad}: {}",
+                e.message()
+            );
+        }
     }
 
     #[tokio::test]

@@ -1,0 +1,166 @@
+//! The run directory: one run per directory. A learner started on it resumes
+//! the run there from its checkpoint, refuses another run's files, or starts
+//! over (`--fresh`); under a runs root (`--runs-root`, what compose uses) it
+//! picks the unfinished run to resume or makes a directory for a new one.
+
+use crate::LearnerError;
+use crate::checkpoint::{self, Checkpoint};
+use sebulba_core::config::RunConfig;
+use sebulba_core::files::write_atomic;
+use std::path::{Path, PathBuf};
+use tracing::info;
+
+/// How a learner treats its run directory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RunStart {
+    /// Resume from `checkpoint.bin` when there is one (a restarted learner
+    /// goes on by itself); refuse a directory holding another run's files.
+    #[default]
+    Auto,
+    /// `--resume`: a checkpoint is required.
+    Resume,
+    /// `--fresh`: start over, removing the previous run's files.
+    Fresh,
+}
+
+/// What a run directory holds of a run (`summary.json` and `metrics.jsonl`
+/// mark one; `eval.jsonl` may be the evaluator's of this very start).
+const RUN_FILES: &[&str] = &[
+    "metrics.jsonl",
+    "summary.json",
+    "eval.jsonl",
+    checkpoint::FILE,
+    "final.safetensors",
+    "best.safetensors",
+];
+
+/// Creates the run directory and decides how the run starts there (see
+/// [`RunStart`]): reads (and checks) the checkpoint to resume from before
+/// anything is served or written, and trims `metrics.jsonl` back to it; or
+/// clears a previous run's files for `--fresh`. Writes `config.toml`.
+pub fn open(
+    run_dir: &Path,
+    cfg: &RunConfig,
+    start: RunStart,
+) -> Result<Option<Checkpoint>, LearnerError> {
+    std::fs::create_dir_all(run_dir)
+        .map_err(|e| LearnerError::Io(run_dir.display().to_string(), e))?;
+    let has = |f: &str| run_dir.join(f).exists();
+    let ck = match start {
+        RunStart::Fresh => {
+            for f in RUN_FILES.iter().filter(|f| has(f)) {
+                std::fs::remove_file(run_dir.join(f))
+                    .map_err(|e| LearnerError::Io((*f).into(), e))?;
+            }
+            None
+        }
+        RunStart::Auto if !has(checkpoint::FILE) => {
+            if let Some(f) = ["metrics.jsonl", "summary.json"]
+                .into_iter()
+                .find(|f| has(f))
+            {
+                return Err(LearnerError::Resume(format!(
+                    "{} holds another run ({f}) and no {} to resume from: choose another --run-dir, or --fresh to start over there",
+                    run_dir.display(),
+                    checkpoint::FILE
+                )));
+            }
+            None
+        }
+        RunStart::Auto | RunStart::Resume => Some(resume_from(run_dir, cfg)?),
+    };
+    write_atomic(&run_dir.join("config.toml"), cfg.to_toml().as_bytes())
+        .map_err(|e| LearnerError::Io("config.toml".into(), e))?;
+    Ok(ck)
+}
+
+/// The run directory's checkpoint, checked against this run's config.
+fn resume_from(run_dir: &Path, cfg: &RunConfig) -> Result<Checkpoint, LearnerError> {
+    let ck = Checkpoint::read(run_dir)?.ok_or_else(|| {
+        LearnerError::Resume(format!("no {} in {}", checkpoint::FILE, run_dir.display()))
+    })?;
+    if ck.meta.env_id != cfg.env.id {
+        return Err(LearnerError::Resume(format!(
+            "field `env.id`: the checkpoint is for {}, this run is {}",
+            ck.meta.env_id, cfg.env.id
+        )));
+    }
+    if ck.meta.network != cfg.network {
+        return Err(LearnerError::Resume(
+            "section `network` differs from the checkpoint's; the weights cannot be loaded".into(),
+        ));
+    }
+    if ck.meta.env_steps >= cfg.run.total_steps {
+        return Err(LearnerError::Resume(format!(
+            "the run in {} is finished ({} of {} steps); --fresh to start over there, or raise run.total_steps to go on",
+            run_dir.display(),
+            ck.meta.env_steps,
+            cfg.run.total_steps
+        )));
+    }
+    info!(
+        run_id = %ck.meta.run_id,
+        env_steps = ck.meta.env_steps,
+        updates = ck.meta.updates,
+        "checkpoint found: resuming (--fresh starts over)"
+    );
+    // Updates after the checkpoint are done again: their old lines go.
+    trim_metrics(&run_dir.join("metrics.jsonl"), ck.meta.updates)
+        .map_err(|e| LearnerError::Io("metrics.jsonl".into(), e))?;
+    Ok(ck)
+}
+
+/// Keeps the lines of `metrics.jsonl` up to update `updates` (atomically).
+fn trim_metrics(path: &Path, updates: u64) -> std::io::Result<()> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let kept: String = text
+        .lines()
+        .filter(|l| {
+            serde_json::from_str::<serde_json::Value>(l)
+                .ok()
+                .and_then(|v| v["update"].as_u64())
+                .is_some_and(|u| u <= updates)
+        })
+        .flat_map(|l| [l, "\n"])
+        .collect();
+    write_atomic(path, kept.as_bytes())
+}
+
+/// Where a learner under `root` runs: the unfinished run of this
+/// environment there whose checkpoint is newest (unless `fresh`), or a new
+/// directory named for a new run id. Returns the directory and, for a new
+/// run, its id.
+pub fn in_root(root: &Path, env_id: &str, fresh: bool) -> (PathBuf, Option<String>) {
+    if !fresh && let Some(dir) = unfinished(root, env_id) {
+        info!(run_dir = %dir.display(), "an unfinished run of this environment: resuming it");
+        return (dir, None);
+    }
+    let id = crate::state::new_run_id(env_id);
+    (root.join(&id), Some(id))
+}
+
+/// The newest unfinished run of `env_id` under `root`: a checkpoint for that
+/// environment, and no summary saying the run completed.
+fn unfinished(root: &Path, env_id: &str) -> Option<PathBuf> {
+    let completed = |dir: &Path| {
+        std::fs::read(dir.join("summary.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .is_some_and(|v| v["completed"] == true)
+    };
+    std::fs::read_dir(root)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|dir| !completed(dir))
+        .filter_map(|dir| {
+            let ck = std::fs::metadata(dir.join(checkpoint::FILE)).ok()?;
+            let meta = Checkpoint::read(&dir).ok()??.meta;
+            (meta.env_id == env_id).then_some((ck.modified().ok()?, dir))
+        })
+        .max_by_key(|(modified, _)| *modified)
+        .map(|(_, dir)| dir)
+}
