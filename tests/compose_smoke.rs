@@ -201,14 +201,24 @@ fn compose_cluster_scales_survives_a_killed_actor_and_finishes() {
 
     let code = stdout(Command::new("docker").args(["wait", &learner]));
     assert_eq!(code, "0", "learner exit code");
+    // The run's directory under the runs root is named for its id.
+    let out = run(Command::new("docker").args(["logs", &learner]));
+    let log =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let run_id = log
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("run_id="))
+        .unwrap_or_else(|| panic!("no run id in the learner's log:\n{log}"))
+        .to_string();
+    let run_dir = format!("/runs/{run_id}");
     copy_out(
         &learner,
-        "/runs/run/summary.json",
+        &format!("{run_dir}/summary.json"),
         &dir.join("summary.json"),
     );
     copy_out(
         &learner,
-        "/runs/run/metrics.jsonl",
+        &format!("{run_dir}/metrics.jsonl"),
         &dir.join("metrics.jsonl"),
     );
     let evaluator = cluster
@@ -217,7 +227,11 @@ fn compose_cluster_scales_survives_a_killed_actor_and_finishes() {
         .expect("an evaluator container");
     let code = stdout(Command::new("docker").args(["wait", &evaluator]));
     assert_eq!(code, "0", "evaluator exit code");
-    copy_out(&evaluator, "/runs/run/eval.jsonl", &dir.join("eval.jsonl"));
+    copy_out(
+        &evaluator,
+        &format!("{run_dir}/eval.jsonl"),
+        &dir.join("eval.jsonl"),
+    );
 
     let summary = read_json(&dir.join("summary.json"));
     eprintln!("summary: {summary:#}");
