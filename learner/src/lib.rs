@@ -19,6 +19,7 @@ pub mod run;
 pub mod run_dir;
 pub mod service;
 pub mod state;
+pub mod stream;
 pub mod summary;
 pub mod update;
 pub mod validate;
