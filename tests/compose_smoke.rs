@@ -273,6 +273,8 @@ fn compose_cluster_scales_survives_a_killed_actor_and_finishes() {
     assert!(report.cross_service_traces > 0, "{report}");
     assert!(report.updates_linking_ingest > 0, "{report}");
     assert!(report.refresh_continuing_publish > 0, "{report}");
+    // The README's trace table: every gRPC server span is a child of its caller.
+    assert!(report.server_spans_without_parent.is_empty(), "{report}");
     eprintln!(
         "compose smoke test took {:.1} s",
         t0.elapsed().as_secs_f64()

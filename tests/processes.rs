@@ -212,6 +212,8 @@ fn four_roles_as_separate_processes() {
     assert!(report.cross_service_traces > 0, "{report}");
     assert!(report.updates_linking_ingest > 0, "{report}");
     assert!(report.refresh_continuing_publish > 0, "{report}");
+    // The README's trace table: every gRPC server span is a child of its caller.
+    assert!(report.server_spans_without_parent.is_empty(), "{report}");
 }
 
 /// SIGTERM in the middle of training, to every role: the learner writes its

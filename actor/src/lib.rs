@@ -210,7 +210,8 @@ async fn session(
 }
 
 /// Joins the run: this actor's id and the run spec, or `None` when the run
-/// has finished.
+/// has finished. Its span parents the learner's `Join` span.
+#[tracing::instrument(name = "join", skip(client))]
 async fn join(
     client: &mut LearnerClient<SecureChannel>,
     name: &str,

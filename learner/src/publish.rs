@@ -55,6 +55,7 @@ impl Publisher {
 
     /// The newest version of run `run_id` the parameter server holds (`None`:
     /// none, another run's, or no answer).
+    #[tracing::instrument(name = "latest", skip_all)]
     pub async fn latest_version(&self, run_id: &str) -> Option<u64> {
         let mut client = self.client.clone();
         let mut req = tonic::Request::new(LatestRequest {});
@@ -74,6 +75,7 @@ impl Publisher {
     }
 
     /// The evaluation reports the parameter server holds for run `run_id`.
+    #[tracing::instrument(name = "list_evals", skip_all)]
     pub async fn evals(&self, run_id: &str) -> Result<Vec<EvalReport>, tonic::Status> {
         let mut client = self.client.clone();
         let mut req = tonic::Request::new(ListEvalsRequest {

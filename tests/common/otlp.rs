@@ -125,18 +125,22 @@ pub struct TraceReport {
     pub updates_linking_ingest: usize,
     /// Actor `weight_refresh` spans whose parent is a learner `publish` span.
     pub refresh_continuing_publish: usize,
+    /// gRPC server spans (`package.Service/Method`) that are the root of their
+    /// trace: the caller made the call outside any span.
+    pub server_spans_without_parent: BTreeSet<(String, String)>,
 }
 
 impl std::fmt::Display for TraceReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "services {:?}; cross-service traces {}; ingest<-send {}; update->ingest links {}; publish->refresh {}; spans {:?}",
+            "services {:?}; cross-service traces {}; ingest<-send {}; update->ingest links {}; publish->refresh {}; server spans without parent {:?}; spans {:?}",
             self.services,
             self.cross_service_traces,
             self.ingest_continuing_send,
             self.updates_linking_ingest,
             self.refresh_continuing_publish,
+            self.server_spans_without_parent,
             self.names
         )
     }
@@ -184,5 +188,11 @@ pub fn analyse(spans: &[RecordedSpan]) -> TraceReport {
             .filter(|s| is(s, "weight_refresh"))
             .filter(|s| parent(s).is_some_and(|p| is(p, "publish")))
             .count(),
+        server_spans_without_parent: spans
+            .iter()
+            .filter(|s| s.name.contains('/'))
+            .filter(|s| s.parent_span_id.iter().all(|b| *b == 0))
+            .map(|s| (s.service.clone(), s.name.clone()))
+            .collect(),
     }
 }

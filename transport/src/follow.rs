@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, error, warn};
+use tracing::{Instrument, debug, error, warn};
 
 /// Runs until `shutdown` fires or every receiver of `tx` is gone (`Ok`), or
 /// until the server refuses this follower's credentials (`Err`: retrying cannot
@@ -41,7 +41,9 @@ pub async fn follow_weights(
                 }
             }
             Ok::<bool, tonic::Status>(false)
-        };
+        }
+        // One span per connection: it parents the param-server's `Watch` span.
+        .instrument(tracing::info_span!("watch", %url));
         let result = tokio::select! {
             r = attempt => r,
             _ = shutdown.cancelled() => return Ok(()),
