@@ -95,4 +95,16 @@ fn a_killed_actor_a_stalled_actor_and_a_restarted_param_server_do_not_stop_the_r
     assert_eq!(last["final"], true, "{evals:?}");
     assert_eq!(last["version"], summary["final_version"]);
     assert!(summary["final_eval_return_mean"].is_number(), "{summary}");
+    // The best evaluation is the whole run's, though the restarted
+    // param-server knew only the reports filed after its restart.
+    let best = evals
+        .iter()
+        .map(|e| e["return_mean"].as_f64().expect("return_mean"))
+        .fold(f64::NEG_INFINITY, f64::max);
+    assert_eq!(
+        summary["best_eval_return_mean"].as_f64(),
+        Some(best),
+        "{summary}"
+    );
+    assert_eq!(summary["latest_eval_version"], summary["final_version"]);
 }

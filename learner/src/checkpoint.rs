@@ -57,6 +57,10 @@ pub struct Meta {
     pub segments: u32,
     /// Batch accounting up to this checkpoint, overall and per actor.
     pub accounting: crate::accounting::Saved,
+    /// The best and newest evaluations up to this checkpoint (a restarted
+    /// param-server forgets them).
+    #[serde(default)]
+    pub evals: crate::evals::Scores,
 }
 
 #[derive(Clone, PartialEq)]
@@ -189,6 +193,13 @@ mod tests {
                 wall_seconds: 12.5,
                 segments: 2,
                 accounting: Default::default(),
+                evals: crate::evals::Scores {
+                    best: Some(crate::evals::Score {
+                        version: 5,
+                        return_mean: -150.5,
+                    }),
+                    latest: None,
+                },
             },
             ppo: PpoState {
                 engine: EngineState {

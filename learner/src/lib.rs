@@ -9,6 +9,7 @@ pub mod batch;
 pub mod checkpoint;
 pub mod data;
 pub mod engine;
+pub mod evals;
 pub mod gae;
 pub mod ppo;
 pub mod prepare;

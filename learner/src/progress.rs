@@ -1,6 +1,8 @@
 //! The learner's progress line, in every mode (a container's log included):
 //! steps, SPS over the whole run, updates, version, policy lag and the newest
-//! evaluation, every `every`.
+//! evaluation, every `every`. Between lines it reads new evaluation reports
+//! every `EVALS_EVERY`, so a param-server that restarts forgets little the
+//! summary would report.
 
 use crate::publish::Publisher;
 use crate::state::{LiveStats, RunClock, Shared};
@@ -9,6 +11,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
+
+/// How often new evaluation reports are read.
+const EVALS_EVERY: Duration = Duration::from_secs(2);
 
 /// What the progress task reads.
 pub struct Progress {
@@ -21,26 +26,28 @@ pub struct Progress {
 impl Progress {
     /// Logs a line every `every` until `stop` fires.
     pub async fn log_every(self, every: Duration, stop: CancellationToken) {
+        let mut last_line = tokio::time::Instant::now();
         loop {
             tokio::select! {
-                () = tokio::time::sleep(every) => {}
+                () = tokio::time::sleep(EVALS_EVERY.min(every)) => {}
                 () = stop.cancelled() => return,
             }
-            self.log_line().await;
+            let read = self
+                .shared
+                .evals
+                .read_new(&self.publisher, &self.shared.run_id);
+            let _ = tokio::time::timeout(Duration::from_secs(2), read).await;
+            if last_line.elapsed() >= every {
+                last_line = tokio::time::Instant::now();
+                self.log_line();
+            }
         }
     }
 
-    async fn log_line(&self) {
+    fn log_line(&self) {
         let steps = self.live.env_steps.load(Ordering::Relaxed);
         let total = self.shared.config.run.total_steps;
-        let evals = tokio::time::timeout(
-            Duration::from_secs(2),
-            self.publisher.evals(&self.shared.run_id),
-        );
-        let latest = match evals.await {
-            Ok(Ok(r)) => r.into_iter().max_by_key(|r| r.version),
-            _ => None,
-        };
+        let latest = self.shared.evals.scores().latest;
         let fmt = |x: f64| {
             if x.is_finite() {
                 format!("{x:.1}")

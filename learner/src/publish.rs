@@ -74,12 +74,18 @@ impl Publisher {
         }
     }
 
-    /// The evaluation reports the parameter server holds for run `run_id`.
+    /// One page of the evaluation reports the parameter server holds for run
+    /// `run_id`: those of versions above `after`, lowest first.
     #[tracing::instrument(name = "list_evals", skip_all)]
-    pub async fn evals(&self, run_id: &str) -> Result<Vec<EvalReport>, tonic::Status> {
+    pub async fn evals(
+        &self,
+        run_id: &str,
+        after: Option<u64>,
+    ) -> Result<Vec<EvalReport>, tonic::Status> {
         let mut client = self.client.clone();
         let mut req = tonic::Request::new(ListEvalsRequest {
             run_id: run_id.to_string(),
+            after_version: after,
         });
         req.set_timeout(Duration::from_secs(10));
         Ok(client.list_evals(req).await?.into_inner().reports)

@@ -17,7 +17,6 @@ use sebulba_core::config::RunConfig;
 use sebulba_core::devices::LearnerDevices;
 use sebulba_core::files::{JsonLines, write_atomic, write_json_atomic};
 use sebulba_core::model::ModelSpec;
-use sebulba_proto::EvalReport;
 use sebulba_proto::learner_server::LearnerServer;
 use sebulba_transport::grpc::MAX_MESSAGE_BYTES;
 use sebulba_transport::security::Security;
@@ -72,6 +71,7 @@ pub async fn run(
     let clock = match &resume {
         Some(ck) => {
             shared.accounting.restore(&ck.meta.accounting);
+            shared.evals.restore(ck.meta.evals);
             RunClock::new(ck.meta.wall_seconds, ck.meta.segments.saturating_add(1))
         }
         None => RunClock::new(0.0, 1),
@@ -116,8 +116,8 @@ pub async fn run(
             return Err(e);
         }
     };
-    let evals = final_evals(&publisher, &shared, &outcome, &shutdown).await;
-    let summary = summarize(&outcome, clock, &evals, &shared);
+    final_evals(&publisher, &shared, &outcome, &shutdown).await;
+    let summary = summarize(&outcome, clock, &shared);
     write_json_atomic(&run_dir.join("summary.json"), &summary)
         .map_err(|e| LearnerError::Io("summary.json".into(), e))?;
     info!(env_steps = summary.env_steps, sps = format!("{:.0}", summary.steps_per_second), final_eval = ?summary.final_eval_return_mean, "learner finished");
@@ -248,45 +248,41 @@ impl OnBackend for SpawnLoop {
     }
 }
 
-/// The evaluations the summary reports, once the final version's has arrived
-/// (waiting at most `learner.final_eval_timeout_secs`). Polled every 20 ms: the
-/// evaluation usually lands a few milliseconds after the last update, and a
-/// coarser poll added its whole period to `wall_seconds` (and so to the SPS
-/// that `sebulba bench local` reports) whenever it lost that race.
+/// Reads the evaluations the summary reports into `shared.evals`, once the
+/// final version's has arrived (waiting at most
+/// `learner.final_eval_timeout_secs`). Polled every 20 ms: the evaluation
+/// usually lands a few milliseconds after the last update, and a coarser poll
+/// added its whole period to `wall_seconds` (and so to the SPS that `sebulba
+/// bench local` reports) whenever it lost that race.
 async fn final_evals(
     publisher: &Publisher,
     shared: &Shared,
     outcome: &LoopOutcome,
     shutdown: &CancellationToken,
-) -> Vec<EvalReport> {
-    let mut evals = Vec::new();
+) {
+    let book = &shared.evals;
     if !outcome.completed {
         // Stopped early: whatever the evaluator has filed so far, without
         // waiting long (a container stop allows a few seconds in all).
-        let filed = tokio::time::timeout(Duration::from_secs(2), publisher.evals(&shared.run_id));
-        return match filed.await {
-            Ok(Ok(r)) => r,
-            Ok(Err(e)) => {
-                warn!("reading evaluations: {}", e.message());
-                evals
-            }
-            Err(_) => {
-                warn!("reading evaluations: no answer within 2 s");
-                evals
-            }
-        };
+        let filed = tokio::time::timeout(
+            Duration::from_secs(2),
+            book.read_new(publisher, &shared.run_id),
+        );
+        match filed.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => warn!("reading evaluations: {}", e.message()),
+            Err(_) => warn!("reading evaluations: no answer within 2 s"),
+        }
+        return;
     }
     let wait = Duration::from_secs(shared.config.learner.final_eval_timeout_secs);
     let deadline = Instant::now() + wait;
+    let arrived = || book.scores().of_version(outcome.final_version).is_some();
     loop {
-        match publisher.evals(&shared.run_id).await {
-            Ok(r) => evals = r,
-            Err(e) => warn!("reading evaluations: {}", e.message()),
+        if let Err(e) = book.read_new(publisher, &shared.run_id).await {
+            warn!("reading evaluations: {}", e.message());
         }
-        if evals.iter().any(|r| r.version == outcome.final_version)
-            || Instant::now() >= deadline
-            || shutdown.is_cancelled()
-        {
+        if arrived() || Instant::now() >= deadline || shutdown.is_cancelled() {
             break;
         }
         tokio::select! {
@@ -294,33 +290,25 @@ async fn final_evals(
             _ = shutdown.cancelled() => {}
         }
     }
-    if !evals.iter().any(|r| r.version == outcome.final_version) {
+    if !arrived() {
         warn!(
             "no evaluation of the final version {} arrived; summary has none",
             outcome.final_version
         );
     }
-    evals
 }
 
 /// The summary of a run that ended with `outcome`, timed by `clock` (all
-/// segments); its evaluations (final, best, latest) are taken from `evals`.
-fn summarize(
-    outcome: &LoopOutcome,
-    clock: RunClock,
-    evals: &[EvalReport],
-    shared: &Shared,
-) -> Summary {
+/// segments); its evaluations (final, best, latest) are the whole run's, as
+/// `shared.evals` has kept them.
+fn summarize(outcome: &LoopOutcome, clock: RunClock, shared: &Shared) -> Summary {
     let cfg = &shared.config;
     let wall = clock.wall_seconds();
-    let final_eval = evals
-        .iter()
-        .find(|r| r.version == outcome.final_version)
-        .map(|r| r.return_mean);
-    let best = evals
-        .iter()
-        .max_by(|a, b| a.return_mean.total_cmp(&b.return_mean));
-    let latest = evals.iter().max_by_key(|r| r.version);
+    let scores = shared.evals.scores();
+    let final_eval = scores
+        .of_version(outcome.final_version)
+        .map(|s| s.return_mean);
+    let (best, latest) = (scores.best, scores.latest);
     let (batches, batches_per_actor) = shared.accounting.snapshot();
     Summary {
         run_id: shared.run_id.clone(),

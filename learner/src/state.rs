@@ -54,6 +54,8 @@ pub struct Shared {
     /// learner to come back.
     pub stopping: AtomicBool,
     pub accounting: Accounting,
+    /// The best and newest evaluations read from the param-server.
+    pub evals: crate::evals::EvalBook,
     /// The actors that joined, their streams and sequence numbers.
     pub actors: Actors,
 }
@@ -68,6 +70,7 @@ impl Shared {
             finished: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             accounting: Accounting::default(),
+            evals: Default::default(),
             actors: Actors::default(),
         }
     }

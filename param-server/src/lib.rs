@@ -3,7 +3,6 @@
 //! newer one) or ask for the `Latest`. The evaluator files its scores here so the
 //! learner's summary can read them.
 
-use dashmap::DashMap;
 use sebulba_proto::parameter_server_server::{ParameterServer, ParameterServerServer};
 use sebulba_proto::{
     EvalList, EvalReport, LatestRequest, ListEvalsRequest, PublishAck, ReportAck, WatchRequest,
@@ -14,7 +13,6 @@ use sebulba_transport::security::{Class, Gate, Security};
 use std::pin::Pin;
 use std::sync::Arc;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 use tokio_stream::wrappers::WatchStream;
 use tokio_stream::{Stream, StreamExt};
 use tokio_util::sync::CancellationToken;
@@ -22,155 +20,14 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::{Request, Response, Status};
 use tracing::{debug, info};
 
-/// Versions kept for `Latest` lookups beyond the newest (older ones are evicted).
-const KEEP_VERSIONS: u64 = 4;
+mod store;
 
-/// How far past the newest version of its run a publish may jump. The learner
-/// publishes consecutive versions; a jump beyond this is a stray or hostile
-/// client, which must not push the run's versions out of its learner's reach.
-pub const MAX_VERSION_JUMP: u64 = 1_000;
-
-/// The largest version accepted: far from `u64::MAX`, so no follower's
-/// arithmetic on it can overflow.
-pub const MAX_VERSION: u64 = 1 << 53;
+pub use store::{MAX_EVAL_REPORTS, MAX_LISTED_REPORTS, MAX_VERSION, MAX_VERSION_JUMP, Store};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ParamServerError {
     #[error("transport: {0}")]
     Transport(String),
-}
-
-/// Published weights must be a safetensors file with at least one tensor and
-/// only finite f32 values: what followers load is never garbage or NaN.
-fn check_weights(bytes: &[u8]) -> Result<(), Status> {
-    let bad = |why: String| Status::invalid_argument(format!("field `safetensors`: {why}"));
-    let file = safetensors::SafeTensors::deserialize(bytes).map_err(|e| bad(e.to_string()))?;
-    if file.is_empty() {
-        return Err(bad("no tensors".into()));
-    }
-    for (name, view) in file.iter() {
-        if view.dtype() != safetensors::Dtype::F32 {
-            return Err(bad(format!(
-                "tensor `{name}` is {:?}, not F32",
-                view.dtype()
-            )));
-        }
-        let finite = view
-            .data()
-            .chunks_exact(4)
-            .all(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]).is_finite());
-        if !finite {
-            return Err(bad(format!("tensor `{name}` has a non-finite value")));
-        }
-    }
-    Ok(())
-}
-
-/// The weights and evaluation reports of one run: the one being trained.
-pub struct Store {
-    /// The run the versions and reports belong to ("" before the first publish).
-    /// Held while a publish decides, so a run switch and a publish never interleave.
-    run_id: std::sync::Mutex<String>,
-    versions: DashMap<u64, Arc<Weights>>,
-    latest: watch::Sender<Option<Arc<Weights>>>,
-    evals: DashMap<u64, EvalReport>,
-}
-
-impl Default for Store {
-    fn default() -> Self {
-        Self {
-            run_id: std::sync::Mutex::new(String::new()),
-            versions: DashMap::new(),
-            latest: watch::channel(None).0,
-            evals: DashMap::new(),
-        }
-    }
-}
-
-impl Store {
-    fn current_run(&self) -> std::sync::MutexGuard<'_, String> {
-        self.run_id.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Stores `w`: a version newer than (and not far past) its run's newest, or
-    /// the first version of another run, which replaces the run held (its
-    /// versions and reports). Returns the stored version.
-    pub fn publish(&self, w: Weights) -> Result<u64, Status> {
-        check_weights(&w.safetensors)?;
-        // A run id names a directory under a runs root: keep it safe as one.
-        let safe = w
-            .run_id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-        if w.run_id.is_empty() || w.run_id.len() > 128 || !safe || w.run_id.starts_with('.') {
-            return Err(Status::invalid_argument(
-                "field `run_id`: must name the run (1 to 128 letters, digits, `.`, `_` or `-`, not starting with `.`)",
-            ));
-        }
-        if w.version > MAX_VERSION {
-            return Err(Status::invalid_argument(format!(
-                "field `version`: {} is beyond the largest version, 2^53",
-                w.version
-            )));
-        }
-        let mut run = self.current_run();
-        if *run != w.run_id {
-            if !run.is_empty() {
-                info!(old = %*run, new = %w.run_id, "a new run publishes: the old run's versions and reports are dropped");
-            }
-            self.versions.clear();
-            self.evals.clear();
-            self.latest.send_replace(None);
-            *run = w.run_id.clone();
-        }
-        if let Some(c) = self.latest.borrow().as_ref() {
-            if c.version >= w.version {
-                return Err(Status::failed_precondition(format!(
-                    "field `version`: {} is not newer than the stored {} of run `{}`",
-                    w.version, c.version, w.run_id
-                )));
-            }
-            if w.version - c.version > MAX_VERSION_JUMP {
-                return Err(Status::failed_precondition(format!(
-                    "field `version`: {} is more than {MAX_VERSION_JUMP} past the stored {} of run `{}`",
-                    w.version, c.version, w.run_id
-                )));
-            }
-        }
-        let (v, w) = (w.version, Arc::new(w));
-        self.latest.send_replace(Some(w.clone()));
-        self.versions.insert(v, w);
-        self.versions.retain(|&k, _| k + KEEP_VERSIONS >= v);
-        Ok(v)
-    }
-
-    pub fn latest(&self) -> Option<Arc<Weights>> {
-        self.latest.borrow().clone()
-    }
-
-    /// Files an evaluation report of the run held.
-    pub fn report(&self, r: EvalReport) -> Result<(), Status> {
-        let run = self.current_run();
-        if r.run_id != *run {
-            return Err(Status::failed_precondition(format!(
-                "field `run_id`: `{}` is not the run this server holds (`{}`)",
-                r.run_id, *run
-            )));
-        }
-        self.evals.insert(r.version, r);
-        Ok(())
-    }
-
-    /// The reports of `run_id`, in version order (none if another run is held).
-    pub fn reports(&self, run_id: &str) -> Vec<EvalReport> {
-        let run = self.current_run();
-        if run_id != *run {
-            return Vec::new();
-        }
-        let mut reports: Vec<EvalReport> = self.evals.iter().map(|e| e.value().clone()).collect();
-        reports.sort_by_key(|r| r.version);
-        reports
-    }
 }
 
 pub struct Service {
@@ -223,7 +80,7 @@ impl ParameterServer for Service {
             "sebulba.v1.ParameterServer/Watch",
             READERS,
         )?;
-        let rx = self.store.latest.subscribe();
+        let rx = self.store.subscribe();
         // WatchStream yields the current value first, then each change; a slow
         // subscriber skips to the newest, which is what a follower wants.
         let stream = WatchStream::new(rx).filter_map(|w| w.map(|w| Ok((*w).clone())));
@@ -259,9 +116,9 @@ impl ParameterServer for Service {
             "sebulba.v1.ParameterServer/ListEvals",
             READERS,
         )?;
-        let run_id = request.into_inner().run_id;
+        let r = request.into_inner();
         Ok(Response::new(EvalList {
-            reports: self.store.reports(&run_id),
+            reports: self.store.reports(&r.run_id, r.after_version),
         }))
     }
 }
@@ -398,7 +255,7 @@ mod tests {
                 .version,
             5
         );
-        assert!(svc.store.versions.len() as u64 <= KEEP_VERSIONS + 1);
+        assert!(svc.store.versions.len() as u64 <= store::KEEP_VERSIONS + 1);
         let empty = Weights {
             version: 9,
             ..Default::default()
@@ -441,12 +298,12 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(e.code(), tonic::Code::FailedPrecondition);
-        assert!(svc.store.reports("old").is_empty());
-        assert!(svc.store.reports("new").is_empty());
+        assert!(svc.store.reports("old", None).is_empty());
+        assert!(svc.store.reports("new", None).is_empty());
         svc.report_eval(Request::new(report("new", 0)))
             .await
             .unwrap();
-        assert_eq!(svc.store.reports("new").len(), 1);
+        assert_eq!(svc.store.reports("new", None).len(), 1);
     }
 
     #[tokio::test]
@@ -478,6 +335,7 @@ mod tests {
         let list = svc
             .list_evals(Request::new(ListEvalsRequest {
                 run_id: "run-a".into(),
+                after_version: None,
             }))
             .await
             .unwrap()
@@ -486,5 +344,49 @@ mod tests {
             list.reports.iter().map(|r| r.version).collect::<Vec<_>>(),
             vec![1, 2, 3]
         );
+        let after_1 = svc
+            .list_evals(Request::new(ListEvalsRequest {
+                run_id: "run-a".into(),
+                after_version: Some(1),
+            }))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(
+            after_1
+                .reports
+                .iter()
+                .map(|r| r.version)
+                .collect::<Vec<_>>(),
+            vec![2, 3]
+        );
+    }
+
+    #[tokio::test]
+    async fn reports_are_bounded_and_listed_in_pages() {
+        let store = Store::default();
+        store.publish(w(0)).unwrap();
+        let total = MAX_EVAL_REPORTS as u64 + 500;
+        for v in 0..total {
+            store
+                .report(EvalReport {
+                    version: v,
+                    run_id: "run-a".into(),
+                    ..Default::default()
+                })
+                .unwrap();
+        }
+        // Paging from the start reads exactly the newest MAX_EVAL_REPORTS.
+        let (mut read, mut after, mut pages) = (Vec::new(), None, 0);
+        loop {
+            let page = store.reports("run-a", after);
+            assert!(page.len() <= MAX_LISTED_REPORTS);
+            let Some(last) = page.last() else { break };
+            after = Some(last.version);
+            read.extend(page.iter().map(|r| r.version));
+            pages += 1;
+        }
+        assert_eq!(read, (500..total).collect::<Vec<_>>());
+        assert_eq!(pages, MAX_EVAL_REPORTS.div_ceil(MAX_LISTED_REPORTS));
     }
 }

@@ -328,6 +328,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
                 wall_seconds: self.ctx.clock.wall_seconds(),
                 segments: self.ctx.clock.segment,
                 accounting: self.ctx.shared.accounting.saved(),
+                evals: self.ctx.shared.evals.scores(),
             },
             ppo,
         };

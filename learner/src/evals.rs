@@ -1,0 +1,163 @@
+//! The evaluations a run's summary reports: the best and the newest. The
+//! parameter server holds reports in memory only, so a restarted param-server
+//! has forgotten the run's earlier ones; the learner keeps the best and newest
+//! it has read (with each progress line, and at the end) and saves them in its
+//! checkpoint, so the summary covers the whole run across restarts of either.
+
+use crate::publish::Publisher;
+use sebulba_proto::EvalReport;
+use serde::{Deserialize, Serialize};
+use std::sync::Mutex;
+
+/// One evaluation: the version scored and its mean deterministic return.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Score {
+    pub version: u64,
+    pub return_mean: f64,
+}
+
+/// The best (highest mean return; the earlier version on a tie) and the
+/// newest (highest version) evaluation seen.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Scores {
+    pub best: Option<Score>,
+    pub latest: Option<Score>,
+}
+
+impl Scores {
+    /// Takes `s` into account; a non-finite score is ignored (the
+    /// param-server refuses them, this is a second line).
+    pub fn record(&mut self, s: Score) {
+        if !s.return_mean.is_finite() {
+            return;
+        }
+        let better = |old: &Score| {
+            s.return_mean > old.return_mean
+                || (s.return_mean == old.return_mean && s.version < old.version)
+        };
+        if self.best.as_ref().is_none_or(better) {
+            self.best = Some(s);
+        }
+        if self
+            .latest
+            .as_ref()
+            .is_none_or(|old| s.version >= old.version)
+        {
+            self.latest = Some(s);
+        }
+    }
+
+    /// The evaluation of `version`, when it is the newest seen.
+    pub fn of_version(&self, version: u64) -> Option<Score> {
+        self.latest.filter(|s| s.version == version)
+    }
+}
+
+/// [`Scores`] shared between the progress task and the end of the run.
+#[derive(Debug, Default)]
+pub struct EvalBook(Mutex<Scores>);
+
+impl EvalBook {
+    /// Records every report of `reports` (the caller has asked for this run's).
+    pub fn record(&self, reports: &[EvalReport]) {
+        let mut scores = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        for r in reports {
+            scores.record(Score {
+                version: r.version,
+                return_mean: r.return_mean,
+            });
+        }
+    }
+
+    /// Reads and records the reports of run `run_id` filed since the newest
+    /// one seen, page by page.
+    pub async fn read_new(&self, publisher: &Publisher, run_id: &str) -> Result<(), tonic::Status> {
+        // A page per call, bounded by the server; the cap only stops a server
+        // that keeps answering with the same page.
+        for _ in 0..1_000 {
+            let after = self.scores().latest.map(|s| s.version);
+            let page = publisher.evals(run_id, after).await?;
+            if page.is_empty() || page.iter().all(|r| after.is_some_and(|a| r.version <= a)) {
+                break;
+            }
+            self.record(&page);
+        }
+        Ok(())
+    }
+
+    pub fn scores(&self) -> Scores {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts from the scores a checkpoint saved (a resumed run).
+    pub fn restore(&self, saved: Scores) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = saved;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(version: u64, return_mean: f64) -> EvalReport {
+        EvalReport {
+            version,
+            return_mean,
+            ..Default::default()
+        }
+    }
+
+    fn score(version: u64, return_mean: f64) -> Option<Score> {
+        Some(Score {
+            version,
+            return_mean,
+        })
+    }
+
+    #[test]
+    fn best_and_latest_survive_a_param_server_that_forgot_the_early_reports() {
+        let book = EvalBook::default();
+        book.record(&[report(5, 20.0), report(10, 180.0), report(15, 90.0)]);
+        // A restarted param-server lists only what came after its restart.
+        book.record(&[report(25, 120.0), report(30, 150.0)]);
+        let s = book.scores();
+        assert_eq!(s.best, score(10, 180.0));
+        assert_eq!(s.latest, score(30, 150.0));
+        assert_eq!(s.of_version(30), score(30, 150.0));
+        assert_eq!(s.of_version(35), None);
+    }
+
+    #[test]
+    fn repeated_reports_and_ties_keep_the_earlier_best() {
+        let book = EvalBook::default();
+        book.record(&[report(5, 500.0), report(10, 500.0)]);
+        book.record(&[report(5, 500.0), report(10, 500.0), report(15, 499.0)]);
+        let s = book.scores();
+        assert_eq!(s.best, score(5, 500.0));
+        assert_eq!(s.latest, score(15, 499.0));
+    }
+
+    #[test]
+    fn non_finite_scores_are_ignored() {
+        let book = EvalBook::default();
+        book.record(&[report(5, f64::NAN), report(6, f64::INFINITY)]);
+        assert_eq!(book.scores(), Scores::default());
+        book.record(&[report(7, -3.0), report(8, f64::NEG_INFINITY)]);
+        assert_eq!(book.scores().best, score(7, -3.0));
+        assert_eq!(book.scores().latest, score(7, -3.0));
+    }
+
+    #[test]
+    fn a_resumed_run_starts_from_the_saved_scores() {
+        let first = EvalBook::default();
+        first.record(&[report(10, 300.0), report(20, 250.0)]);
+        let saved: Scores =
+            serde_json::from_str(&serde_json::to_string(&first.scores()).expect("encode"))
+                .expect("decode");
+        let resumed = EvalBook::default();
+        resumed.restore(saved);
+        resumed.record(&[report(30, 260.0)]);
+        assert_eq!(resumed.scores().best, score(10, 300.0));
+        assert_eq!(resumed.scores().latest, score(30, 260.0));
+    }
+}

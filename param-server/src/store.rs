@@ -1,0 +1,186 @@
+//! The parameter server's state: the versions and evaluation reports of the
+//! one run it holds, and the checks a publish or a report must pass.
+
+use dashmap::DashMap;
+use sebulba_proto::{EvalReport, Weights};
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::Arc;
+use tokio::sync::watch;
+use tonic::Status;
+use tracing::info;
+
+/// Versions kept for `Latest` lookups beyond the newest (older ones are evicted).
+pub(crate) const KEEP_VERSIONS: u64 = 4;
+
+/// How far past the newest version of its run a publish may jump. The learner
+/// publishes consecutive versions; a jump beyond this is a stray or hostile
+/// client, which must not push the run's versions out of its learner's reach.
+pub const MAX_VERSION_JUMP: u64 = 1_000;
+
+/// Evaluation reports held per run: the newest this many versions (a learner
+/// reads them as they come, so it never needs old ones; and a client flooding
+/// reports cannot grow the server without bound).
+pub const MAX_EVAL_REPORTS: usize = 10_000;
+
+/// Reports in one `ListEvals` answer: well inside the message limit.
+pub const MAX_LISTED_REPORTS: usize = 2_000;
+
+/// The largest version accepted: far from `u64::MAX`, so no follower's
+/// arithmetic on it can overflow.
+pub const MAX_VERSION: u64 = 1 << 53;
+
+/// Published weights must be a safetensors file with at least one tensor and
+/// only finite f32 values: what followers load is never garbage or NaN.
+fn check_weights(bytes: &[u8]) -> Result<(), Status> {
+    let bad = |why: String| Status::invalid_argument(format!("field `safetensors`: {why}"));
+    let file = safetensors::SafeTensors::deserialize(bytes).map_err(|e| bad(e.to_string()))?;
+    if file.is_empty() {
+        return Err(bad("no tensors".into()));
+    }
+    for (name, view) in file.iter() {
+        if view.dtype() != safetensors::Dtype::F32 {
+            return Err(bad(format!(
+                "tensor `{name}` is {:?}, not F32",
+                view.dtype()
+            )));
+        }
+        let finite = view
+            .data()
+            .chunks_exact(4)
+            .all(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]).is_finite());
+        if !finite {
+            return Err(bad(format!("tensor `{name}` has a non-finite value")));
+        }
+    }
+    Ok(())
+}
+
+/// The weights and evaluation reports of one run: the one being trained.
+pub struct Store {
+    /// The run the versions and reports belong to ("" before the first publish).
+    /// Held while a publish decides, so a run switch and a publish never interleave.
+    run_id: std::sync::Mutex<String>,
+    pub(crate) versions: DashMap<u64, Arc<Weights>>,
+    latest: watch::Sender<Option<Arc<Weights>>>,
+    /// Reports by version: the newest `MAX_EVAL_REPORTS` are kept.
+    evals: std::sync::Mutex<BTreeMap<u64, EvalReport>>,
+}
+
+impl Default for Store {
+    fn default() -> Self {
+        Self {
+            run_id: std::sync::Mutex::new(String::new()),
+            versions: DashMap::new(),
+            latest: watch::channel(None).0,
+            evals: Default::default(),
+        }
+    }
+}
+
+impl Store {
+    fn current_run(&self) -> std::sync::MutexGuard<'_, String> {
+        self.run_id.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn reports_held(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, EvalReport>> {
+        self.evals.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Stores `w`: a version newer than (and not far past) its run's newest, or
+    /// the first version of another run, which replaces the run held (its
+    /// versions and reports). Returns the stored version.
+    pub fn publish(&self, w: Weights) -> Result<u64, Status> {
+        check_weights(&w.safetensors)?;
+        // A run id names a directory under a runs root: keep it safe as one.
+        let safe = w
+            .run_id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+        if w.run_id.is_empty() || w.run_id.len() > 128 || !safe || w.run_id.starts_with('.') {
+            return Err(Status::invalid_argument(
+                "field `run_id`: must name the run (1 to 128 letters, digits, `.`, `_` or `-`, not starting with `.`)",
+            ));
+        }
+        if w.version > MAX_VERSION {
+            return Err(Status::invalid_argument(format!(
+                "field `version`: {} is beyond the largest version, 2^53",
+                w.version
+            )));
+        }
+        let mut run = self.current_run();
+        if *run != w.run_id {
+            if !run.is_empty() {
+                info!(old = %*run, new = %w.run_id, "a new run publishes: the old run's versions and reports are dropped");
+            }
+            self.versions.clear();
+            self.reports_held().clear();
+            self.latest.send_replace(None);
+            *run = w.run_id.clone();
+        }
+        if let Some(c) = self.latest.borrow().as_ref() {
+            if c.version >= w.version {
+                return Err(Status::failed_precondition(format!(
+                    "field `version`: {} is not newer than the stored {} of run `{}`",
+                    w.version, c.version, w.run_id
+                )));
+            }
+            if w.version - c.version > MAX_VERSION_JUMP {
+                return Err(Status::failed_precondition(format!(
+                    "field `version`: {} is more than {MAX_VERSION_JUMP} past the stored {} of run `{}`",
+                    w.version, c.version, w.run_id
+                )));
+            }
+        }
+        let (v, w) = (w.version, Arc::new(w));
+        self.latest.send_replace(Some(w.clone()));
+        self.versions.insert(v, w);
+        self.versions.retain(|&k, _| k + KEEP_VERSIONS >= v);
+        Ok(v)
+    }
+
+    pub fn latest(&self) -> Option<Arc<Weights>> {
+        self.latest.borrow().clone()
+    }
+
+    /// The newest weights now and each newer one as it is published.
+    pub fn subscribe(&self) -> watch::Receiver<Option<Arc<Weights>>> {
+        self.latest.subscribe()
+    }
+
+    /// Files an evaluation report of the run held.
+    pub fn report(&self, r: EvalReport) -> Result<(), Status> {
+        let run = self.current_run();
+        if r.run_id != *run {
+            return Err(Status::failed_precondition(format!(
+                "field `run_id`: `{}` is not the run this server holds (`{}`)",
+                r.run_id, *run
+            )));
+        }
+        let mut held = self.reports_held();
+        held.insert(r.version, r);
+        while held.len() > MAX_EVAL_REPORTS {
+            held.pop_first();
+        }
+        Ok(())
+    }
+
+    /// The reports of `run_id` of versions above `after` (all, for `None`), in
+    /// version order, `MAX_LISTED_REPORTS` at most (the lowest versions: ask
+    /// again after the last one for more); none if another run is held.
+    pub fn reports(&self, run_id: &str, after: Option<u64>) -> Vec<EvalReport> {
+        let run = self.current_run();
+        if run_id != *run {
+            return Vec::new();
+        }
+        let from = match after {
+            None => Bound::Unbounded,
+            Some(v) => Bound::Excluded(v),
+        };
+        self.reports_held()
+            .range((from, Bound::Unbounded))
+            .take(MAX_LISTED_REPORTS)
+            .map(|(_, r)| r.clone())
+            .collect()
+    }
+}
