@@ -1,6 +1,7 @@
 //! `sebulba certs`: a private CA and one server certificate for every role's
-//! servers, so TLS can be turned on without openssl. The CA key is not kept:
-//! to add a name, make a new set.
+//! servers, so TLS can be turned on without openssl, and the three role tokens
+//! in `tokens.env`, which every compose command of a secured cluster reads
+//! (`--env-file`). The CA key is not kept: to add a name, make a new set.
 
 use anyhow::Context;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
@@ -42,6 +43,42 @@ pub fn write(out: &Path, names: &[String]) -> anyhow::Result<()> {
     write("ca.pem", ca.pem(), false)?;
     write("server.pem", server.pem(), false)?;
     write("server.key", key.serialize_pem(), true)?;
-    info!(out = %out.display(), ?names, "wrote ca.pem, server.pem, server.key");
+    write("tokens.env", tokens_env(), true)?;
+    info!(out = %out.display(), ?names, "wrote ca.pem, server.pem, server.key, tokens.env");
     Ok(())
+}
+
+/// The three role tokens, 192 random bits each (hex), as an env file.
+fn tokens_env() -> String {
+    use rand::Rng;
+    let token = || {
+        let bytes: [u8; 24] = rand::rng().random();
+        bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    };
+    [
+        "SEBULBA_ACTOR_TOKEN",
+        "SEBULBA_LEARNER_TOKEN",
+        "SEBULBA_READ_TOKEN",
+    ]
+    .iter()
+    .map(|k| format!("{k}={}\n", token()))
+    .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn tokens_env_holds_three_distinct_long_tokens() {
+        let text = super::tokens_env();
+        let tokens: Vec<&str> = text
+            .lines()
+            .map(|l| l.split_once('=').expect("KEY=value").1)
+            .collect();
+        assert_eq!(tokens.len(), 3, "{text}");
+        for t in &tokens {
+            assert_eq!(t.len(), 48);
+            assert!(t.chars().all(|c| c.is_ascii_hexdigit()));
+        }
+        assert!(tokens[0] != tokens[1] && tokens[1] != tokens[2] && tokens[0] != tokens[2]);
+    }
 }

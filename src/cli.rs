@@ -42,8 +42,10 @@ pub enum Command {
     /// Exits 0 when the gRPC server at `--addr` reports SERVING on
     /// `grpc.health.v1` (container healthchecks).
     Health(HealthArgs),
-    /// Writes a fresh CA (`ca.pem`) and a server certificate it signed
-    /// (`server.pem`, `server.key`) for `--names`: TLS without openssl.
+    /// Writes a fresh CA (`ca.pem`), a server certificate it signed
+    /// (`server.pem`, `server.key`) for `--names`, and three random role
+    /// tokens (`tokens.env`, for `docker compose --env-file`): TLS and tokens
+    /// without openssl.
     Certs(CertsArgs),
 }
 
