@@ -1,7 +1,9 @@
 //! The cluster as users run it: the image built offline from the test binary
 //! (`deploy/build-image.sh`, nothing pulled), `deploy/docker-compose.yml` up with
-//! one actor, secured as the README shows (`sebulba certs`, three role tokens,
-//! `deploy/docker-compose.secure.yml`: every call over TLS with a token), scaled
+//! one actor, secured as the README shows (`sebulba certs` writes the
+//! certificates and three role tokens, `tokens.env`, which every compose command
+//! reads with `--env-file`; `deploy/docker-compose.secure.yml`: every call over
+//! TLS with a token), scaled
 //! to three actors while training runs, one actor container killed;
 //! training still reaches its budget, the evaluator scores the final version and
 //! every actor's batches are used and accounted for. Every service exports its
@@ -15,105 +17,11 @@
 #![allow(clippy::too_many_lines)]
 
 mod common;
+use common::compose::*;
 use common::*;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
-
-fn run(cmd: &mut Command) -> Output {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
-    if !out.status.success() {
-        panic!(
-            "{cmd:?} failed: {}\nstdout: {}\nstderr: {}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    out
-}
-
-fn stdout(cmd: &mut Command) -> String {
-    String::from_utf8_lossy(&run(cmd).stdout).trim().to_string()
-}
-
-/// `docker compose` (plugin) or `docker-compose` (older installs), if any works.
-fn compose_program() -> Option<Vec<String>> {
-    let ok = |args: &[&str]| {
-        Command::new(args[0])
-            .args(&args[1..])
-            .output()
-            .map(|o| o.status.success())
-            .unwrap_or(false)
-    };
-    if !ok(&["docker", "info"]) {
-        return None;
-    }
-    if ok(&["docker", "compose", "version"]) {
-        Some(vec!["docker".into(), "compose".into()])
-    } else if ok(&["docker-compose", "version"]) {
-        Some(vec!["docker-compose".into()])
-    } else {
-        None
-    }
-}
-
-/// Removes the test's image tag when the test ends.
-struct Image(String);
-
-impl Drop for Image {
-    fn drop(&mut self) {
-        let _ = Command::new("docker").args(["rmi", "-f", &self.0]).output();
-    }
-}
-
-struct Cluster {
-    compose: Vec<String>,
-    project: String,
-    files: Vec<PathBuf>,
-    env: Vec<(&'static str, String)>,
-}
-
-impl Cluster {
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(&self.compose[0]);
-        c.args(&self.compose[1..]).args(["-p", &self.project]);
-        for f in &self.files {
-            c.arg("-f").arg(f);
-        }
-        c.args(args);
-        for (k, v) in &self.env {
-            c.env(k, v);
-        }
-        c
-    }
-
-    fn containers(&self, service: &str) -> Vec<String> {
-        stdout(&mut self.cmd(&["ps", "-q", service]))
-            .lines()
-            .map(str::to_string)
-            .collect()
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = self.cmd(&["logs", "--no-color"]).output().map(|o| {
-            if std::thread::panicking() {
-                eprintln!("{}", String::from_utf8_lossy(&o.stdout));
-            }
-        });
-        let _ = self.cmd(&["down", "-v", "-t", "10"]).output();
-    }
-}
-
-fn copy_out(container: &str, path: &str, to: &Path) {
-    run(Command::new("docker")
-        .args(["cp", &format!("{container}:{path}")])
-        .arg(to));
-}
 
 #[test]
 fn compose_cluster_scales_survives_a_killed_actor_and_finishes() {
@@ -127,10 +35,7 @@ fn compose_cluster_scales_survives_a_killed_actor_and_finishes() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let tag = format!("sebulba:smoke-{}", std::process::id());
     let t0 = Instant::now();
-    let _image = Image(tag.clone());
-    run(Command::new(root.join("deploy/build-image.sh"))
-        .arg(env!("CARGO_BIN_EXE_sebulba"))
-        .env("SEBULBA_IMAGE", &tag));
+    let _image = build_image(&tag);
     eprintln!("image built offline in {:.1} s", t0.elapsed().as_secs_f64());
 
     // The trace receiver listens on the host; containers reach it through the
@@ -144,7 +49,7 @@ fn compose_cluster_scales_survives_a_killed_actor_and_finishes() {
         .map(|s| format!("  {s}:\n{gateway}"))
         .collect();
     std::fs::write(&override_file, format!("services:\n{yaml}")).expect("write override");
-    // Secured as the README shows: `sebulba certs`, three tokens, the secure overlay.
+    // Secured as the README shows: `sebulba certs` (certificates and tokens.env), the secure overlay.
     let certs = dir.join("certs");
     run(Command::new(env!("CARGO_BIN_EXE_sebulba"))
         .args(["certs", "--out"])
@@ -157,11 +62,10 @@ fn compose_cluster_scales_survives_a_killed_actor_and_finishes() {
             root.join("deploy/docker-compose.secure.yml"),
             override_file,
         ],
+        // The tokens `sebulba certs` wrote, read by every compose command.
+        env_file: Some(certs.join("tokens.env")),
         env: vec![
             ("SEBULBA_CERTS", certs.display().to_string()),
-            ("SEBULBA_ACTOR_TOKEN", "smoke-actor-token-5c1e9a".into()),
-            ("SEBULBA_LEARNER_TOKEN", "smoke-learner-token-0b7d3f".into()),
-            ("SEBULBA_READ_TOKEN", "smoke-read-token-e24a68".into()),
             (
                 "OTEL_EXPORTER_OTLP_ENDPOINT",
                 format!("http://host.docker.internal:{}", receiver.addr.port()),

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod compose;
 pub mod otlp;
 
 use std::path::{Path, PathBuf};
