@@ -141,6 +141,8 @@ fn compose_runs_survive_restarts_and_never_mix() {
     // --- Run 1 starts, with two actors.
     let started = Instant::now();
     run(&mut cluster.cmd(&["up", "-d", "--scale", "actor=2"]));
+    // The learner started in between (after the param-server's healthcheck).
+    let up_returned = Instant::now();
     let learner = cluster.containers("learner").pop().expect("a learner");
     let actors = cluster.containers("actor");
     assert_eq!(actors.len(), 2, "{actors:?}");
@@ -160,6 +162,7 @@ fn compose_runs_survive_restarts_and_never_mix() {
     });
 
     // --- `stop` and `start` the learner: the run goes on where it was.
+    let stop_issued = Instant::now();
     run(&mut cluster.cmd(&["stop", "learner"]));
     let stopped = Instant::now();
     let mid = read_json_text(&runs.read(&format!("{run1}/summary.json"), &scratch));
@@ -189,6 +192,7 @@ fn compose_runs_survive_restarts_and_never_mix() {
     // restart policy brings it back, and it resumes from its checkpoint.
     let pid = stdout(Command::new("docker").args(["inspect", "-f", "{{.State.Pid}}", &learner]));
     run(Command::new("kill").args(["-9", &pid]));
+    let killed = Instant::now();
     let crashed_at = updates(&run1);
     wait_for(
         "the learner's automatic restart",
@@ -199,6 +203,7 @@ fn compose_runs_survive_restarts_and_never_mix() {
                 && is_running(&learner)
         },
     );
+    let crash_gap = killed.elapsed();
     wait_for("updates after the crash", Duration::from_secs(90), || {
         updates(&run1) > crashed_at + 20
     });
@@ -255,17 +260,20 @@ fn compose_runs_survive_restarts_and_never_mix() {
             "actor {a} of segment 1 is missing from the summary: {per:?}"
         );
     }
-    // Wall time: all the learner's segments, not the last one alone.
+    // Wall time: all the learner's segments, not the last one alone. The
+    // learner ran between `up` and `stop`, and from `start` to its end, less
+    // the crash (from the kill to its restart, and the updates after the
+    // last checkpoint, which it did again). Its clock stops at the summary,
+    // before its server drains its streams (up to 3 s) on `stop`.
     let wall = summary1["wall_seconds"].as_f64().expect("wall_seconds");
-    let up = (stopped - started).as_secs_f64() + (finished - restarted).as_secs_f64();
-    eprintln!("run 1: wall_seconds {wall:.1}, learner up at most {up:.1} s");
+    let secs = |d: Duration| d.as_secs_f64();
+    let most = secs(stopped - started) + secs(finished - restarted);
+    let least = secs(stop_issued - up_returned) + secs(finished - restarted) - secs(crash_gap);
+    eprintln!("run 1: wall_seconds {wall:.1}; the learner ran {least:.1} to {most:.1} s");
+    assert!(wall <= most + 1.0, "wall {wall:.1} s > {most:.1} s");
     assert!(
-        wall <= up + 1.0,
-        "wall {wall:.1} s > {up:.1} s the learner ran"
-    );
-    assert!(
-        wall >= up - 10.0,
-        "wall {wall:.1} s misses time of the {up:.1} s the learner ran"
+        wall >= least - 5.0,
+        "wall {wall:.1} s misses time of the {least:.1} s the learner ran at least"
     );
     // Metrics: each update once, in order, though the learner stopped and crashed.
     let metrics1 =
