@@ -163,7 +163,8 @@ impl<B: AutodiffBackend> Ppo<B> {
         self.engine.values(obs)
     }
 
-    /// Sets the observation normaliser's statistics (before SGD).
+    /// Sets the observation normaliser's statistics (after SGD: they go out
+    /// with the new weights; see `update::step`).
     pub fn set_obs_stats(&mut self, stats: &RunningMeanStd) {
         self.engine.set_obs_stats(stats);
     }
@@ -265,4 +266,4 @@ impl<B: AutodiffBackend> Ppo<B> {
 pub(crate) static COLLECTIVE_TEST_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

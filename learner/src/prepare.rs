@@ -1,8 +1,9 @@
-//! Turning an update's batches into training data: observation-normaliser and
-//! reward-scale statistics first; then, batch by batch, the values of its T+1
+//! Turning an update's batches into training data: reward-scale statistics
+//! first; then, batch by batch, the values of its T+1
 //! observation rows and its final observations in one forward pass and GAE
 //! over that batch's slices; last, advantages normalised once over the whole
-//! update.
+//! update. The observation statistics the values use are the ones the actors
+//! acted with; [`fold_obs_stats`] moves them on after SGD (`update::step`).
 
 use crate::batch::{BatchActions, DecodedBatch};
 use crate::data::{UpdateData, normalize};
@@ -53,7 +54,7 @@ pub fn prepare<B: AutodiffBackend>(
     cfg: &RunConfig,
     obs_dim: usize,
 ) -> Prepared {
-    let reward_scale = observe(batches, ppo, norms, obs_dim);
+    let reward_scale = observe_rewards(batches, norms);
     let n: usize = batches.iter().map(|b| b.num_steps * b.num_envs).sum();
     let mut out = Collected::with_capacity(n, obs_dim, batches);
     let mut lags = Vec::with_capacity(batches.len());
@@ -80,22 +81,25 @@ pub fn prepare<B: AutodiffBackend>(
     }
 }
 
-/// Folds the update's observations into the normaliser's statistics (set on
-/// the model before any value or gradient is computed, so the whole update
-/// sees one normalisation) and its rewards into the reward scale; returns the
-/// reward factor.
-fn observe<B: AutodiffBackend>(
+/// Folds the update's observations into the normaliser's statistics and sets
+/// them on the model: after SGD, so the update itself sees the statistics its
+/// batches were acted with, and the new weights carry the new ones.
+pub fn fold_obs_stats<B: AutodiffBackend>(
     batches: &[DecodedBatch],
     ppo: &mut Ppo<B>,
     norms: &mut Normalizers,
     d: usize,
-) -> f32 {
+) {
     if let Some(stats) = &mut norms.obs {
         for b in batches {
             stats.update(&b.observations[..b.num_steps * b.num_envs * d]);
         }
         ppo.set_obs_stats(stats);
     }
+}
+
+/// Folds the update's rewards into the reward scale; returns the reward factor.
+fn observe_rewards(batches: &[DecodedBatch], norms: &mut Normalizers) -> f32 {
     match &mut norms.rewards {
         Some(s) => {
             for b in batches {

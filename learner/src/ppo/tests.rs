@@ -378,7 +378,12 @@ fn a_restored_ppo_has_the_saved_adam_state_and_continues_exactly() {
 
 /// The behaviour log-probabilities an actor computes for `data`'s actions with
 /// the weights `ppo` would publish now (the actor's inference path).
-fn actor_log_probs(ppo: &Ppo<B>, env_id: &str, spec: &ModelSpec, data: &UpdateData) -> Vec<f32> {
+pub(crate) fn actor_log_probs(
+    ppo: &Ppo<B>,
+    env_id: &str,
+    spec: &ModelSpec,
+    data: &UpdateData,
+) -> Vec<f32> {
     let env = sebulba_core::env::env_spec(env_id).unwrap();
     let mut policy = sebulba_core::policy::InferencePolicy::new(
         &env,

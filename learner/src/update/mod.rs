@@ -5,13 +5,14 @@
 
 mod collect;
 mod record;
+pub mod step;
 
 use crate::LearnerError;
 use crate::accounting::Outcome;
 use crate::batch::DecodedBatch;
 use crate::checkpoint::{Checkpoint, Meta};
 use crate::ppo::{Ppo, PpoStats};
-use crate::prepare::{Normalizers, Prepared, prepare};
+use crate::prepare::{Normalizers, Prepared};
 use crate::publish::Publisher;
 use crate::state::{LiveStats, Shared};
 use burn::tensor::backend::AutodiffBackend;
@@ -232,20 +233,15 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
         let anneal = |on: bool, x: f64| if on { x * remaining } else { x };
         let lr = anneal(cfg.ppo.anneal_lr, cfg.ppo.learning_rate);
         let clip = anneal(cfg.ppo.anneal_clip, cfg.ppo.clip_coef);
-        let obs_dim = self.ctx.model_spec.obs_dim;
-        let prepared = info_span!("prepare").in_scope(|| {
-            prepare(
-                batches,
-                at.version,
-                &mut self.ppo,
-                &mut self.ctx.normalizers,
-                &cfg,
-                obs_dim,
-            )
-        });
-        let stats = info_span!("sgd", epochs = cfg.ppo.epochs)
-            .in_scope(|| self.ppo.update(&prepared.data, &cfg.ppo, lr, clip))?;
-        Ok((prepared, stats))
+        Ok(step::prepare_and_train(
+            batches,
+            at.version,
+            &mut self.ppo,
+            &mut self.ctx.normalizers,
+            &cfg,
+            self.ctx.model_spec.obs_dim,
+            step::Schedule { lr, clip },
+        )?)
     }
 
     /// After an update: publish, checkpoint when due, and the metrics line.

@@ -1,0 +1,174 @@
+//! One update's arithmetic, in the order that keeps learner and actors in
+//! agreement: the preparation (reward scale, values, GAE) and SGD use the
+//! observation statistics the actors acted with, the ones published with the
+//! weights; only then are the update's observations folded into the
+//! statistics, which go out with the new weights. Folded in first, they made
+//! the first step's ratio differ from 1 at zero lag: the clip was centred in
+//! the wrong place, and approximate KL and clip fraction read high.
+
+use crate::batch::DecodedBatch;
+use crate::engine::EngineError;
+use crate::ppo::{Ppo, PpoStats};
+use crate::prepare::{Normalizers, Prepared, fold_obs_stats, prepare};
+use burn::tensor::backend::AutodiffBackend;
+use sebulba_core::config::RunConfig;
+use tracing::info_span;
+
+/// The learning rate and clip range of one update (after annealing).
+#[derive(Clone, Copy, Debug)]
+pub struct Schedule {
+    pub lr: f64,
+    pub clip: f64,
+}
+
+/// Prepares `batches` (taken at policy `version`), runs SGD on them, then
+/// updates the observation statistics for the next version.
+pub fn prepare_and_train<B: AutodiffBackend>(
+    batches: &[DecodedBatch],
+    version: u64,
+    ppo: &mut Ppo<B>,
+    norms: &mut Normalizers,
+    cfg: &RunConfig,
+    obs_dim: usize,
+    schedule: Schedule,
+) -> Result<(Prepared, PpoStats), EngineError> {
+    let prepared =
+        info_span!("prepare").in_scope(|| prepare(batches, version, ppo, norms, cfg, obs_dim));
+    let stats = info_span!("sgd", epochs = cfg.ppo.epochs)
+        .in_scope(|| ppo.update(&prepared.data, &cfg.ppo, schedule.lr, schedule.clip))?;
+    fold_obs_stats(batches, ppo, norms, obs_dim);
+    Ok((prepared, stats))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::BatchActions;
+    use crate::data::UpdateData;
+    use crate::engine::burn::tests::B;
+    use sebulba_core::env::ActionSpace;
+    use sebulba_core::model::ModelSpec;
+
+    /// A batch of `env_id` whose observations are far from mean 0, std 1 (so
+    /// normalisation matters; `shift` moves them further), with the
+    /// behaviour log-probabilities the actor
+    /// computes with the weights `ppo` publishes now.
+    fn zero_lag_batch(
+        env_id: &str,
+        ppo: &Ppo<B>,
+        spec: &ModelSpec,
+        seed: usize,
+        shift: f32,
+    ) -> DecodedBatch {
+        let (t, e, d) = (16usize, 4usize, spec.obs_dim);
+        let obs: Vec<f32> = (0..(t + 1) * e * d)
+            .map(|i| 3.0 + shift + 2.5 * ((((i + seed) * 37) % 23) as f32 - 11.0) / 11.0)
+            .collect();
+        let n = t * e;
+        let discrete = matches!(spec.action_space, ActionSpace::Discrete { .. });
+        let actions = if discrete {
+            BatchActions::Discrete((0..n).map(|i| ((i + seed) % 2) as i32).collect())
+        } else {
+            BatchActions::Continuous((0..n).map(|i| ((i * 7 % 5) as f32 - 2.0) / 2.5).collect())
+        };
+        let rows = UpdateData {
+            obs_dim: d,
+            observations: obs[..n * d].to_vec(),
+            actions: actions.clone(),
+            masks: None,
+            old_log_probs: vec![0.0; n],
+            advantages: vec![0.0; n],
+            returns: vec![0.0; n],
+            old_values: vec![0.0; n],
+        };
+        let log_probs = crate::ppo::tests::actor_log_probs(ppo, env_id, spec, &rows);
+        DecodedBatch {
+            actor_id: format!("a{seed}"),
+            sequence: 0,
+            policy_version: 0,
+            num_steps: t,
+            num_envs: e,
+            observations: obs,
+            actions,
+            action_masks: None,
+            log_probs,
+            rewards: (0..n).map(|i| (i % 3) as f32).collect(),
+            terminated: vec![0; n],
+            truncated: vec![0; n],
+            final_observations: vec![],
+            episode_returns: vec![],
+            episode_lengths: vec![],
+            ack_to: None,
+            trace: Default::default(),
+        }
+    }
+
+    /// With observation normalisation on, learning rate 0 and batches made by
+    /// the current weights, every step's ratio is 1 (approximate KL ~ 0,
+    /// nothing clipped), in both engines, version after version; the
+    /// statistics still move on between versions.
+    #[test]
+    fn at_zero_lag_with_obs_norm_the_ratio_is_one_in_both_engines() {
+        for env_id in ["CartPole-v1", "Pendulum-v1"] {
+            for fused in [false, true] {
+                let mut cfg = RunConfig::preset(env_id).unwrap();
+                cfg.network.obs_norm = true;
+                (cfg.ppo.epochs, cfg.ppo.minibatches) = (2, 2);
+                let env = sebulba_core::env::env_spec(env_id).unwrap();
+                let spec = ModelSpec::new(&env, &cfg.network);
+                let mut ppo = Ppo::<B>::new(&spec, &cfg.ppo, 3, vec![Default::default()]).unwrap();
+                if fused {
+                    ppo.use_fused().unwrap();
+                }
+                let engine = ppo.engine();
+                let mut norms = Normalizers::new(&cfg, spec.obs_dim);
+                let train = |ppo: &mut Ppo<B>,
+                             norms: &mut Normalizers,
+                             batches: &[DecodedBatch],
+                             version,
+                             lr| {
+                    let schedule = Schedule { lr, clip: 0.2 };
+                    let o = spec.obs_dim;
+                    prepare_and_train(batches, version, ppo, norms, &cfg, o, schedule)
+                        .unwrap()
+                        .1
+                };
+                // A trained policy, far from the initial near-uniform one, so
+                // that statistics the actors did not use would show.
+                for version in 0..6 {
+                    let batches = [
+                        zero_lag_batch(env_id, &ppo, &spec, version, 0.0),
+                        zero_lag_batch(env_id, &ppo, &spec, version + 100, 0.0),
+                    ];
+                    train(&mut ppo, &mut norms, &batches, version as u64, 0.02);
+                }
+                for version in 6..9 {
+                    let batches = [
+                        zero_lag_batch(env_id, &ppo, &spec, version, 0.0),
+                        zero_lag_batch(env_id, &ppo, &spec, version + 100, 0.0),
+                    ];
+                    let stats = train(&mut ppo, &mut norms, &batches, version as u64, 0.0);
+                    assert!(
+                        stats.approx_kl.abs() < 1e-6 && stats.clip_fraction == 0.0,
+                        "{env_id} on {engine}, version {version}: {stats:?}"
+                    );
+                }
+                // Folded in before SGD (the old order), the statistics the
+                // learner uses are not the ones the actor used: the check can fail.
+                let shifted = [zero_lag_batch(env_id, &ppo, &spec, 9, 1.0)];
+                let before = norms.obs.clone();
+                fold_obs_stats(&shifted, &mut ppo, &mut norms, spec.obs_dim);
+                assert_ne!(norms.obs, before, "the statistics moved");
+                let stats = train(&mut ppo, &mut norms, &shifted, 9, 0.0);
+                eprintln!(
+                    "{env_id} on {engine}, old order: approx_kl {}",
+                    stats.approx_kl
+                );
+                assert!(
+                    stats.approx_kl > 1e-6,
+                    "{env_id} on {engine}: stale statistics went unnoticed: {stats:?}"
+                );
+            }
+        }
+    }
+}
