@@ -9,8 +9,8 @@
 mod common;
 
 use common::{
-    Proc, actor, assert_accounted, evaluator, exits_ok, learner, param_server, read_json,
-    read_jsonl, run_dir, updates_done, wait_for_updates,
+    Proc, actor, assert_accounted, assert_best_is_the_runs, evaluator, exits_ok, learner,
+    param_server, read_json, read_jsonl, run_dir, updates_done, wait_for_updates,
 };
 use std::process::Command;
 use std::time::Duration;
@@ -97,14 +97,6 @@ fn a_killed_actor_a_stalled_actor_and_a_restarted_param_server_do_not_stop_the_r
     assert!(summary["final_eval_return_mean"].is_number(), "{summary}");
     // The best evaluation is the whole run's, though the restarted
     // param-server knew only the reports filed after its restart.
-    let best = evals
-        .iter()
-        .map(|e| e["return_mean"].as_f64().expect("return_mean"))
-        .fold(f64::NEG_INFINITY, f64::max);
-    assert_eq!(
-        summary["best_eval_return_mean"].as_f64(),
-        Some(best),
-        "{summary}"
-    );
+    assert_best_is_the_runs(&summary, &evals);
     assert_eq!(summary["latest_eval_version"], summary["final_version"]);
 }

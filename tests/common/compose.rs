@@ -44,6 +44,19 @@ pub fn compose_program() -> Option<Vec<String>> {
     }
 }
 
+/// The compose program, or `None` (the test is skipped, saying so) where
+/// Docker with Compose is not usable; under CI (`CI` set) that is a failure.
+pub fn compose_or_skip() -> Option<Vec<String>> {
+    let compose = compose_program();
+    if compose.is_none() {
+        if std::env::var_os("CI").is_some() {
+            panic!("CI is set but Docker with Compose is not usable here");
+        }
+        eprintln!("SKIPPED: Docker with Compose is not available on this machine");
+    }
+    compose
+}
+
 /// Removes the test's image tag when the test ends.
 pub struct Image(pub String);
 

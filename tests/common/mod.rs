@@ -189,6 +189,26 @@ pub fn assert_accounted(summary: &serde_json::Value) {
     );
 }
 
+/// The run's best evaluation is the best line of its `eval.jsonl`.
+pub fn assert_best_is_the_runs(summary: &serde_json::Value, evals: &[serde_json::Value]) {
+    let best = evals
+        .iter()
+        .map(|e| e["return_mean"].as_f64().expect("return_mean"))
+        .fold(f64::NEG_INFINITY, f64::max);
+    assert_eq!(
+        summary["best_eval_return_mean"].as_f64(),
+        Some(best),
+        "{summary}"
+    );
+    let v = summary["best_eval_version"].as_u64().expect("best version");
+    assert!(
+        evals
+            .iter()
+            .any(|e| e["version"] == v && e["return_mean"].as_f64() == Some(best)),
+        "best version {v} is not a best line of eval.jsonl"
+    );
+}
+
 /// `sebulba param-server --listen <listen>` (`127.0.0.1:0` for a port of its
 /// own), with `setup` adding flags or environment; returns it and its port.
 pub fn param_server(
