@@ -185,6 +185,8 @@ async fn session(
         seed: spec.seed,
         device: opts.device,
         run_id: spec.run_id.clone(),
+        reward_gamma: (spec.reward_gamma > 0.0 && spec.reward_gamma <= 1.0)
+            .then_some(spec.reward_gamma),
     };
     let rollout = Rollout::new(
         setup,

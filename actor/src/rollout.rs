@@ -9,7 +9,7 @@ use rand::rngs::StdRng;
 use sebulba_core::config::NetworkConfig;
 use sebulba_core::devices::DeviceKind;
 use sebulba_core::distribution::ActionDist;
-use sebulba_core::env::{EnvError, EnvSpec, VecEnv, VecStepOut};
+use sebulba_core::env::{DiscountedReturn, EnvError, EnvSpec, VecEnv, VecStepOut};
 use sebulba_core::policy::InferencePolicy;
 use sebulba_proto::{EpisodeStats, TrajectoryBatch, Weights, encode_f32, encode_u8};
 use std::sync::Arc;
@@ -30,6 +30,9 @@ pub struct RolloutSetup {
     pub device: DeviceKind,
     /// The run joined: weights of any other run are never acted with.
     pub run_id: String,
+    /// The discount of each env's running return, sent with every batch for
+    /// reward scaling (`None`: the run does not scale rewards).
+    pub reward_gamma: Option<f64>,
 }
 
 pub struct Rollout {
@@ -139,6 +142,11 @@ impl Rollout {
         let (t_len, e_len) = (self.setup.num_steps, self.setup.num_envs);
         let mut actions = Actions::new(&self.setup.dist, &self.venv, t_len);
         let mut buf = Buffers::new(t_len, e_len, self.setup.env.obs_dim);
+        // Kept with the envs, from their first step to the last.
+        let mut returns = self
+            .setup
+            .reward_gamma
+            .map(|gamma| DiscountedReturn::new(gamma, e_len));
         self.venv.reset(&mut buf.obs);
         let mut step_out: VecStepOut = self.venv.new_step_out();
         let mut sequence = 0u64;
@@ -177,13 +185,13 @@ impl Rollout {
                         reason: e.to_string(),
                     })?;
                 self.venv.step(batch, &mut step_out)?;
-                buf.record(t, &step_out);
+                buf.record(t, &step_out, returns.as_mut());
             }
             env_steps += (t_len * e_len) as u64;
             let (actions_tensor, action_masks) = actions.encode(t_len, e_len);
             drop(guard);
             let send = info_span!(parent: &span, "send", sequence);
-            let mut batch = buf.batch(&self.setup.actor_id, sequence, version);
+            let mut batch = buf.batch(&self.setup.actor_id, sequence, version, returns.is_some());
             batch.actions = Some(actions_tensor);
             batch.action_masks = action_masks;
             batch.trace_context = sebulba_transport::trace::context_map(&send);
@@ -210,8 +218,8 @@ impl Rollout {
 
 /// One rollout's arrays, reused from rollout to rollout: T+1 observation rows
 /// (row 0 is where the last rollout ended), per-step log-probabilities,
-/// rewards and episode-end flags, the true final observation of each truncated
-/// step, and the episodes that finished.
+/// rewards, discounted returns and episode-end flags, the true final
+/// observation of each truncated step, and the episodes that finished.
 struct Buffers {
     t_len: usize,
     e_len: usize,
@@ -221,6 +229,8 @@ struct Buffers {
     obs_rows: Vec<f32>,
     log_probs: Vec<f32>,
     rewards: Vec<f32>,
+    /// Each env's running discounted return after each step (reward scaling).
+    returns: Vec<f32>,
     terminated: Vec<u8>,
     truncated: Vec<u8>,
     final_obs: Vec<f32>,
@@ -238,6 +248,7 @@ impl Buffers {
             obs_rows: vec![0.0; (t_len + 1) * e_len * d],
             log_probs: vec![0.0; n],
             rewards: vec![0.0; n],
+            returns: vec![0.0; n],
             terminated: vec![0; n],
             truncated: vec![0; n],
             final_obs: Vec::new(),
@@ -257,11 +268,18 @@ impl Buffers {
         &mut self.log_probs[t * self.e_len..(t + 1) * self.e_len]
     }
 
-    /// What step `t` of every env returned.
-    fn record(&mut self, t: usize, out: &VecStepOut) {
+    /// What step `t` of every env returned, and the returns it makes.
+    fn record(&mut self, t: usize, out: &VecStepOut, returns: Option<&mut DiscountedReturn>) {
         let (e_len, d) = (self.e_len, self.d);
         let row = t * e_len;
         self.rewards[row..row + e_len].copy_from_slice(&out.reward);
+        if let Some(g) = returns {
+            g.step(
+                &out.reward,
+                &out.terminated,
+                &mut self.returns[row..row + e_len],
+            );
+        }
         for e in 0..e_len {
             self.terminated[row + e] = out.terminated[e] as u8;
             self.truncated[row + e] = out.truncated[e] as u8;
@@ -279,8 +297,15 @@ impl Buffers {
         self.obs_rows[(t + 1) * e_len * d..(t + 2) * e_len * d].copy_from_slice(&self.obs);
     }
 
-    /// The rollout as a batch (without actions, masks and trace context).
-    fn batch(&self, actor_id: &str, sequence: u64, version: u64) -> TrajectoryBatch {
+    /// The rollout as a batch (without actions, masks and trace context);
+    /// with the discounted returns when `with_returns`.
+    fn batch(
+        &self,
+        actor_id: &str,
+        sequence: u64,
+        version: u64,
+        with_returns: bool,
+    ) -> TrajectoryBatch {
         let (t, e, d) = (self.t_len, self.e_len, self.d);
         TrajectoryBatch {
             actor_id: actor_id.to_string(),
@@ -295,6 +320,7 @@ impl Buffers {
             truncated: Some(encode_u8(&[t, e], &self.truncated)),
             final_observations: Some(encode_f32(&[self.final_obs.len() / d, d], &self.final_obs)),
             episodes: self.episodes.clone(),
+            discounted_returns: with_returns.then(|| encode_f32(&[t, e], &self.returns)),
             ..Default::default()
         }
     }

@@ -20,6 +20,10 @@ pub struct DecodedBatch {
     pub truncated: Vec<u8>,
     /// `[K * obs_dim]`, one row per truncated step in (t, e) order.
     pub final_observations: Vec<f32>,
+    /// `[T * E]` each env's running discounted return after each step (the
+    /// actor keeps it, see `core::env::DiscountedReturn`); empty when the run
+    /// does not scale rewards.
+    pub discounted_returns: Vec<f32>,
     pub episode_returns: Vec<f64>,
     pub episode_lengths: Vec<u32>,
     /// Where the ack goes once the update loop takes the batch. Acking on dequeue

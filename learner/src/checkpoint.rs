@@ -189,7 +189,7 @@ mod tests {
                 env_id: "Pendulum-v1".into(),
                 network: cfg.network,
                 obs_stats: Some(obs),
-                reward_scale: Some(RewardScaler::new(0.99)),
+                reward_scale: Some(RewardScaler::default()),
                 wall_seconds: 12.5,
                 segments: 2,
                 accounting: Default::default(),

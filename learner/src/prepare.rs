@@ -27,10 +27,7 @@ impl Normalizers {
     pub fn new(cfg: &RunConfig, obs_dim: usize) -> Self {
         Self {
             obs: cfg.network.obs_norm.then(|| RunningMeanStd::new(obs_dim)),
-            rewards: cfg
-                .ppo
-                .scale_rewards
-                .then(|| RewardScaler::new(cfg.ppo.gamma)),
+            rewards: cfg.ppo.scale_rewards.then(RewardScaler::default),
         }
     }
 }
@@ -98,18 +95,13 @@ pub fn fold_obs_stats<B: AutodiffBackend>(
     }
 }
 
-/// Folds the update's rewards into the reward scale; returns the reward factor.
+/// Folds the update's discounted returns into the reward scale; returns the
+/// reward factor.
 fn observe_rewards(batches: &[DecodedBatch], norms: &mut Normalizers) -> f32 {
     match &mut norms.rewards {
         Some(s) => {
             for b in batches {
-                s.observe(
-                    &b.actor_id,
-                    b.num_envs,
-                    &b.rewards,
-                    &b.terminated,
-                    &b.truncated,
-                );
+                s.observe(&b.discounted_returns);
             }
             s.factor()
         }
@@ -275,6 +267,7 @@ mod tests {
             terminated,
             truncated,
             final_observations: f(d, 3),
+            discounted_returns: vec![],
             episode_returns: vec![],
             episode_lengths: vec![],
             ack_to: None,

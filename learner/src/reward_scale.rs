@@ -1,55 +1,40 @@
-//! Reward scaling by the running std of the discounted return (as Gymnasium's
-//! NormalizeReward): each (actor, env) keeps its discounted return across
-//! batches, reset at episode ends; rewards are divided by the std of those
-//! returns. Only the scale changes, never the sign or the optimum.
+//! Reward scaling as Gymnasium 1.x's `NormalizeReward`: rewards are divided
+//! by the running std of the envs' discounted returns. The returns themselves
+//! are kept by the actors, with their envs (`core::env::DiscountedReturn`:
+//! restarted at termination only), and arrive with every batch; the learner
+//! keeps their statistics, from Gymnasium's prior (mean 0, var 1, weight
+//! 1e-4), over every step of every batch taken, stale ones included. Only the
+//! scale changes, never the sign or the optimum.
 
 use sebulba_core::model::RunningMeanStd;
-use std::collections::HashMap;
 
+/// Gymnasium's `epsilon` in `reward / sqrt(var + epsilon)`.
 const EPS: f64 = 1e-8;
+/// The weight of Gymnasium's `RunningMeanStd` prior (mean 0, var 1).
+const PRIOR_COUNT: f64 = 1e-4;
 
-/// Checkpointed whole: the returns carried per (actor, env) and their statistics.
+/// Checkpointed whole: the statistics of the discounted returns.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RewardScaler {
-    gamma: f64,
-    /// Discounted return so far per actor, per env.
-    returns: HashMap<String, Vec<f64>>,
     stats: RunningMeanStd,
 }
 
-impl RewardScaler {
-    pub fn new(gamma: f64) -> Self {
+impl Default for RewardScaler {
+    fn default() -> Self {
         Self {
-            gamma,
-            returns: HashMap::new(),
-            stats: RunningMeanStd::new(1),
+            stats: RunningMeanStd {
+                count: PRIOR_COUNT,
+                mean: vec![0.0],
+                var: vec![1.0],
+            },
         }
     }
+}
 
-    /// Folds one batch (`[T * E]` arrays, time-major) into the statistics.
-    pub fn observe(
-        &mut self,
-        actor: &str,
-        num_envs: usize,
-        rewards: &[f32],
-        terminated: &[u8],
-        truncated: &[u8],
-    ) {
-        let g = self
-            .returns
-            .entry(actor.to_string())
-            .or_insert_with(|| vec![0.0; num_envs]);
-        g.resize(num_envs, 0.0);
-        let mut seen = Vec::with_capacity(rewards.len());
-        for (i, &r) in rewards.iter().enumerate() {
-            let e = i % num_envs;
-            g[e] = g[e] * self.gamma + r as f64;
-            seen.push(g[e] as f32);
-            if terminated[i] == 1 || truncated[i] == 1 {
-                g[e] = 0.0;
-            }
-        }
-        self.stats.update(&seen);
+impl RewardScaler {
+    /// Folds in one batch's discounted returns (`[T * E]`).
+    pub fn observe(&mut self, returns: &[f32]) {
+        self.stats.update(returns);
     }
 
     /// The factor rewards are multiplied by: `1 / sqrt(var + eps)`.
@@ -66,29 +51,43 @@ impl RewardScaler {
 mod tests {
     use super::*;
 
+    /// The variance of `xs` together with the prior, from the raw moments
+    /// (not the parallel update the statistics use): the prior weighs 1e-4
+    /// with E[x] = 0 and E[x^2] = var + mean^2 = 1.
+    fn with_prior(xs: &[f64]) -> f64 {
+        let n = xs.len() as f64 + PRIOR_COUNT;
+        let mean = xs.iter().sum::<f64>() / n;
+        let second = (PRIOR_COUNT + xs.iter().map(|x| x * x).sum::<f64>()) / n;
+        second - mean * mean
+    }
+
     #[test]
-    fn returns_carry_across_batches_and_reset_at_episode_ends() {
-        // gamma 0.5, one env: rewards 1, 1, 1 (terminated), then 2 in the next batch.
-        // Returns: 1, 1.5, 1.75, then a fresh episode: 2.
-        // mean 1.5625, population var = (0.31640625 + 0.00390625 + 0.03515625 + 0.19140625) / 4
-        //                              = 0.13671875
-        let mut s = RewardScaler::new(0.5);
-        s.observe("a", 1, &[1.0, 1.0, 1.0], &[0, 0, 1], &[0, 0, 0]);
-        s.observe("a", 1, &[2.0], &[0], &[0]);
-        let want = 1.0 / (0.136_718_75f64 + EPS).sqrt();
+    fn the_scale_is_the_std_of_every_return_seen_with_gymnasiums_prior() {
+        // Returns from core::env::DiscountedReturn's test (gamma 0.5): env 0
+        // 1, 1.5, 1, 2.5 (terminated at the third step), env 1 4, 6, 7, 7.5.
+        let batch = [1.0f32, 4.0, 1.5, 6.0, 1.0, 7.0, 2.5, 7.5];
+        let stale = [8.0f32, 3.0];
+        let mut s = RewardScaler::default();
+        s.observe(&batch);
+        s.observe(&stale);
+        let all: Vec<f64> = batch.iter().chain(&stale).map(|&x| f64::from(x)).collect();
+        let var = with_prior(&all);
         assert!(
-            (s.factor() as f64 - want).abs() < 1e-5,
-            "{} vs {want}",
-            s.factor()
+            (s.return_std() - var.sqrt()).abs() < 1e-12,
+            "{}",
+            s.return_std()
         );
-        // Another actor has its own returns; truncation also ends an episode.
-        let mut s = RewardScaler::new(0.5);
-        s.observe("a", 2, &[1.0, 4.0, 1.0, 4.0], &[0, 0, 0, 0], &[0, 1, 0, 0]);
-        s.observe("b", 2, &[1.0, 4.0], &[0, 0], &[0, 0]);
-        // Returns: a: env0 1, 1.5; env1 4 (truncated), 4; b: 1, 4.
-        let v = [1.0f64, 4.0, 1.5, 4.0, 1.0, 4.0];
-        let m = v.iter().sum::<f64>() / 6.0;
-        let var = v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / 6.0;
-        assert!((s.return_std() - var.sqrt()).abs() < 1e-9);
+        let want = 1.0 / (var + EPS).sqrt();
+        assert!((f64::from(s.factor()) - want).abs() < 1e-6);
+        // Before any return, the prior alone: var 1, factor ~1.
+        assert!((RewardScaler::default().factor() - 1.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_checkpoint_of_the_old_format_still_loads() {
+        // Before the returns moved to the actors, the scaler also kept them.
+        let old = r#"{"gamma":0.99,"returns":{"a#0":[1.0]},"stats":{"count":4.0,"mean":[1.0],"var":[2.0]}}"#;
+        let s: RewardScaler = serde_json::from_str(old).expect("loads");
+        assert!((s.return_std() - 2f64.sqrt()).abs() < 1e-12);
     }
 }

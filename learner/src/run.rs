@@ -148,6 +148,7 @@ async fn serve(
         num_steps: shared.config.env.rollout_length,
         num_envs: shared.config.env.envs_per_actor,
         current_version: 0,
+        scaled_rewards: shared.config.ppo.scale_rewards,
     }
     .max_batch_bytes();
     let service = LearnerService {

@@ -43,6 +43,11 @@ impl LearnerService {
             eval_episodes: c.eval.episodes as u32,
             total_steps: c.run.total_steps,
             run_id: self.shared.run_id.clone(),
+            reward_gamma: if c.ppo.scale_rewards {
+                c.ppo.gamma
+            } else {
+                0.0
+            },
         }
     }
 
@@ -92,6 +97,7 @@ impl LearnerService {
             num_steps: shared.config.env.rollout_length,
             num_envs: shared.config.env.envs_per_actor,
             current_version: version,
+            scaled_rewards: shared.config.ppo.scale_rewards,
         };
         // Not `span.enter()`: a guard held across the `.await` below would leave
         // the span entered on a worker thread while this task is parked.

@@ -39,6 +39,8 @@ pub struct Expect<'a> {
     pub num_steps: usize,
     pub num_envs: usize,
     pub current_version: u64,
+    /// The run scales rewards: every batch carries `discounted_returns`.
+    pub scaled_rewards: bool,
 }
 
 fn check_finite(field: &str, values: &[f32]) -> Result<(), Rejection> {
@@ -109,8 +111,7 @@ impl Expect<'_> {
             ActionSpace::Box { low, .. } => (4 * low.len(), 0),
         };
         // observations (T+1) and final observations (at most one per step), f32;
-        // actions; log-probs and rewards (f32); two flags and the masks (u8);
-        // one episode (two numbers) per step at most.
+        // actions; per step:
         // Saturating: the config's ranges keep these small, but a limit must
         // never wrap around to a small number.
         let obs = 4usize
@@ -118,7 +119,9 @@ impl Expect<'_> {
             .saturating_mul(e)
             .saturating_mul(d);
         let finals = 4usize.saturating_mul(steps).saturating_mul(d);
-        let per_step = act + 8 + 2 + masks + 16;
+        // log-probs, rewards and discounted returns (f32); two flags; masks;
+        // one episode (two numbers) per step at most.
+        let per_step = act + 12 + 2 + masks + 16;
         let tensors = obs
             .saturating_add(finals)
             .saturating_add(steps.saturating_mul(per_step));
@@ -160,6 +163,7 @@ pub fn decode_batch(b: &TrajectoryBatch, expect: &Expect<'_>) -> Result<DecodedB
     let final_observations =
         decode_f32(b.final_observations.as_ref(), "final_observations", &[k, d])?;
     check_bounded("final_observations", &final_observations, MAX_MAGNITUDE)?;
+    let discounted_returns = decode_returns(b, expect, tu, eu)?;
     if b.player_ids.is_some() {
         return Err(reject(
             Code::FailedPrecondition,
@@ -182,11 +186,35 @@ pub fn decode_batch(b: &TrajectoryBatch, expect: &Expect<'_>) -> Result<DecodedB
         terminated,
         truncated,
         final_observations,
+        discounted_returns,
         episode_returns,
         episode_lengths,
         ack_to: None,
         trace: BatchTrace::default(),
     })
+}
+
+/// The envs' running discounted returns `[T, E]`: required when the run
+/// scales rewards, refused when it does not (empty then).
+fn decode_returns(
+    b: &TrajectoryBatch,
+    expect: &Expect<'_>,
+    t: u32,
+    e: u32,
+) -> Result<Vec<f32>, Rejection> {
+    match (expect.scaled_rewards, &b.discounted_returns) {
+        (true, returns) => {
+            let g = decode_f32(returns.as_ref(), "discounted_returns", &[t, e])?;
+            check_bounded("discounted_returns", &g, MAX_MAGNITUDE)?;
+            Ok(g)
+        }
+        (false, None) => Ok(Vec::new()),
+        (false, Some(_)) => Err(reject(
+            Code::FailedPrecondition,
+            "spec",
+            "field `discounted_returns`: this run does not scale rewards",
+        )),
+    }
 }
 
 /// What is checked before a tensor is decoded: the size, T x E and the version.
@@ -359,6 +387,7 @@ mod tests {
             num_steps: 2,
             num_envs: 2,
             current_version: 3,
+            scaled_rewards: false,
         }
     }
 
@@ -432,5 +461,37 @@ mod tests {
         );
         b.actions = Some(encode_i32(&[2, 2], &[0; 4]));
         assert_eq!(decode_batch(&b, &expect(&p)).unwrap_err().reason, "shape");
+    }
+
+    #[test]
+    fn a_run_that_scales_rewards_needs_every_steps_discounted_return() {
+        let s = spec();
+        let scaled = Expect {
+            scaled_rewards: true,
+            ..expect(&s)
+        };
+        let mut b = good();
+        let r = decode_batch(&b, &scaled).unwrap_err();
+        assert!(r.message.contains("`discounted_returns`"), "{}", r.message);
+        b.discounted_returns = Some(encode_f32(&[2, 2], &[1.0, 2.0, 1.5, 3.0]));
+        let d = decode_batch(&b, &scaled).unwrap();
+        assert_eq!(d.discounted_returns, [1.0, 2.0, 1.5, 3.0]);
+        for (bad, reason) in [
+            (encode_f32(&[2, 1], &[1.0, 2.0]), "shape"),
+            (
+                encode_f32(&[2, 2], &[1.0, f32::NAN, 1.5, 3.0]),
+                "non_finite",
+            ),
+            (encode_f32(&[2, 2], &[1.0, 2e9, 1.5, 3.0]), "out_of_range"),
+        ] {
+            b.discounted_returns = Some(bad);
+            let r = decode_batch(&b, &scaled).unwrap_err();
+            assert!(
+                r.message.contains("`discounted_returns`") && r.reason == reason,
+                "{reason}: {} ({})",
+                r.message,
+                r.reason
+            );
+        }
     }
 }

@@ -25,6 +25,7 @@ fn expect(env: &EnvSpec) -> Expect<'_> {
         num_steps: T,
         num_envs: E,
         current_version: VERSION,
+        scaled_rewards: false,
     }
 }
 

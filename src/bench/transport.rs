@@ -62,6 +62,7 @@ impl Learner for Sink {
                     num_steps: t,
                     num_envs: e,
                     current_version: u64::MAX,
+                    scaled_rewards: false,
                 };
                 let decoded =
                     decode_batch(&b, &expect).map_err(|r| Status::new(r.code, r.message))?;

@@ -231,6 +231,10 @@ fn flag_and_mask_rules() -> Vec<Malformation> {
         rule("`player_ids`", "spec", Pre, |b, d| {
             b.player_ids = Some(encode_i32(&[d.t, d.e], &vec![0; d.t * d.e]))
         }),
+        // The malformations target runs that do not scale rewards.
+        rule("`discounted_returns`", "spec", Pre, |b, d| {
+            b.discounted_returns = Some(encode_f32(&[d.t, d.e], &vec![1.0; d.t * d.e]))
+        }),
     ];
     let episode = |episode_return: f64, length: u32| {
         move |b: &mut TrajectoryBatch, _: Dims| {

@@ -171,7 +171,8 @@ pub struct PpoConfig {
     pub target_kl: f64,
     /// `update` (default), `minibatch` or `off`.
     pub adv_norm: AdvantageNorm,
-    /// Divide rewards by the running std of the discounted return (default false).
+    /// Divide rewards by the running std of the discounted return, as
+    /// Gymnasium's `NormalizeReward` (default false).
     pub scale_rewards: bool,
     /// Clip the gradient by its global norm (all parameters together).
     pub max_grad_norm: f64,

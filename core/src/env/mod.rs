@@ -11,6 +11,7 @@
 
 mod acrobot;
 mod cartpole;
+mod discounted_return;
 mod mountain_car;
 mod mountain_car_continuous;
 mod pendulum;
@@ -18,6 +19,7 @@ mod vec_env;
 
 pub use acrobot::Acrobot;
 pub use cartpole::CartPole;
+pub use discounted_return::DiscountedReturn;
 pub use mountain_car::MountainCar;
 pub use mountain_car_continuous::MountainCarContinuous;
 pub use pendulum::Pendulum;

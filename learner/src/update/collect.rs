@@ -1,6 +1,7 @@
 //! Taking an update's batches off the queue: every batch taken is acked, those
-//! too far behind the current policy are dropped (and counted), and the rest
-//! are kept until `learner.batches_per_update` are in hand.
+//! too far behind the current policy are dropped (and counted; their envs'
+//! discounted returns still go to the reward scale, as Gymnasium folds every
+//! step in), and the rest are kept until `learner.batches_per_update` are in hand.
 
 use crate::accounting::Outcome;
 use crate::batch::{DecodedBatch, Verdict};
@@ -9,6 +10,14 @@ use std::sync::atomic::Ordering;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
+
+/// What one update takes off the queue.
+pub struct Taken {
+    /// The fresh batches to train on.
+    pub batches: Vec<DecodedBatch>,
+    /// The discounted returns of the stale batches dropped meanwhile.
+    pub stale_returns: Vec<f32>,
+}
 
 /// `k` fresh batches at policy `version`, counting their env steps into
 /// `env_steps` (only batches trained on count towards the budget: a stale
@@ -22,10 +31,11 @@ pub fn collect(
     live: &LiveStats,
     version: u64,
     env_steps: &mut u64,
-) -> Option<Vec<DecodedBatch>> {
+) -> Option<Taken> {
     let cfg = &shared.config;
     let k = cfg.learner.batches_per_update;
     let mut batches: Vec<DecodedBatch> = Vec::with_capacity(k);
+    let mut stale_returns = Vec::new();
     while batches.len() < k {
         let next = rt.block_on(async {
             tokio::select! {
@@ -51,6 +61,7 @@ pub fn collect(
                 cfg.learner.max_policy_lag
             );
             b.acknowledge(version, Verdict::Dropped(why), false);
+            stale_returns.extend_from_slice(&b.discounted_returns);
             shared
                 .accounting
                 .dequeued(&b.actor_id, Outcome::DroppedStale);
@@ -61,7 +72,10 @@ pub fn collect(
         live.env_steps.store(*env_steps, Ordering::Relaxed);
         batches.push(b);
     }
-    Some(batches)
+    Some(Taken {
+        batches,
+        stale_returns,
+    })
 }
 
 /// When the loop ends: whatever is still queued is acked as dropped and
@@ -81,5 +95,77 @@ pub fn drain(rx: &mut mpsc::Receiver<DecodedBatch>, shared: &Shared, version: u6
         shared
             .accounting
             .dequeued(&b.actor_id, Outcome::DroppedShutdown);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::BatchActions;
+    use sebulba_core::config::RunConfig;
+
+    fn batch(actor: &str, policy_version: u64, returns: &[f32]) -> DecodedBatch {
+        DecodedBatch {
+            actor_id: actor.into(),
+            sequence: 0,
+            policy_version,
+            num_steps: 1,
+            num_envs: returns.len(),
+            observations: vec![0.0; 2 * returns.len() * 3],
+            actions: BatchActions::Continuous(vec![0.0; returns.len()]),
+            action_masks: None,
+            log_probs: vec![-1.0; returns.len()],
+            rewards: vec![-1.0; returns.len()],
+            terminated: vec![0; returns.len()],
+            truncated: vec![0; returns.len()],
+            final_observations: vec![],
+            discounted_returns: returns.to_vec(),
+            episode_returns: vec![],
+            episode_lengths: vec![],
+            ack_to: None,
+            trace: Default::default(),
+        }
+    }
+
+    /// A stale batch is not trained on, but its envs' returns still reach
+    /// the reward scale (Gymnasium folds in every step).
+    #[test]
+    fn stale_batches_are_dropped_but_their_returns_are_kept() {
+        let mut cfg = RunConfig::preset("Pendulum-v1").unwrap();
+        (cfg.learner.batches_per_update, cfg.learner.max_policy_lag) = (2, 1);
+        let env = sebulba_core::env::env_spec("Pendulum-v1").unwrap();
+        let shared = Shared::new(cfg, env, "run".into());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let (tx, mut rx) = mpsc::channel(8);
+        for b in [
+            batch("a", 8, &[-1.0, -1.9]),
+            batch("b", 5, &[-7.0, -8.0]),
+            batch("a", 9, &[-2.7, -3.4]),
+        ] {
+            shared.accounting.queued(&b.actor_id);
+            tx.try_send(b).unwrap();
+        }
+        let mut env_steps = 0;
+        let live = LiveStats::default();
+        let stop = CancellationToken::new();
+        let taken = collect(
+            rt.handle(),
+            &mut rx,
+            &stop,
+            &shared,
+            &live,
+            9,
+            &mut env_steps,
+        )
+        .unwrap();
+        let versions: Vec<u64> = taken.batches.iter().map(|b| b.policy_version).collect();
+        assert_eq!(versions, [8, 9]);
+        assert_eq!(taken.stale_returns, [-7.0, -8.0]);
+        assert_eq!(env_steps, 4, "only batches trained on count");
+        let (total, _) = shared.accounting.snapshot();
+        assert_eq!(total.dropped_stale, 1);
+        assert!(total.balanced());
     }
 }

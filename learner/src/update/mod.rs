@@ -133,7 +133,11 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
                 at.version,
                 &mut at.env_steps,
             );
-            let Some(batches) = collected else { break };
+            let Some(taken) = collected else { break };
+            if let Some(scale) = &mut self.ctx.normalizers.rewards {
+                scale.observe(&taken.stale_returns);
+            }
+            let batches = taken.batches;
             let t0 = Instant::now();
             let (prepared, stats) = self.train(&batches, at, steps_before)?;
             for b in &batches {
