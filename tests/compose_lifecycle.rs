@@ -141,6 +141,10 @@ fn compose_runs_survive_restarts_and_never_mix() {
     let stop_issued = Instant::now();
     run(&mut cluster.cmd(&["stop", "learner"]));
     let stopped = Instant::now();
+    eprintln!(
+        "`stop learner` took {:.1} s",
+        (stopped - stop_issued).as_secs_f64()
+    );
     let mid = read_json_text(&runs.read(&format!("{run1}/summary.json"), &scratch));
     assert_eq!(mid["completed"], false, "{mid}");
     assert_eq!(mid["segments"], 1, "{mid}");

@@ -287,6 +287,13 @@ fn every_role_shuts_down_cleanly_on_sigterm_mid_run() {
         "learner on SIGTERM: {s}\n{}",
         learner.log_text()
     );
+    // It ended the actors' streams itself (UNAVAILABLE: come back later)
+    // rather than leaving them for the shutdown grace to cut.
+    let log = learner.log_text();
+    assert!(
+        !log.contains("connections still open"),
+        "the learner waited out its shutdown grace:\n{log}"
+    );
     let summary = read_json(&run.join("summary.json"));
     assert_accounted(&summary);
     assert!(summary["updates"].as_u64().expect("updates") >= 5);

@@ -112,6 +112,7 @@ pub async fn run(
     let outcome = match outcome {
         Ok(o) => o,
         Err(e) => {
+            shared.streams_end.cancel();
             server_stop.cancel();
             return Err(e);
         }
@@ -121,6 +122,7 @@ pub async fn run(
     write_json_atomic(&run_dir.join("summary.json"), &summary)
         .map_err(|e| LearnerError::Io("summary.json".into(), e))?;
     info!(env_steps = summary.env_steps, sps = format!("{:.0}", summary.steps_per_second), final_eval = ?summary.final_eval_return_mean, "learner finished");
+    shared.streams_end.cancel();
     server_stop.cancel();
     match tokio::time::timeout(Duration::from_secs(5), server).await {
         Ok(Ok(Err(e))) => warn!("learner server: {e}"),

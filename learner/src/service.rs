@@ -158,7 +158,19 @@ impl LearnerService {
         owner: &mut StreamOwner,
     ) {
         loop {
-            match incoming.message().await {
+            let next = tokio::select! {
+                m = incoming.message() => m,
+                () = shared.streams_end.cancelled() => {
+                    if !shared.is_finished() {
+                        let why = Status::unavailable(
+                            "the learner is stopping before the end of the run; join again when it is back",
+                        );
+                        let _ = tokio::time::timeout(Duration::from_secs(1), ack_tx.send(Err(why))).await;
+                    }
+                    return;
+                }
+            };
+            match next {
                 Ok(Some(batch)) => {
                     if let Some(ack) = Self::ingest(shared, queue, batch, owner, ack_tx).await
                         && ack_tx.send(Ok(ack)).await.is_err()

@@ -56,6 +56,11 @@ pub struct Shared {
     pub accounting: Accounting,
     /// The best and newest evaluations read from the param-server.
     pub evals: crate::evals::EvalBook,
+    /// Fired when the learner's server is about to stop: every open
+    /// trajectory stream ends then (UNAVAILABLE when the run is not over), so
+    /// the server need not wait out its shutdown grace for actors that keep
+    /// their streams open waiting for it.
+    pub streams_end: tokio_util::sync::CancellationToken,
     /// The actors that joined, their streams and sequence numbers.
     pub actors: Actors,
 }
@@ -71,6 +76,7 @@ impl Shared {
             stopping: AtomicBool::new(false),
             accounting: Accounting::default(),
             evals: Default::default(),
+            streams_end: Default::default(),
             actors: Actors::default(),
         }
     }
