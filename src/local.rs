@@ -48,6 +48,11 @@ pub async fn run(
     };
     let mut tasks = spawn_roles(&peers, ps_listener, &config, &run_dir, actors);
 
+    let lockstep_actors = if config.run.deterministic {
+        (0..actors).map(actor_name).collect()
+    } else {
+        Vec::new()
+    };
     let live = Arc::new(sebulba_learner::LiveStats::new());
     let progress = progress::spawn(live.clone(), config.run.total_steps, roles.clone());
     let opts = sebulba_learner::LearnerOptions {
@@ -58,6 +63,7 @@ pub async fn run(
         security,
         start: crate::cli::run_start(args.resume, args.fresh),
         run_name,
+        lockstep_actors,
     };
     let result = sebulba_learner::run(learner_listener, opts, shutdown.clone()).await;
     roles.cancel();
@@ -127,7 +133,7 @@ fn spawn_roles(
         let opts = sebulba_actor::ActorOptions {
             learner: p.learner_url.to_string(),
             param_server: p.ps_url.to_string(),
-            name: format!("local-{i}"),
+            name: actor_name(i),
             send_queue: config.actor.send_queue,
             device: sebulba_core::devices::DeviceKind::Cpu,
             security: p.security.clone(),
@@ -143,6 +149,11 @@ fn spawn_roles(
     }
 
     tasks
+}
+
+/// The name of local actor `i` (its lane in a deterministic run).
+fn actor_name(i: usize) -> String {
+    format!("local-{i}")
 }
 
 /// Waits (at most 10 s) for the roles to stop, logging their errors.

@@ -61,6 +61,30 @@ fn cancel_on_signal(token: CancellationToken) {
     });
 }
 
+/// `sebulba learner`: the learner role on its own.
+async fn run_learner(args: cli::LearnerArgs, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let security = args.security.load()?;
+    let config = args.config.resolve()?;
+    let (run_dir, run_name) = args.config.run_dir(&config, args.fresh);
+    let listener = tokio::net::TcpListener::bind(&args.listen)
+        .await
+        .with_context(|| format!("binding {}", args.listen))?;
+    let opts = sebulba_learner::LearnerOptions {
+        config,
+        run_dir: run_dir.clone(),
+        param_server: args.param_server,
+        live: Arc::new(sebulba_learner::LiveStats::new()),
+        security,
+        start: crate::cli::run_start(args.resume, args.fresh),
+        run_name,
+        // Deterministic runs are `sebulba local`'s: it knows its actors.
+        lockstep_actors: Vec::new(),
+    };
+    let summary = sebulba_learner::run(listener, opts, shutdown).await?;
+    info!(run_dir = %run_dir.display(), env_steps = summary.env_steps, final_eval = ?summary.final_eval_return_mean, "summary written");
+    Ok(())
+}
+
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     cancel_on_signal(shutdown.clone());
@@ -74,26 +98,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             sebulba_param_server::run(listener, &security, shutdown).await?;
             Ok(())
         }
-        Command::Learner(args) => {
-            let security = args.security.load()?;
-            let config = args.config.resolve()?;
-            let (run_dir, run_name) = args.config.run_dir(&config, args.fresh);
-            let listener = tokio::net::TcpListener::bind(&args.listen)
-                .await
-                .with_context(|| format!("binding {}", args.listen))?;
-            let opts = sebulba_learner::LearnerOptions {
-                config,
-                run_dir: run_dir.clone(),
-                param_server: args.param_server,
-                live: Arc::new(sebulba_learner::LiveStats::new()),
-                security,
-                start: crate::cli::run_start(args.resume, args.fresh),
-                run_name,
-            };
-            let summary = sebulba_learner::run(listener, opts, shutdown).await?;
-            info!(run_dir = %run_dir.display(), env_steps = summary.env_steps, final_eval = ?summary.final_eval_return_mean, "summary written");
-            Ok(())
-        }
+        Command::Learner(args) => run_learner(args, shutdown).await,
         Command::Actor(args) => {
             let opts = sebulba_actor::ActorOptions {
                 learner: args.learner,

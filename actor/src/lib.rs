@@ -187,6 +187,7 @@ async fn session(
         run_id: spec.run_id.clone(),
         reward_gamma: (spec.reward_gamma > 0.0 && spec.reward_gamma <= 1.0)
             .then_some(spec.reward_gamma),
+        lockstep: spec.lockstep,
     };
     let rollout = Rollout::new(
         setup,

@@ -33,6 +33,9 @@ pub struct RolloutSetup {
     /// The discount of each env's running return, sent with every batch for
     /// reward scaling (`None`: the run does not scale rewards).
     pub reward_gamma: Option<f64>,
+    /// A deterministic run's lane: each batch is acted with exactly the
+    /// version it names.
+    pub lockstep: Option<sebulba_proto::Lockstep>,
 }
 
 pub struct Rollout {
@@ -50,6 +53,9 @@ pub struct Rollout {
     rng: StdRng,
     /// Trace context of the publish that produced the weights in use.
     weights_trace: std::collections::HashMap<String, String>,
+    /// A deterministic run's batch was acted with another version than its
+    /// lane names (said once).
+    lockstep_broken: bool,
 }
 
 impl Rollout {
@@ -79,6 +85,7 @@ impl Rollout {
             rt,
             rng,
             weights_trace: Default::default(),
+            lockstep_broken: false,
         })
     }
 
@@ -87,11 +94,15 @@ impl Rollout {
     /// learner's version at that ack. An actor thus never holds more than its
     /// credit of batches the learner has not started on, and the batch it makes
     /// meanwhile is one version behind when used. HTTP/2 windows alone would let
-    /// many small batches pile up and go stale. Returns false when stopped.
-    fn wait_for_credit(&mut self) -> bool {
+    /// many small batches pile up and go stale. In a deterministic run the
+    /// `sequence`-th batch waits, however long, for the version its lane names.
+    /// Returns false when stopped.
+    fn wait_for_credit(&mut self, sequence: u64) -> bool {
         let stop = self.stop.clone();
         let credits = self.credits.clone();
-        let min_version = self.min_version.load(std::sync::atomic::Ordering::Acquire);
+        let acked = self.min_version.load(std::sync::atomic::Ordering::Acquire);
+        let lockstep = self.setup.lockstep.map(|l| l.version_for(sequence));
+        let min_version = lockstep.map_or(acked, |v| v.max(acked));
         let weights = &mut self.weights;
         let run_id = self.setup.run_id.clone();
         self.rt.block_on(async move {
@@ -103,13 +114,18 @@ impl Rollout {
                 _ = stop.cancelled() => return false,
             }
             // The learner publishes before it takes the next batches, so this wait
-            // is short; if the parameter server is away, act with what we have.
+            // is short; if the parameter server is away, act with what we have
+            // (not in lockstep: there the version is part of the result).
             let fresh = weights.wait_for(|w| {
                 w.as_ref()
                     .is_some_and(|w| w.run_id == run_id && w.version >= min_version)
             });
+            let patience = match lockstep {
+                Some(_) => std::time::Duration::MAX,
+                None => std::time::Duration::from_secs(2),
+            };
             tokio::select! {
-                _ = tokio::time::timeout(std::time::Duration::from_secs(2), fresh) => true,
+                _ = tokio::time::timeout(patience, fresh) => true,
                 _ = stop.cancelled() => false,
             }
         })
@@ -137,6 +153,24 @@ impl Rollout {
         }
     }
 
+    /// Says once when a deterministic run's batch is acted with another
+    /// version than its lane names (the actor joined mid-run): the run goes
+    /// on, but no longer repeats.
+    fn check_lockstep(&mut self, sequence: u64, version: u64) {
+        if let Some(l) = self.setup.lockstep
+            && l.version_for(sequence) != version
+            && !self.lockstep_broken
+        {
+            self.lockstep_broken = true;
+            warn!(
+                sequence,
+                version,
+                wanted = l.version_for(sequence),
+                "deterministic run: acting with another version than the lane names; this run will not repeat exactly"
+            );
+        }
+    }
+
     /// Produces batches until stopped or the stream goes away; returns env steps taken.
     pub fn run(mut self) -> Result<u64, EnvError> {
         let (t_len, e_len) = (self.setup.num_steps, self.setup.num_envs);
@@ -152,13 +186,14 @@ impl Rollout {
         let mut sequence = 0u64;
         let mut env_steps = 0u64;
         while !self.stop.is_cancelled() {
-            if !self.wait_for_credit() {
+            if !self.wait_for_credit(sequence) {
                 break;
             }
             self.refresh_policy();
             let Some(version) = self.policy.version() else {
                 return Ok(env_steps);
             };
+            self.check_lockstep(sequence, version);
             // One trace per rollout: acting (env steps and inference) then
             // sending; the learner's ingest continues it from the send span.
             // It links to the publish of the weights it acts with.

@@ -14,6 +14,8 @@ struct Slot {
     stream: Option<u64>,
     /// The newest sequence number taken.
     last_sequence: Option<u64>,
+    /// Its lane in a deterministic run (`crate::lockstep`).
+    lane: Option<usize>,
 }
 
 /// Why a batch's actor id cannot be used on a stream.
@@ -40,9 +42,9 @@ impl Actors {
         self.slots.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Registers a joining actor named `name`: its id, and its index in join
-    /// order (which seeds its environments).
-    pub fn register(&self, name: &str) -> (String, u64) {
+    /// Registers a joining actor named `name` (in `lane` of a deterministic
+    /// run): its id, and its index in join order.
+    pub fn register(&self, name: &str, lane: Option<usize>) -> (String, u64) {
         let n = self.joined.fetch_add(1, Ordering::Relaxed);
         let clean: String = name
             .chars()
@@ -52,8 +54,17 @@ impl Actors {
         let base = if clean.is_empty() { "actor" } else { &clean };
         let tag: u64 = rand::random();
         let id = format!("{base}#{n}.{tag:016x}");
-        self.slots().insert(id.clone(), Slot::default());
+        let slot = Slot {
+            lane,
+            ..Slot::default()
+        };
+        self.slots().insert(id.clone(), slot);
         (id, n)
+    }
+
+    /// The lane of actor `id` in a deterministic run.
+    pub fn lane_of(&self, id: &str) -> Option<usize> {
+        self.slots().get(id).and_then(|s| s.lane)
     }
 
     pub fn is_known(&self, id: &str) -> bool {
@@ -108,15 +119,16 @@ mod tests {
     #[test]
     fn ids_are_unguessable_and_bound_to_one_open_stream() {
         let a = Actors::default();
-        let (id, n) = a.register("w/ei rd");
-        let (other, m) = a.register("");
+        let (id, n) = a.register("w/ei rd", None);
+        let (other, m) = a.register("", Some(3));
+        assert_eq!((a.lane_of(&id), a.lane_of(&other)), (None, Some(3)));
         assert_eq!((n, m), (0, 1));
         assert!(
             id.starts_with("weird#0.") && id.len() == "weird#0.".len() + 16,
             "{id}"
         );
         assert!(other.starts_with("actor#1."));
-        assert_ne!(a.register("x").0, a.register("x").0);
+        assert_ne!(a.register("x", None).0, a.register("x", None).0);
         let (s1, s2) = (a.new_stream(), a.new_stream());
         assert_eq!(a.claim("nobody", s1), Err(Refusal::Unknown));
         assert_eq!(a.claim(&id, s1), Ok(()));

@@ -8,6 +8,9 @@ use crate::publish::Publisher;
 use sebulba_proto::EvalReport;
 use serde::{Deserialize, Serialize};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
 
 /// One evaluation: the version scored and its mean deterministic return.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -83,6 +86,38 @@ impl EvalBook {
             self.record(&page);
         }
         Ok(())
+    }
+
+    /// Reads new reports every 20 ms until one of `version` or later has
+    /// come (true), `wait` has passed or `stop` fired (false). Failed reads
+    /// are logged and retried. The 20 ms poll: an evaluation usually lands a
+    /// few milliseconds after its version, and a coarser poll added its whole
+    /// period to the run's wall time whenever it lost that race.
+    pub async fn wait_for(
+        &self,
+        publisher: &Publisher,
+        run_id: &str,
+        version: u64,
+        wait: Duration,
+        stop: &CancellationToken,
+    ) -> bool {
+        let deadline = Instant::now() + wait;
+        let arrived = || self.scores().latest.is_some_and(|s| s.version >= version);
+        loop {
+            if let Err(e) = self.read_new(publisher, run_id).await {
+                warn!("reading evaluations: {}", e.message());
+            }
+            if arrived() {
+                return true;
+            }
+            if Instant::now() >= deadline || stop.is_cancelled() {
+                return false;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+                _ = stop.cancelled() => {}
+            }
+        }
     }
 
     pub fn scores(&self) -> Scores {

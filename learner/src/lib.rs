@@ -11,6 +11,7 @@ pub mod data;
 pub mod engine;
 pub mod evals;
 pub mod gae;
+pub mod lockstep;
 pub mod ppo;
 pub mod prepare;
 pub mod progress;
@@ -24,6 +25,7 @@ pub mod stream;
 pub mod summary;
 pub mod update;
 pub mod validate;
+pub mod vtrace;
 
 pub use run::{LearnerOptions, on_learner_devices, run};
 pub use run_dir::RunStart;

@@ -5,6 +5,7 @@
 //! entropy-estimate noise are drawn here, once per minibatch, so they do not
 //! depend on the engine or the number of devices.
 
+use crate::batch::BatchActions;
 use crate::data::{Minibatch, StepStats, UpdateData, normalize};
 use crate::engine::burn::{BurnEngine, Replica};
 use crate::engine::fused::FusedEngine;
@@ -14,7 +15,7 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use sebulba_core::config::{AdvantageNorm, PpoConfig, RunConfig};
-use sebulba_core::distribution::ActionDist;
+use sebulba_core::distribution::{ActionDist, log_softmax_row, tanh_normal_log_prob};
 use sebulba_core::model::{ActorCritic, ModelSpec, RunningMeanStd};
 
 /// Averages over the minibatch steps of one update.
@@ -161,6 +162,46 @@ impl<B: AutodiffBackend> Ppo<B> {
     /// State values of observation rows `obs` (`[rows * obs_dim]`).
     pub fn values(&mut self, obs: &[f32]) -> Vec<f32> {
         self.engine.values(obs)
+    }
+
+    /// The current policy's log-probabilities of `actions` at observation rows
+    /// `obs` (`masks`: `[rows * n]` allowed actions, for discrete actions).
+    pub fn log_probs(
+        &mut self,
+        obs: &[f32],
+        actions: &BatchActions,
+        masks: Option<&[u8]>,
+    ) -> Vec<f32> {
+        let heads = self.engine.heads(obs);
+        let rows = obs.len() / self.spec.obs_dim;
+        let width = heads.len() / rows.max(1);
+        let head = |i: usize| &heads[i * width..(i + 1) * width];
+        match (&self.dist, actions) {
+            (ActionDist::Categorical { n }, BatchActions::Discrete(a)) => {
+                let mut row = vec![0.0f32; *n];
+                (0..rows)
+                    .map(|i| {
+                        let valid = masks.map(|m| &m[i * n..(i + 1) * n]);
+                        log_softmax_row(head(i), valid, &mut row);
+                        row.get(a[i] as usize).copied().unwrap_or(f32::NEG_INFINITY)
+                    })
+                    .collect()
+            }
+            (
+                ActionDist::TanhNormal {
+                    dim,
+                    squash,
+                    min_std,
+                },
+                BatchActions::Continuous(u),
+            ) => (0..rows)
+                .map(|i| {
+                    tanh_normal_log_prob(head(i), &u[i * dim..(i + 1) * dim], *min_std, squash)
+                })
+                .collect(),
+            // Validation gives every batch the run's kind of action.
+            _ => vec![f32::NAN; rows],
+        }
     }
 
     /// Sets the observation normaliser's statistics (after SGD: they go out

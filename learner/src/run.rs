@@ -22,7 +22,7 @@ use sebulba_transport::grpc::MAX_MESSAGE_BYTES;
 use sebulba_transport::security::Security;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -43,6 +43,9 @@ pub struct LearnerOptions {
     /// The run's id when the user names it (`--run-name`); else generated.
     /// A resumed run keeps its checkpoint's.
     pub run_name: Option<String>,
+    /// The actors of a deterministic run (`run.deterministic`), by name, in
+    /// lane order: `sebulba local` names its own. Empty otherwise.
+    pub lockstep_actors: Vec<String>,
 }
 
 /// How often the learner logs its progress line.
@@ -67,7 +70,8 @@ pub async fn run(
         (None, Some(name)) => name,
         (None, None) => crate::state::new_run_id(&cfg.env.id),
     };
-    let shared = Arc::new(Shared::new(cfg.clone(), env, run_id));
+    let lockstep = lockstep(&cfg, opts.lockstep_actors, resume.as_ref())?;
+    let shared = Arc::new(Shared::new(cfg.clone(), env, run_id).with_lockstep(lockstep));
     let clock = match &resume {
         Some(ck) => {
             shared.accounting.restore(&ck.meta.accounting);
@@ -133,6 +137,30 @@ pub async fn run(
         Some(why) => Err(LearnerError::Diverged(why)),
         None => Ok(summary),
     }
+}
+
+/// A deterministic run's lanes: one per actor named, from the version the run
+/// starts at (a resumed run goes on in lockstep from its checkpoint's).
+fn lockstep(
+    cfg: &RunConfig,
+    actors: Vec<String>,
+    resume: Option<&Checkpoint>,
+) -> Result<Option<crate::lockstep::Lockstep>, LearnerError> {
+    if !cfg.run.deterministic {
+        return Ok(None);
+    }
+    if actors.is_empty() {
+        return Err(sebulba_core::config::ConfigError::BadValue {
+            key: "run.deterministic".into(),
+            reason: "only a `sebulba local` run can be deterministic (it knows its actors)".into(),
+        }
+        .into());
+    }
+    let first = resume.map_or(0, |ck| ck.meta.version);
+    let per_update = cfg.learner.batches_per_update;
+    Ok(Some(crate::lockstep::Lockstep::new(
+        actors, per_update, first,
+    )))
 }
 
 /// Starts the gRPC server (health, reflection, `Learner`) on `listener`.
@@ -253,10 +281,7 @@ impl OnBackend for SpawnLoop {
 
 /// Reads the evaluations the summary reports into `shared.evals`, once the
 /// final version's has arrived (waiting at most
-/// `learner.final_eval_timeout_secs`). Polled every 20 ms: the evaluation
-/// usually lands a few milliseconds after the last update, and a coarser poll
-/// added its whole period to `wall_seconds` (and so to the SPS that `sebulba
-/// bench local` reports) whenever it lost that race.
+/// `learner.final_eval_timeout_secs`).
 async fn final_evals(
     publisher: &Publisher,
     shared: &Shared,
@@ -279,21 +304,10 @@ async fn final_evals(
         return;
     }
     let wait = Duration::from_secs(shared.config.learner.final_eval_timeout_secs);
-    let deadline = Instant::now() + wait;
-    let arrived = || book.scores().of_version(outcome.final_version).is_some();
-    loop {
-        if let Err(e) = book.read_new(publisher, &shared.run_id).await {
-            warn!("reading evaluations: {}", e.message());
-        }
-        if arrived() || Instant::now() >= deadline || shutdown.is_cancelled() {
-            break;
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(20)) => {}
-            _ = shutdown.cancelled() => {}
-        }
-    }
-    if !arrived() {
+    let run = &shared.run_id;
+    book.wait_for(publisher, run, outcome.final_version, wait, shutdown)
+        .await;
+    if book.scores().of_version(outcome.final_version).is_none() {
         warn!(
             "no evaluation of the final version {} arrived; summary has none",
             outcome.final_version

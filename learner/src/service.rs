@@ -48,6 +48,7 @@ impl LearnerService {
             } else {
                 0.0
             },
+            lockstep: None,
         }
     }
 
@@ -242,14 +243,21 @@ impl Learner for LearnerService {
                 "sebulba.v1.Learner/Join: a read-only token may not join as an actor",
             ));
         }
-        let (actor_id, seed) = match role {
-            Role::Actor => self.shared.register_actor(&req.name),
-            Role::Evaluator => (String::new(), self.shared.config.run.seed ^ 0xE7A1),
+        let (actor_id, seed, lane) = match role {
+            Role::Actor => self
+                .shared
+                .register_actor(&req.name)
+                .map_err(Status::failed_precondition)?,
+            Role::Evaluator => (String::new(), self.shared.config.run.seed ^ 0xE7A1, None),
         };
-        info!(name = %req.name, ?role, %actor_id, "participant joined");
+        info!(name = %req.name, ?role, %actor_id, ?lane, "participant joined");
+        let mut spec = self.run_spec(seed);
+        spec.lockstep = lane
+            .zip(self.shared.lockstep.as_ref())
+            .map(|(l, s)| s.wire(l));
         Ok(Response::new(JoinResponse {
             actor_id,
-            spec: Some(self.run_spec(seed)),
+            spec: Some(spec),
             protocol_version: PROTOCOL_VERSION,
             run_finished: false,
         }))

@@ -63,6 +63,8 @@ pub struct Shared {
     pub streams_end: tokio_util::sync::CancellationToken,
     /// The actors that joined, their streams and sequence numbers.
     pub actors: Actors,
+    /// A deterministic run's lanes (`run.deterministic`).
+    pub lockstep: Option<crate::lockstep::Lockstep>,
 }
 
 impl Shared {
@@ -78,13 +80,33 @@ impl Shared {
             evals: Default::default(),
             streams_end: Default::default(),
             actors: Actors::default(),
+            lockstep: None,
         }
     }
 
-    /// Registers a new actor; returns its id and its own seed.
-    pub fn register_actor(&self, name: &str) -> (String, u64) {
-        let (id, n) = self.actors.register(name);
-        (id, participant_seed(self.config.run.seed, n))
+    /// The same, in lockstep (a deterministic run).
+    pub fn with_lockstep(mut self, lockstep: Option<crate::lockstep::Lockstep>) -> Self {
+        self.lockstep = lockstep;
+        self
+    }
+
+    /// Registers a new actor; returns its id, its own seed and, in a
+    /// deterministic run, its lane. The seed follows join order, or the lane
+    /// in a deterministic run (join order is a matter of timing); a name
+    /// that is not one of a deterministic run's actors is refused.
+    pub fn register_actor(&self, name: &str) -> Result<(String, u64, Option<usize>), String> {
+        let lane = match &self.lockstep {
+            None => None,
+            Some(l) => Some(l.lane_of(name).ok_or_else(|| {
+                format!(
+                    "run.deterministic: this run's actors are {:?}, not `{name}`",
+                    l.names()
+                )
+            })?),
+        };
+        let (id, n) = self.actors.register(name, lane);
+        let index = lane.map_or(n, |l| l as u64);
+        Ok((id, participant_seed(self.config.run.seed, index), lane))
     }
 
     pub fn current_version(&self) -> u64 {

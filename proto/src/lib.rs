@@ -14,8 +14,50 @@ pub use tensor::{
     TensorError, decode_f32, decode_i32, decode_u8, encode_f32, encode_i32, encode_u8,
 };
 
+impl Lockstep {
+    /// The version the actor of this lane acts its `k`-th batch with (see
+    /// `Lockstep` in sebulba.proto): batch `g = k * lanes + lane` of the run,
+    /// taken by update `g / batches_per_update` after `first_version`.
+    pub fn version_for(&self, k: u64) -> u64 {
+        let lanes = u64::from(self.lanes.max(1));
+        let per_update = u64::from(self.batches_per_update.max(1));
+        let g = k.saturating_mul(lanes).saturating_add(u64::from(self.lane));
+        self.first_version.saturating_add(g / per_update)
+    }
+}
+
 /// Version of the wire protocol; `Learner.Join` refuses a peer with another.
-pub const PROTOCOL_VERSION: u32 = 5;
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// Encoded `FileDescriptorSet` of sebulba.proto, for gRPC reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("sebulba_descriptor");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lane(lane: u32, lanes: u32, per_update: u32, first: u64) -> Lockstep {
+        Lockstep {
+            lane,
+            lanes,
+            batches_per_update: per_update,
+            first_version: first,
+        }
+    }
+
+    /// Two lanes, two batches per update: update u takes batch u-1 of each
+    /// lane, acted with version u-1. One lane, two per update: batches 2u-2
+    /// and 2u-1. Eight lanes, two per update: lane 5's batches are the run's
+    /// 5, 13, 21 (updates 3, 7, 11), acted with versions 2, 6, 10.
+    #[test]
+    fn lockstep_versions_follow_the_batch_order() {
+        let v = |w: Lockstep, ks: &[u64]| ks.iter().map(|&k| w.version_for(k)).collect::<Vec<_>>();
+        assert_eq!(v(lane(0, 2, 2, 0), &[0, 1, 2]), [0, 1, 2]);
+        assert_eq!(v(lane(1, 2, 2, 0), &[0, 1, 2]), [0, 1, 2]);
+        assert_eq!(v(lane(0, 1, 2, 0), &[0, 1, 2, 3]), [0, 0, 1, 1]);
+        assert_eq!(v(lane(5, 8, 2, 0), &[0, 1, 2]), [2, 6, 10]);
+        assert_eq!(v(lane(1, 2, 2, 40), &[0, 1]), [40, 41]);
+        // Nonsense from a peer cannot overflow or divide by zero.
+        assert_eq!(lane(7, 0, 0, u64::MAX).version_for(u64::MAX), u64::MAX);
+    }
+}

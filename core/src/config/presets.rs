@@ -17,6 +17,7 @@ impl RunConfig {
                 total_steps: 1_000_000,
                 seed: 1,
                 local_actors: 2,
+                deterministic: false,
             },
             network: NetworkConfig::default(),
             ppo: PpoConfig::default(),
@@ -121,6 +122,9 @@ impl Default for PpoConfig {
             scale_rewards: false,
             max_grad_norm: 0.5,
             adam_eps: 1e-5,
+            lag_correction: LagCorrection::Off,
+            vtrace_rho_clip: 1.0,
+            vtrace_c_clip: 1.0,
         }
     }
 }

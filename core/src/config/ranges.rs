@@ -76,6 +76,8 @@ pub const RANGES: &[Range] = &[
     closed("ppo.vf_coef", 0.0, 1e3),
     closed("ppo.ent_coef", 0.0, 1e3),
     closed("ppo.target_kl", 0.0, 1e3),
+    above("ppo.vtrace_rho_clip", 0.0, 1e3),
+    above("ppo.vtrace_c_clip", 0.0, 1e3),
     int("ppo.epochs", 1.0, 1000.0),
     int("ppo.minibatches", 1.0, MAX_UPDATE_SAMPLES as f64),
     int("learner.batches_per_update", 1.0, 1024.0),
@@ -151,6 +153,8 @@ pub fn check(c: &RunConfig) -> Result<(), ConfigError> {
     real("ppo.vf_coef", p.vf_coef)?;
     real("ppo.ent_coef", p.ent_coef)?;
     real("ppo.target_kl", p.target_kl)?;
+    real("ppo.vtrace_rho_clip", p.vtrace_rho_clip)?;
+    real("ppo.vtrace_c_clip", p.vtrace_c_clip)?;
     int("ppo.epochs", p.epochs as u64)?;
     int("ppo.minibatches", p.minibatches as u64)?;
     int("learner.batches_per_update", l.batches_per_update as u64)?;

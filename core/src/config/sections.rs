@@ -22,6 +22,13 @@ pub struct RunSection {
     pub seed: u64,
     /// Actors started by `sebulba local`.
     pub local_actors: usize,
+    /// Lockstep: a `sebulba local` run repeats bit for bit for its seed
+    /// (default false). Every update takes one batch per actor lane in a fixed
+    /// order, each acted with the version the update starts from (lag 0), and
+    /// the learner waits for each due evaluation before going on. Slower than
+    /// the free-running pipeline; for comparisons.
+    #[serde(default)]
+    pub deterministic: bool,
 }
 
 /// The policy network. Everything here travels with the weights (`NetworkSpec`),
@@ -177,6 +184,38 @@ pub struct PpoConfig {
     /// Clip the gradient by its global norm (all parameters together).
     pub max_grad_norm: f64,
     pub adam_eps: f64,
+    /// Correction for batches acted by an older policy version: `off`
+    /// (default; GAE against the acting policy) or `vtrace`.
+    #[serde(default)]
+    pub lag_correction: LagCorrection,
+    /// V-trace's truncation of the importance weight in the temporal
+    /// differences and the advantage (rho-bar, default 1).
+    #[serde(default = "one")]
+    pub vtrace_rho_clip: f64,
+    /// V-trace's truncation of the trace-cutting weights (c-bar, default 1).
+    #[serde(default = "one")]
+    pub vtrace_c_clip: f64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// How the learner treats a batch acted by an older version than the one
+/// it trains (policy lag).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LagCorrection {
+    /// GAE and the PPO ratio against the acting policy, whatever its age.
+    #[default]
+    Off,
+    /// V-trace (Espeholt et al. 2018) with lambda: values targets and
+    /// advantages of lagged batches from importance weights between the
+    /// current policy and the acting one, truncated at `vtrace_rho_clip` and
+    /// `vtrace_c_clip`; the PPO ratio is then centred on the current policy
+    /// (decoupled PPO, Hilton et al. 2021) and the truncated weight scales the
+    /// advantage. On batches of the current version it is plain GAE.
+    Vtrace,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

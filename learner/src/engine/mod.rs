@@ -45,6 +45,9 @@ pub trait UpdateEngine<B: AutodiffBackend>: Send {
     fn name(&self) -> &'static str;
     /// State values of observation rows `obs` (`[rows * obs_dim]`).
     fn values(&mut self, obs: &[f32]) -> Vec<f32>;
+    /// Policy-head outputs of observation rows `obs` (`[rows * head_dim]`):
+    /// the current policy, for V-trace's importance weights.
+    fn heads(&mut self, obs: &[f32]) -> Vec<f32>;
     /// The observation normaliser's statistics for the coming update.
     fn set_obs_stats(&mut self, stats: &RunningMeanStd);
     /// One minibatch step: loss, gradient, global-norm clipping and an Adam

@@ -2,9 +2,12 @@
 //! too far behind the current policy are dropped (and counted; their envs'
 //! discounted returns still go to the reward scale, as Gymnasium folds every
 //! step in), and the rest are kept until `learner.batches_per_update` are in hand.
+//! Batches are taken in arrival order, or in a deterministic run in lane order
+//! ([`Order`]).
 
 use crate::accounting::Outcome;
 use crate::batch::{DecodedBatch, Verdict};
+use crate::lockstep::LaneOrder;
 use crate::state::{LiveStats, Shared};
 use std::sync::atomic::Ordering;
 use tokio::sync::mpsc;
@@ -19,13 +22,69 @@ pub struct Taken {
     pub stale_returns: Vec<f32>,
 }
 
+/// The update loop's end of the queue, and the order batches are taken in.
+pub struct Intake {
+    pub rx: mpsc::Receiver<DecodedBatch>,
+    pub order: Order,
+}
+
+impl Intake {
+    pub fn new(rx: mpsc::Receiver<DecodedBatch>, shared: &Shared) -> Self {
+        let order = match &shared.lockstep {
+            Some(l) => Order::Lanes(LaneOrder::new(l.lanes())),
+            None => Order::Arrival,
+        };
+        Self { rx, order }
+    }
+}
+
+/// The order batches are taken in.
+#[derive(Debug)]
+pub enum Order {
+    /// As they arrive.
+    Arrival,
+    /// A deterministic run's lane order; early batches wait their turn.
+    Lanes(LaneOrder),
+}
+
+impl Intake {
+    /// The next batch to take; `None` when the queue closed or `stop` fired.
+    fn next(
+        &mut self,
+        rt: &tokio::runtime::Handle,
+        stop: &CancellationToken,
+        shared: &Shared,
+    ) -> Option<DecodedBatch> {
+        loop {
+            if let Order::Lanes(order) = &mut self.order
+                && let Some(b) = order.pop()
+            {
+                return Some(b);
+            }
+            let rx = &mut self.rx;
+            let b = rt.block_on(async {
+                tokio::select! {
+                    b = rx.recv() => b,
+                    _ = stop.cancelled() => None,
+                }
+            })?;
+            // Every actor of a deterministic run has a lane (Join refuses
+            // other names); a batch without one is taken as it comes.
+            match (&mut self.order, shared.actors.lane_of(&b.actor_id)) {
+                (Order::Lanes(order), Some(lane)) => order.file(lane, b),
+                _ => return Some(b),
+            }
+        }
+    }
+}
+
 /// `k` fresh batches at policy `version`, counting their env steps into
 /// `env_steps` (only batches trained on count towards the budget: a stale
 /// batch dropped here does not); `None` when the queue closed or `stop` fired first (the batches
 /// already taken are counted as dropped at shutdown).
 pub fn collect(
     rt: &tokio::runtime::Handle,
-    rx: &mut mpsc::Receiver<DecodedBatch>,
+    intake: &mut Intake,
     stop: &CancellationToken,
     shared: &Shared,
     live: &LiveStats,
@@ -37,13 +96,7 @@ pub fn collect(
     let mut batches: Vec<DecodedBatch> = Vec::with_capacity(k);
     let mut stale_returns = Vec::new();
     while batches.len() < k {
-        let next = rt.block_on(async {
-            tokio::select! {
-                b = rx.recv() => b,
-                _ = stop.cancelled() => None,
-            }
-        });
-        let Some(mut b) = next else {
+        let Some(mut b) = intake.next(rt, stop, shared) else {
             for b in batches.drain(..) {
                 shared
                     .accounting
@@ -78,11 +131,17 @@ pub fn collect(
     })
 }
 
-/// When the loop ends: whatever is still queued is acked as dropped and
-/// counted; actors are told the run is over only if it is.
-pub fn drain(rx: &mut mpsc::Receiver<DecodedBatch>, shared: &Shared, version: u64) {
-    rx.close();
-    while let Ok(b) = rx.try_recv() {
+/// When the loop ends: whatever is still queued (or waiting for its turn) is
+/// acked as dropped and counted; actors are told the run is over only if it is.
+pub fn drain(intake: &mut Intake, shared: &Shared, version: u64) {
+    intake.rx.close();
+    let waiting = match &mut intake.order {
+        Order::Lanes(order) => order.drain(),
+        Order::Arrival => Vec::new(),
+    };
+    let rx = &mut intake.rx;
+    let queued = std::iter::from_fn(|| rx.try_recv().ok());
+    for b in waiting.into_iter().chain(queued) {
         let (why, over) = if shared.is_finished() {
             ("dropped: the run finished", true)
         } else {
@@ -138,7 +197,7 @@ mod tests {
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
-        let (tx, mut rx) = mpsc::channel(8);
+        let (tx, rx) = mpsc::channel(8);
         for b in [
             batch("a", 8, &[-1.0, -1.9]),
             batch("b", 5, &[-7.0, -8.0]),
@@ -150,9 +209,10 @@ mod tests {
         let mut env_steps = 0;
         let live = LiveStats::default();
         let stop = CancellationToken::new();
+        let mut intake = Intake::new(rx, &shared);
         let taken = collect(
             rt.handle(),
-            &mut rx,
+            &mut intake,
             &stop,
             &shared,
             &live,

@@ -101,7 +101,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
     /// or the queue closes; continues from `resume` when given.
     pub fn run(
         &mut self,
-        mut rx: mpsc::Receiver<DecodedBatch>,
+        rx: mpsc::Receiver<DecodedBatch>,
         resume: Option<Checkpoint>,
     ) -> Result<LoopOutcome, LearnerError> {
         let stop = self.ctx.stop.clone();
@@ -122,11 +122,13 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
             self.ctx.shared.clone(),
             self.ctx.live.clone(),
         );
+        let mut intake = collect::Intake::new(rx, &shared);
+        self.lockstep_evaluation(at.version);
         while !completed {
             let steps_before = at.env_steps;
             let collected = collect::collect(
                 &rt,
-                &mut rx,
+                &mut intake,
                 &stop,
                 &shared,
                 &live,
@@ -167,7 +169,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
         } else {
             shared.stopping.store(true, Ordering::Release);
         }
-        collect::drain(&mut rx, &shared, at.version);
+        collect::drain(&mut intake, &shared, at.version);
         Ok(LoopOutcome {
             env_steps: at.env_steps,
             updates: at.updates,
@@ -248,6 +250,34 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
         )?)
     }
 
+    /// In a deterministic run, waits for the evaluation of `version` when the
+    /// evaluator is due to score it (by its own rule: `eval.interval` past the
+    /// newest evaluated), so that which versions are evaluated is no matter of
+    /// timing: the evaluator sees no newer version before it has scored this one.
+    fn lockstep_evaluation(&self, version: u64) {
+        let shared = &self.ctx.shared;
+        if shared.lockstep.is_none() {
+            return;
+        }
+        let interval = shared.config.eval.interval;
+        let newest = shared.evals.scores().latest;
+        if newest.is_some_and(|s| version < s.version.saturating_add(interval)) {
+            return;
+        }
+        let wait = Duration::from_secs(shared.config.learner.final_eval_timeout_secs);
+        let (publisher, run, stop) = (&self.ctx.publisher, &shared.run_id, &self.ctx.stop);
+        let arrived = self
+            .ctx
+            .rt
+            .block_on(shared.evals.wait_for(publisher, run, version, wait, stop));
+        if !arrived && !stop.is_cancelled() {
+            warn!(
+                version,
+                "deterministic run: no evaluation of this version within {wait:?}; going on (which versions are evaluated may now differ from run to run)"
+            );
+        }
+    }
+
     /// After an update: publish, checkpoint when due, and the metrics line.
     fn publish_and_record(
         &mut self,
@@ -286,6 +316,8 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
                 updates = at.updates,
                 "step budget reached"
             );
+        } else {
+            self.lockstep_evaluation(at.version);
         }
         Ok(())
     }

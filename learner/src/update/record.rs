@@ -19,6 +19,8 @@ pub struct MetricsLine {
     ppo: PpoStats,
     explained_variance: f64,
     policy_lag: Lag,
+    /// Batches whose lag V-trace corrected (`ppo.lag_correction = vtrace`).
+    lag_corrected_batches: usize,
     reward_scale: f32,
     episodes: usize,
     episode_return_mean: Option<f64>,
@@ -59,6 +61,7 @@ impl MetricsLine {
             ppo,
             explained_variance: prepared.explained_variance,
             policy_lag: prepared.lag,
+            lag_corrected_batches: prepared.lag_corrected,
             reward_scale: prepared.reward_scale,
             episodes: prepared.episode_returns.len(),
             episode_return_mean: mean(&prepared.episode_returns),

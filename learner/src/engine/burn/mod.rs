@@ -57,6 +57,21 @@ impl<B: AutodiffBackend> BurnEngine<B> {
             obs_dim: spec.obs_dim,
         })
     }
+
+    /// Observation rows `obs` as a tensor on the first replica's device.
+    fn rows(&self, obs: &[f32]) -> Tensor<B::InnerBackend, 2> {
+        let rows = obs.len() / self.obs_dim;
+        let data = TensorData::new(obs[..rows * self.obs_dim].to_vec(), [rows, self.obs_dim]);
+        Tensor::from_data(data, self.replicas[0].device())
+    }
+
+    /// Width of the policy head.
+    fn head_dim(&self) -> usize {
+        match &self.dist {
+            ActionDist::Categorical { n } => *n,
+            ActionDist::TanhNormal { dim, .. } => 2 * dim,
+        }
+    }
 }
 
 /// One collective per backend per process: forgets any earlier run's, then
@@ -101,17 +116,23 @@ impl<B: AutodiffBackend> UpdateEngine<B> for BurnEngine<B> {
     }
 
     fn values(&mut self, obs: &[f32]) -> Vec<f32> {
-        let d = self.obs_dim;
-        let rows = obs.len() / d;
+        let rows = obs.len() / self.obs_dim;
         let r = &self.replicas[0];
         r.inference_model()
-            .value(Tensor::from_data(
-                TensorData::new(obs[..rows * d].to_vec(), [rows, d]),
-                r.device(),
-            ))
+            .value(self.rows(obs))
             .into_data()
             .to_vec()
             .unwrap_or_else(|_| vec![0.0; rows])
+    }
+
+    fn heads(&mut self, obs: &[f32]) -> Vec<f32> {
+        let rows = obs.len() / self.obs_dim;
+        let r = &self.replicas[0];
+        r.inference_model()
+            .policy(self.rows(obs))
+            .into_data()
+            .to_vec()
+            .unwrap_or_else(|_| vec![0.0; rows * self.head_dim()])
     }
 
     fn set_obs_stats(&mut self, stats: &RunningMeanStd) {

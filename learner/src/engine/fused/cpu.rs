@@ -106,6 +106,20 @@ impl Fused {
 
     /// State values of the observation rows `obs` (`[rows * obs_dim]`).
     pub fn values(&mut self, obs: &[f32]) -> Vec<f32> {
+        self.load_rows(obs);
+        net::value_forward(&self.layout, &self.params, &mut self.work);
+        self.work.value.clone()
+    }
+
+    /// Policy-head outputs of the observation rows `obs`.
+    pub fn heads(&mut self, obs: &[f32]) -> Vec<f32> {
+        self.load_rows(obs);
+        net::policy_forward(&self.layout, &self.params, &mut self.work);
+        self.work.head.clone()
+    }
+
+    /// Fills `work.x` with the (normalised) rows of `obs`.
+    fn load_rows(&mut self, obs: &[f32]) {
         let d = self.layout.obs_dim;
         let rows = obs.len() / d;
         self.work.resize(&self.layout, rows);
@@ -113,8 +127,6 @@ impl Fused {
         if let Some(s) = &self.scaler {
             self.work.x.chunks_exact_mut(d).for_each(|row| s.apply(row));
         }
-        net::value_forward(&self.layout, &self.params, &mut self.work);
-        self.work.value.clone()
     }
 
     /// One minibatch step: the loss of the samples `mb.idx`, its gradient,

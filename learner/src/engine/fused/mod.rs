@@ -95,6 +95,10 @@ impl<B: AutodiffBackend> UpdateEngine<B> for FusedEngine<B> {
         self.cpu.values(obs)
     }
 
+    fn heads(&mut self, obs: &[f32]) -> Vec<f32> {
+        self.cpu.heads(obs)
+    }
+
     fn set_obs_stats(&mut self, stats: &RunningMeanStd) {
         self.home.set_obs_stats(stats);
         if let Some(clip) = self.obs_norm {

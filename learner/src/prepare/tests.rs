@@ -1,0 +1,293 @@
+use super::*;
+use crate::data::UpdateData;
+use burn::module::Param;
+use burn::tensor::{Tensor, TensorData};
+use sebulba_core::CpuAutodiff;
+use sebulba_core::config::LagCorrection;
+use sebulba_core::model::{ActorCritic, ModelSpec};
+
+#[test]
+fn explained_variance_of_perfect_and_constant_critics() {
+    assert!((explained_variance(&[1.0, 2.0, 3.0], &[1.0, 2.0, 3.0]) - 1.0).abs() < 1e-12);
+    // values 0: ev = 0
+    assert!(explained_variance(&[0.0, 0.0, 0.0], &[1.0, 2.0, 3.0]).abs() < 1e-12);
+}
+
+fn batch(actor: &str, seed: u32) -> DecodedBatch {
+    let (t, e, d) = (8usize, 3usize, 4usize);
+    let f = |k: usize, m: u32| -> Vec<f32> {
+        (0..k)
+            .map(|i| (((i as u32 * 31 + seed * 17 + m) % 23) as f32 - 11.0) / 7.0)
+            .collect()
+    };
+    let mut truncated = vec![0u8; t * e];
+    truncated[5] = 1;
+    let mut terminated = vec![0u8; t * e];
+    terminated[13] = 1;
+    DecodedBatch {
+        actor_id: actor.into(),
+        sequence: 0,
+        policy_version: 0,
+        num_steps: t,
+        num_envs: e,
+        observations: f((t + 1) * e * d, 1),
+        actions: BatchActions::Discrete((0..t * e).map(|i| (i % 2) as i32).collect()),
+        action_masks: None,
+        log_probs: vec![-0.69; t * e],
+        rewards: f(t * e, 2),
+        terminated,
+        truncated,
+        final_observations: f(d, 3),
+        discounted_returns: vec![],
+        episode_returns: vec![],
+        episode_lengths: vec![],
+        ack_to: None,
+        trace: Default::default(),
+    }
+}
+
+/// A CartPole model whose value is `tanh(obs[0])`: one-unit critic
+/// torso reading the first feature, value head 1 x that, no biases.
+fn tanh_critic(spec: &ModelSpec) -> ActorCritic<CpuAutodiff> {
+    let dev = Default::default();
+    let mut m = spec.init::<CpuAutodiff>(&dev);
+    let critic = m.critic.as_mut().expect("separate critic");
+    let t = |v: Vec<f32>, shape: [usize; 2]| {
+        Param::from_tensor(Tensor::from_data(TensorData::new(v, shape), &dev))
+    };
+    let zero = |p: &Param<Tensor<CpuAutodiff, 1>>| Param::from_tensor(p.val().zeros_like());
+    critic.layers[0].weight = t(vec![1.0, 0.0, 0.0, 0.0], [4, 1]);
+    critic.layers[0].bias = critic.layers[0].bias.as_ref().map(zero);
+    m.value_head.weight = t(vec![1.0], [1, 1]);
+    m.value_head.bias = m.value_head.bias.as_ref().map(zero);
+    m
+}
+
+/// GAE written out independently: per env, backwards in time.
+fn reference_gae(b: &DecodedBatch, gamma: f64, lambda: f64) -> (Vec<f64>, Vec<f64>) {
+    let (t_len, e_len) = (b.num_steps, b.num_envs);
+    let v = |row: usize| (b.observations[row * 4] as f64).tanh();
+    let (mut adv, mut values) = (vec![0.0; t_len * e_len], vec![0.0; t_len * e_len]);
+    let mut finals = b.final_observations.chunks(4);
+    let final_value: Vec<Option<f64>> = b
+        .truncated
+        .iter()
+        .map(|&tr| (tr == 1).then(|| (finals.next().unwrap()[0] as f64).tanh()))
+        .collect();
+    for e in 0..e_len {
+        let mut next = 0.0;
+        for t in (0..t_len).rev() {
+            let i = t * e_len + e;
+            let (boot, carry) = match (b.terminated[i], final_value[i]) {
+                (1, _) => (0.0, 0.0),
+                (_, Some(fv)) => (fv, 0.0),
+                _ => (v(i + e_len), next),
+            };
+            next = b.rewards[i] as f64 + gamma * boot - v(i) + gamma * lambda * carry;
+            adv[i] = next;
+            values[i] = v(i);
+        }
+    }
+    let ret = adv.iter().zip(&values).map(|(a, v)| a + v).collect();
+    (adv, ret)
+}
+
+#[test]
+fn values_gae_and_normalisation_follow_an_independent_computation_in_both_engines() {
+    let mut cfg = RunConfig::preset("CartPole-v1").unwrap();
+    cfg.network.hidden = vec![1];
+    cfg.ppo.adv_norm = AdvantageNorm::Off;
+    let spec = ModelSpec::new(
+        &sebulba_core::env::env_spec("CartPole-v1").unwrap(),
+        &cfg.network,
+    );
+    let batches = [batch("a", 1), batch("b", 2)];
+    let (gamma, lambda) = (cfg.ppo.gamma, cfg.ppo.gae_lambda);
+    let mut want_adv = Vec::new();
+    let mut want_ret = Vec::new();
+    for b in &batches {
+        let (a, r) = reference_gae(b, gamma, lambda);
+        want_adv.extend(a);
+        want_ret.extend(r);
+    }
+    for fused in [false, true] {
+        let dev = Default::default();
+        let mut ppo = Ppo::with_model(&spec, tanh_critic(&spec), &cfg.ppo, 5, vec![dev]).unwrap();
+        if fused {
+            ppo.use_fused().unwrap();
+        }
+        let engine = ppo.engine();
+        let mut norms = Normalizers::new(&cfg, 4);
+        let out = prepare(&batches, 0, &mut ppo, &mut norms, &cfg, 4);
+        let close = |got: &[f32], want: &[f64]| {
+            got.len() == want.len()
+                && got
+                    .iter()
+                    .zip(want)
+                    .all(|(g, w)| (*g as f64 - w).abs() < 1e-5)
+        };
+        assert!(
+            close(&out.data.advantages, &want_adv),
+            "{engine}: {:?}",
+            out.data.advantages
+        );
+        assert!(close(&out.data.returns, &want_ret), "{engine}");
+        // Normalised once over all 48 samples of the update: mean 0, std 1.
+        cfg.ppo.adv_norm = AdvantageNorm::Update;
+        let mut norms = Normalizers::new(&cfg, 4);
+        let normed = prepare(&batches, 0, &mut ppo, &mut norms, &cfg, 4)
+            .data
+            .advantages;
+        cfg.ppo.adv_norm = AdvantageNorm::Off;
+        let n = want_adv.len() as f64;
+        let mean = want_adv.iter().sum::<f64>() / n;
+        let std = (want_adv.iter().map(|a| (a - mean).powi(2)).sum::<f64>() / n).sqrt();
+        let want: Vec<f64> = want_adv.iter().map(|a| (a - mean) / std).collect();
+        assert_eq!(normed.len(), 48);
+        assert!(close(&normed, &want), "{engine}: {normed:?}");
+    }
+}
+
+/// V-trace from the paper's sum form, with the critic V(s) = tanh(s0) and
+/// rho-bar = c-bar = 1: `v_s = V(x_s) + sum_{t>=s} gamma^(t-s) (prod_{s<=i<t} c_i)
+/// rho_t delta_t` over the rest of the episode inside the batch, and
+/// `A_s = rho_s (r_s + gamma (lambda v_{s+1} + (1 - lambda) V(x_{s+1})) - V(x_s))`
+/// (the next value 0 after a termination, V(final) after a truncation).
+fn reference_vtrace(
+    b: &DecodedBatch,
+    log_pi: &[f32],
+    gamma: f64,
+    lambda: f64,
+) -> (Vec<f64>, Vec<f64>) {
+    let (t_len, e_len) = (b.num_steps, b.num_envs);
+    let v = |row: usize| (b.observations[row * 4] as f64).tanh();
+    let mut finals = b.final_observations.chunks(4);
+    let final_value: Vec<Option<f64>> = b
+        .truncated
+        .iter()
+        .map(|&tr| (tr == 1).then(|| (finals.next().unwrap()[0] as f64).tanh()))
+        .collect();
+    let ratio = |i: usize| ((log_pi[i] - b.log_probs[i]) as f64).exp();
+    // The next state's value, and whether the episode goes on in the batch.
+    let next = |i: usize, t: usize| match (b.terminated[i], final_value[i]) {
+        (1, _) => (0.0, false),
+        (_, Some(fv)) => (fv, false),
+        _ => (v(i + e_len), t + 1 < t_len),
+    };
+    let delta = |i: usize, t: usize| b.rewards[i] as f64 + gamma * next(i, t).0 - v(i);
+    let n = t_len * e_len;
+    let mut targets = vec![0.0; n];
+    for e in 0..e_len {
+        for s in 0..t_len {
+            let (mut sum, mut weight) = (0.0, 1.0);
+            for t in s..t_len {
+                let i = t * e_len + e;
+                sum += gamma.powi((t - s) as i32) * weight * ratio(i).min(1.0) * delta(i, t);
+                weight *= lambda * ratio(i).min(1.0);
+                if !next(i, t).1 {
+                    break;
+                }
+            }
+            targets[s * e_len + e] = v(s * e_len + e) + sum;
+        }
+    }
+    let adv = (0..n)
+        .map(|i| {
+            let t = i / e_len;
+            let (boot, goes_on) = next(i, t);
+            let next_value = if goes_on {
+                lambda * targets[i + e_len] + (1.0 - lambda) * boot
+            } else {
+                boot
+            };
+            ratio(i).min(1.0) * (b.rewards[i] as f64 + gamma * next_value - v(i))
+        })
+        .collect();
+    (adv, targets)
+}
+
+/// With `ppo.lag_correction = vtrace`, batches one version behind get
+/// V-trace targets and advantages (against the sum form above, with the
+/// current policy's log-probabilities through the actor's own code path) and
+/// the current policy's log-probabilities as the ratio's reference; batches
+/// of the current version get plain GAE and keep the actor's. Both engines.
+#[test]
+fn lagged_batches_get_vtrace_against_an_independent_computation_in_both_engines() {
+    let mut cfg = RunConfig::preset("CartPole-v1").unwrap();
+    cfg.network.hidden = vec![1];
+    cfg.ppo.adv_norm = AdvantageNorm::Off;
+    cfg.ppo.lag_correction = LagCorrection::Vtrace;
+    let spec = ModelSpec::new(
+        &sebulba_core::env::env_spec("CartPole-v1").unwrap(),
+        &cfg.network,
+    );
+    let mut batches = [batch("a", 1), batch("b", 2)];
+    for b in &mut batches {
+        // Behaviour log-probabilities around ln 0.5, off by up to +-0.6: the
+        // ratios straddle the truncation at 1.
+        for (i, lp) in b.log_probs.iter_mut().enumerate() {
+            *lp = -0.69 + ((i % 5) as f32 - 2.0) * 0.3;
+        }
+    }
+    let (gamma, lambda) = (cfg.ppo.gamma, cfg.ppo.gae_lambda);
+    let close = |got: &[f32], want: &[f64]| {
+        got.len() == want.len()
+            && got
+                .iter()
+                .zip(want)
+                .all(|(g, w)| (*g as f64 - w).abs() < 1e-5)
+    };
+    for fused in [false, true] {
+        let dev = Default::default();
+        let mut ppo = Ppo::with_model(&spec, tanh_critic(&spec), &cfg.ppo, 5, vec![dev]).unwrap();
+        if fused {
+            ppo.use_fused().unwrap();
+        }
+        let engine = ppo.engine();
+        let (mut want_adv, mut want_ret, mut want_logp) = (vec![], vec![], vec![]);
+        let mut clipped = 0;
+        for b in &batches {
+            let rows = UpdateData {
+                obs_dim: 4,
+                observations: b.observations[..b.log_probs.len() * 4].to_vec(),
+                actions: b.actions.clone(),
+                masks: None,
+                old_log_probs: b.log_probs.clone(),
+                advantages: vec![0.0; b.log_probs.len()],
+                returns: vec![0.0; b.log_probs.len()],
+                old_values: vec![0.0; b.log_probs.len()],
+            };
+            let log_pi = crate::ppo::tests::actor_log_probs(&ppo, "CartPole-v1", &spec, &rows);
+            clipped += log_pi
+                .iter()
+                .zip(&b.log_probs)
+                .filter(|(p, m)| p > m)
+                .count();
+            let (a, r) = reference_vtrace(b, &log_pi, gamma, lambda);
+            want_adv.extend(a);
+            want_ret.extend(r);
+            want_logp.extend(log_pi.iter().map(|&x| x as f64));
+        }
+        assert!(
+            clipped > 0 && clipped < 48,
+            "{clipped} of 48 ratios above 1"
+        );
+        let mut norms = Normalizers::new(&cfg, 4);
+        let out = prepare(&batches, 1, &mut ppo, &mut norms, &cfg, 4);
+        assert_eq!(out.lag_corrected, 2, "{engine}");
+        let d = &out.data;
+        assert!(
+            close(&d.advantages, &want_adv),
+            "{engine}: {:?}",
+            d.advantages
+        );
+        assert!(close(&d.returns, &want_ret), "{engine}: {:?}", d.returns);
+        assert!(close(&d.old_log_probs, &want_logp), "{engine}");
+        // Lag 0: GAE, and the actor's log-probabilities.
+        let out = prepare(&batches, 0, &mut ppo, &mut norms, &cfg, 4);
+        assert_eq!(out.lag_corrected, 0);
+        let (a, _) = reference_gae(&batches[0], gamma, lambda);
+        assert!(close(&out.data.advantages[..24], &a), "{engine}");
+        assert_eq!(out.data.old_log_probs[..24], batches[0].log_probs[..]);
+    }
+}
