@@ -15,6 +15,8 @@ use sebulba_core::env::{Action, ENV_IDS, StateOrigin, TimeLimit, make_env};
 use serde::Deserialize;
 
 const TOL: f64 = 1e-6;
+/// Envs whose reference includes a table that reaches the goal.
+const GOAL_ENVS: &[&str] = &["Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0"];
 const REPLAY_STEPS: u32 = 50;
 
 #[derive(Deserialize)]
@@ -281,6 +283,18 @@ fn matches_gymnasium_reference_transitions() {
         dir.display(),
         files.len()
     );
+    // The goal-reaching tables (`*-pump.jsonl`) are what exercise the goal
+    // tests and terminal rewards of these envs: random actions never get there.
+    for id in GOAL_ENVS {
+        let pump = dir.join(format!("{id}-pump.jsonl"));
+        assert!(
+            files.contains(&pump),
+            "{} is missing: copy it from the shared reference folder",
+            pump.display()
+        );
+        let t = &tallies[*id];
+        assert!(t.terminated > 0, "{id}: no termination replayed");
+    }
     eprintln!("Gymnasium reference rows from {}:", dir.display());
     for (id, t) in &tallies {
         eprintln!(
@@ -312,12 +326,18 @@ fn bracketed(text: &str, k: usize, ctx: &str) -> Vec<f64> {
         .collect()
 }
 
-/// Checks the specs against `meta.json` (observation bounds are printed with
-/// 8 significant digits there, hence the relative tolerance).
+/// Checks the specs against `meta.json` and `meta-pump.json` (observation
+/// bounds are printed with 8 significant digits there, hence the relative
+/// tolerance).
 #[test]
 fn specs_match_gymnasium_meta() {
+    check_meta("meta.json");
+    check_meta("meta-pump.json");
+}
+
+fn check_meta(file: &str) {
     use sebulba_core::env::{ActionSpace, env_spec};
-    let path = reference_dir().join("meta.json");
+    let path = reference_dir().join(file);
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     let meta: serde_json::Value = serde_json::from_str(&text).expect("meta.json parses");
@@ -357,6 +377,6 @@ fn specs_match_gymnasium_meta() {
             }
         };
         assert_eq!(spec.action_space, expected, "{id}: `{act}`");
-        eprintln!("{id}: spec matches meta.json ({obs_space}; {act})");
+        eprintln!("{id}: spec matches {file} ({obs_space}; {act})");
     }
 }

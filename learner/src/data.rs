@@ -21,6 +21,10 @@ pub struct UpdateData {
     pub returns: Vec<f32>,
     /// The critic's values the returns were computed with.
     pub old_values: Vec<f32>,
+    /// Each sample's weight in the policy loss, applied to its advantage
+    /// after normalisation: V-trace's truncated importance weights
+    /// (`ppo.lag_correction = vtrace`); `None` when every weight is 1.
+    pub weights: Option<Vec<f32>>,
 }
 
 impl UpdateData {

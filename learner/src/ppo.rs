@@ -275,8 +275,8 @@ impl<B: AutodiffBackend> Ppo<B> {
         Ok(stats.into_means(lr, clip))
     }
 
-    /// The minibatch's advantages (normalised over it when asked) and its
-    /// entropy-estimate noise (continuous actions).
+    /// The minibatch's advantages (normalised over it when asked, then
+    /// weighted) and its entropy-estimate noise (continuous actions).
     fn draw_minibatch(
         &mut self,
         data: &UpdateData,
@@ -289,6 +289,12 @@ impl<B: AutodiffBackend> Ppo<B> {
         adv.extend(idx.iter().map(|&i| data.advantages[i]));
         if cfg.adv_norm == AdvantageNorm::Minibatch {
             normalize(adv);
+        }
+        // After normalisation: a sample of weight ~0 contributes ~nothing.
+        if let Some(w) = &data.weights {
+            for (a, &i) in adv.iter_mut().zip(idx) {
+                *a *= w[i];
+            }
         }
         noise.clear();
         if matches!(self.dist, ActionDist::TanhNormal { .. }) {

@@ -8,14 +8,16 @@
 //! `δ_t = r_t + γ V(x_{t+1}) - V(x_t)`:
 //!
 //! - value targets `v_t = V(x_t) + ρ_t δ_t + γ c_t (v_{t+1} - V(x_{t+1}))`;
-//! - advantages `A_t = ρ_t (δ_t + γ λ (v_{t+1} - V(x_{t+1})))`, the truncated
-//!   importance weight times an estimate of `Q^π(x_t, a_t) - V(x_t)` whose next
-//!   value mixes the V-trace target and the critic by λ.
+//! - advantages `Â_t = δ_t + γ λ (v_{t+1} - V(x_{t+1}))`, an estimate of
+//!   `Q^π(x_t, a_t) - V(x_t)` whose next value mixes the V-trace target and the
+//!   critic by λ, and the weight `ρ_t` that takes it from μ's samples to π.
 //!
-//! With π = μ (weights 1) both are exactly GAE(λ)'s returns and advantages;
-//! with `ρ̄ = c̄`, `A_t = v_t - V(x_t)`. The PPO ratio for such samples is taken
-//! against π at the update's start (decoupled PPO, Hilton et al. 2021), so the
-//! weight from μ to π lives in `A_t` and the clip is centred where SGD starts.
+//! With π = μ (weights 1) these are exactly GAE(λ)'s returns and advantages.
+//! The PPO ratio for such samples is taken against π at the update's start
+//! (decoupled PPO, Hilton et al. 2021) and each sample's clipped objective is
+//! scaled by its `ρ_t`, after the advantages are normalised: weighting before
+//! normalising would give the samples of weight ~0 (actions π no longer takes)
+//! minus the mean advantage, a steady push that collapses the policy.
 
 use crate::gae::GaeInput;
 
@@ -30,15 +32,29 @@ pub struct VtraceParams {
     pub c_clip: f64,
 }
 
-/// Writes advantages and value targets, each `[T * E]`, for `input` (as for
-/// GAE) with `log_ratios[i] = ln π(a_i|x_i) - ln μ(a_i|x_i)`.
+/// What [`compute_vtrace`] writes, each `[T * E]`.
+pub struct VtraceOut<'a> {
+    /// `Â_t`, unweighted.
+    pub advantages: &'a mut [f32],
+    /// Value targets `v_t`.
+    pub returns: &'a mut [f32],
+    /// `ρ_t`, each sample's weight in the policy loss.
+    pub weights: &'a mut [f32],
+}
+
+/// V-trace of `input` (laid out as for GAE) with `log_ratios[i] =
+/// ln π(a_i|x_i) - ln μ(a_i|x_i)`.
 pub fn compute_vtrace(
     input: &GaeInput<'_>,
     log_ratios: &[f32],
     p: VtraceParams,
-    advantages: &mut [f32],
-    returns: &mut [f32],
+    out: VtraceOut<'_>,
 ) {
+    let VtraceOut {
+        advantages,
+        returns,
+        weights,
+    } = out;
     let (t_len, e_len) = (input.num_steps, input.num_envs);
     let n = t_len * e_len;
     assert!(
@@ -49,7 +65,8 @@ pub fn compute_vtrace(
             && input.final_values.len() == n
             && input.values.len() == n + e_len
             && advantages.len() == n
-            && returns.len() == n,
+            && returns.len() == n
+            && weights.len() == n,
         "compute_vtrace: inconsistent lengths for T={t_len}, E={e_len}"
     );
     let VtraceParams {
@@ -79,8 +96,9 @@ pub fn compute_vtrace(
             let delta = input.rewards[i] as f64 + gamma * next_value - value;
             let carry = if episode_continues { next_excess } else { 0.0 };
             let excess = rho * delta + gamma * c * carry;
-            advantages[i] = (rho * (delta + gamma * lambda * carry)) as f32;
+            advantages[i] = (delta + gamma * lambda * carry) as f32;
             returns[i] = (value + excess) as f32;
+            weights[i] = rho as f32;
             next_excess = excess;
         }
     }
@@ -140,12 +158,22 @@ mod tests {
             }
         }
 
-        fn vtrace(&self, ratios: &[f64], p: VtraceParams) -> (Vec<f32>, Vec<f32>) {
+        /// Advantages, targets and weights for log ratios `logs`.
+        fn run(&self, logs: &[f32], p: VtraceParams) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
             let n = self.t * self.e;
+            let (mut adv, mut ret, mut w) = (vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+            let out = VtraceOut {
+                advantages: &mut adv,
+                returns: &mut ret,
+                weights: &mut w,
+            };
+            compute_vtrace(&self.input(), logs, p, out);
+            (adv, ret, w)
+        }
+
+        fn vtrace(&self, ratios: &[f64], p: VtraceParams) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
             let logs: Vec<f32> = ratios.iter().map(|r| r.ln() as f32).collect();
-            let (mut adv, mut ret) = (vec![0.0; n], vec![0.0; n]);
-            compute_vtrace(&self.input(), &logs, p, &mut adv, &mut ret);
-            (adv, ret)
+            self.run(&logs, p)
         }
     }
 
@@ -181,68 +209,74 @@ mod tests {
             compute_gae(&case.input(), G, L, &mut adv, &mut ret);
             let want = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<_>>();
             for p in [params(1.0, 1.0), params(2.0, 1.5)] {
-                let (a, r) = case.vtrace(&vec![1.0; n], p);
+                let (a, r, w) = case.vtrace(&vec![1.0; n], p);
                 close(&a, &want(&adv));
                 close(&r, &want(&ret));
+                close(&w, &vec![1.0; n]);
             }
         }
     }
 
     /// Worked by hand: ratios 2, 0.5, 1.5 with ρ̄ = c̄ = 1 give ρ = c/λ =
     /// 1, 0.5, 1. δ = 0.86, 0.87, 0.88 (as in `gae.rs`).
-    /// t=2: v-V = 0.88; A = 0.88.
+    /// t=2: v-V = 0.88; Â = 0.88.
     /// t=1: v-V = 0.5*0.87 + 0.9*(0.8*0.5)*0.88 = 0.435 + 0.3168 = 0.7518;
-    ///      A = 0.5*(0.87 + 0.72*0.88) = 0.5*1.5036 = 0.7518.
-    /// t=0: v-V = 0.86 + 0.9*0.8*0.7518 = 1.401296; A = 1.401296.
+    ///      Â = 0.87 + 0.72*0.88 = 1.5036 (weight 0.5: ρÂ = v-V, as ρ̄ = c̄).
+    /// t=0: v-V = 0.86 + 0.9*0.8*0.7518 = 1.401296; Â = 1.401296.
     #[test]
     fn truncated_weights_by_hand() {
         let case = Case::three_steps([0; 3], [0; 3], [9.0; 3]);
-        let (adv, ret) = case.vtrace(&[2.0, 0.5, 1.5], params(1.0, 1.0));
-        close(&adv, &[1.401296, 0.7518, 0.88]);
+        let (adv, ret, w) = case.vtrace(&[2.0, 0.5, 1.5], params(1.0, 1.0));
+        close(&adv, &[1.401296, 1.5036, 0.88]);
         close(&ret, &[1.901296, 1.1518, 1.18]);
+        close(&w, &[1.0, 0.5, 1.0]);
     }
 
     /// ρ̄ = 2, c̄ = 0.5 with the same ratios: ρ = 2, 0.5, 1.5; c = 0.4, 0.4, 0.4.
-    /// t=2: v-V = 1.5*0.88 = 1.32; A = 1.32.
-    /// t=1: v-V = 0.435 + 0.9*0.4*1.32 = 0.9102; A = 0.5*(0.87 + 0.72*1.32) = 0.9102.
-    /// t=0: v-V = 2*0.86 + 0.36*0.9102 = 2.047672; A = 2*(0.86 + 0.72*0.9102) = 3.030688.
+    /// t=2: v-V = 1.5*0.88 = 1.32; Â = 0.88.
+    /// t=1: v-V = 0.435 + 0.9*0.4*1.32 = 0.9102; Â = 0.87 + 0.72*1.32 = 1.8204.
+    /// t=0: v-V = 2*0.86 + 0.36*0.9102 = 2.047672; Â = 0.86 + 0.72*0.9102 = 1.515344.
     #[test]
     fn separate_rho_and_c_clips_by_hand() {
         let case = Case::three_steps([0; 3], [0; 3], [9.0; 3]);
-        let (adv, ret) = case.vtrace(&[2.0, 0.5, 1.5], params(2.0, 0.5));
-        close(&adv, &[3.030688, 0.9102, 1.32]);
+        let (adv, ret, w) = case.vtrace(&[2.0, 0.5, 1.5], params(2.0, 0.5));
+        close(&adv, &[1.515344, 1.8204, 0.88]);
         close(&ret, &[2.547672, 1.3102, 1.62]);
+        close(&w, &[2.0, 0.5, 1.5]);
     }
 
     /// A termination at t=1 cuts the trace: t=1 has no bootstrap and no carry,
     /// whatever the ratio after it. Ratios 1, 0.5, 4 (ρ̄ = c̄ = 1):
-    /// t=2: v-V = 0.88, A = 0.88. t=1: δ = 1 - 0.4 = 0.6; v-V = A = 0.5*0.6 = 0.3.
-    /// t=0: v-V = A = 0.86 + 0.72*0.3 = 1.076.
+    /// t=2: v-V = Â = 0.88. t=1: δ = 1 - 0.4 = 0.6 = Â; v-V = 0.5*0.6 = 0.3.
+    /// t=0: v-V = Â = 0.86 + 0.72*0.3 = 1.076.
     /// A truncation at t=1 bootstraps from V(final) = 0.35:
-    /// t=1: δ = 1 + 0.315 - 0.4 = 0.915, v-V = A = 0.4575; t=0: 0.86 + 0.72*0.4575 = 1.1894.
+    /// t=1: δ = Â = 1 + 0.315 - 0.4 = 0.915, v-V = 0.4575; t=0: 0.86 + 0.72*0.4575 = 1.1894.
     #[test]
     fn episode_ends_cut_the_trace() {
         let ratios = [1.0, 0.5, 4.0];
         let ended = Case::three_steps([0, 1, 0], [0; 3], [9.0; 3]);
-        let (adv, ret) = ended.vtrace(&ratios, params(1.0, 1.0));
-        close(&adv, &[1.076, 0.3, 0.88]);
+        let (adv, ret, w) = ended.vtrace(&ratios, params(1.0, 1.0));
+        close(&adv, &[1.076, 0.6, 0.88]);
         close(&ret, &[1.576, 0.7, 1.18]);
+        close(&w, &[1.0, 0.5, 1.0]);
         let truncated = Case::three_steps([0; 3], [0, 1, 0], [9.0, 0.35, 9.0]);
-        let (adv, _) = truncated.vtrace(&ratios, params(1.0, 1.0));
-        close(&adv, &[1.1894, 0.4575, 0.88]);
+        let (adv, _, _) = truncated.vtrace(&ratios, params(1.0, 1.0));
+        close(&adv, &[1.1894, 0.915, 0.88]);
     }
 
-    /// A log ratio far out of range is truncated, not a NaN or an infinity.
+    /// A log ratio far out of range is truncated, not a NaN or an infinity:
+    /// weights 1, ~0, 1; the trace through t=1 is cut (its excess ~0), so
+    /// Â_0 = δ_0 = 0.86.
     #[test]
     fn extreme_ratios_stay_finite() {
         let case = Case::three_steps([0; 3], [0; 3], [9.0; 3]);
-        let logs = [80.0f32, -80.0, 0.0];
-        let (mut adv, mut ret) = (vec![0.0; 3], vec![0.0; 3]);
-        compute_vtrace(&case.input(), &logs, params(1.0, 1.0), &mut adv, &mut ret);
+        let (adv, ret, w) = case.run(&[80.0, -80.0, 0.0], params(1.0, 1.0));
+        let all = adv.iter().chain(&ret).chain(&w);
         assert!(
-            adv.iter().chain(&ret).all(|x| x.is_finite()),
-            "{adv:?} {ret:?}"
+            all.into_iter().all(|x| x.is_finite()),
+            "{adv:?} {ret:?} {w:?}"
         );
-        close(&adv[1..], &[0.0, 0.88]);
+        close(&adv, &[0.86, 1.5036, 0.88]);
+        close(&w, &[1.0, 0.0, 1.0]);
     }
 }

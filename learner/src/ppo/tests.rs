@@ -21,6 +21,7 @@ fn toy_data(n: usize) -> UpdateData {
             .collect(),
         returns: vec![1.0; n],
         old_values: vec![0.0; n],
+        weights: None,
     }
 }
 
@@ -56,6 +57,75 @@ fn an_update_moves_probability_toward_advantaged_actions() {
     assert!(after > before + 0.02, "{before} -> {after}");
     assert!(stats.value_loss > 0.0 && stats.grad_norm > 0.0 && stats.approx_kl.is_finite());
     assert_eq!((stats.minibatch_steps, stats.early_stopped), (8, false));
+}
+
+/// Loss weights (V-trace's) scale each sample's advantage after the
+/// minibatch normalisation: with every weight 0 the policy does not move,
+/// although normalised advantages alone would move it; weights of 1 are the
+/// unweighted update exactly.
+#[test]
+fn loss_weights_apply_after_normalisation() {
+    let s = spec();
+    let mut c = cfg();
+    (c.epochs, c.minibatches, c.ent_coef) = (2, 2, 0.0);
+    c.adv_norm = AdvantageNorm::Minibatch;
+    let n = 64;
+    let mut data = toy_data(n);
+    // All advantages 5 or 7: centred, they still favour the odd samples.
+    for (i, a) in data.advantages.iter_mut().enumerate() {
+        *a = if i % 2 == 1 { 7.0 } else { 5.0 };
+    }
+    let policy_after = |weights: Option<Vec<f32>>| {
+        let mut ppo = Ppo::<B>::new(&s, &c, 3, vec![Default::default()]).unwrap();
+        let data = UpdateData {
+            weights,
+            ..data.clone()
+        };
+        ppo.update(&data, &c, 1e-2, 0.2).unwrap();
+        let obs = Tensor::from_data(
+            TensorData::new(data.observations.clone(), [n, 2]),
+            &Default::default(),
+        );
+        let logits: Vec<f32> = ppo
+            .inference_model()
+            .policy(obs)
+            .into_data()
+            .to_vec()
+            .unwrap();
+        logits
+    };
+    let start: Vec<f32> = {
+        let ppo = Ppo::<B>::new(&s, &c, 3, vec![Default::default()]).unwrap();
+        let obs = Tensor::from_data(
+            TensorData::new(data.observations.clone(), [n, 2]),
+            &Default::default(),
+        );
+        ppo.inference_model()
+            .policy(obs)
+            .into_data()
+            .to_vec()
+            .unwrap()
+    };
+    let moved = |l: &[f32]| {
+        l.iter()
+            .zip(&start)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f32::max)
+    };
+    assert!(
+        moved(&policy_after(None)) > 1e-3,
+        "unweighted, the policy moves"
+    );
+    assert_eq!(
+        moved(&policy_after(Some(vec![0.0; n]))),
+        0.0,
+        "weights 0: it does not"
+    );
+    assert_eq!(
+        policy_after(Some(vec![1.0; n])),
+        policy_after(None),
+        "weights 1"
+    );
 }
 
 #[test]
@@ -131,6 +201,7 @@ fn a_continuous_update_moves_the_mean_toward_advantaged_actions() {
             .collect(),
         returns: vec![0.0; n],
         old_values: vec![0.0; n],
+        weights: None,
     };
     let mean_of = |ppo: &Ppo<B>| {
         let h: Vec<f32> = ppo
@@ -221,6 +292,7 @@ fn continuous_case() -> (ModelSpec, UpdateData) {
         advantages: (0..n).map(|i| ((i * 11 % 9) as f32 - 4.0) / 4.0).collect(),
         returns: (0..n).map(|i| (i % 4) as f32).collect(),
         old_values: vec![0.5; n],
+        weights: None,
     };
     (s, data)
 }

@@ -12,7 +12,7 @@ use crate::gae;
 use crate::ppo::Ppo;
 use crate::reward_scale::RewardScaler;
 use crate::summary::Lag;
-use crate::vtrace::{VtraceParams, compute_vtrace};
+use crate::vtrace::{VtraceOut, VtraceParams, compute_vtrace};
 use burn::tensor::backend::AutodiffBackend;
 use sebulba_core::config::{AdvantageNorm, LagCorrection, RunConfig};
 use sebulba_core::model::RunningMeanStd;
@@ -65,6 +65,9 @@ pub fn prepare<B: AutodiffBackend>(
         lags.push(lag);
     }
     let mut data = out.data;
+    if out.lag_corrected > 0 {
+        data.weights = Some(out.weights);
+    }
     let explained_variance = explained_variance(&data.old_values, &data.returns);
     if cfg.ppo.adv_norm == AdvantageNorm::Update {
         normalize(&mut data.advantages);
@@ -123,6 +126,8 @@ struct Collected {
     episode_returns: Vec<f64>,
     episode_lengths: Vec<u32>,
     lag_corrected: usize,
+    /// Policy-loss weights, kept under `ppo.lag_correction = vtrace`.
+    weights: Vec<f32>,
 }
 
 impl Collected {
@@ -150,11 +155,13 @@ impl Collected {
                 advantages: Vec::with_capacity(n),
                 returns: Vec::with_capacity(n),
                 old_values: Vec::with_capacity(n),
+                weights: None,
             },
             mask_width,
             episode_returns: Vec::new(),
             episode_lengths: Vec::new(),
             lag_corrected: 0,
+            weights: Vec::new(),
         }
     }
 
@@ -191,6 +198,7 @@ impl Collected {
             final_values: &final_values,
         };
         let (mut adv, mut ret) = (vec![0.0f32; te], vec![0.0f32; te]);
+        let mut weights = vec![1.0f32; te];
         let p = &cfg.ppo;
         let corrected = (lag > 0 && p.lag_correction == LagCorrection::Vtrace).then(|| {
             // pi: the policy this update starts from. Its log-probabilities
@@ -208,13 +216,21 @@ impl Collected {
                 rho_clip: p.vtrace_rho_clip,
                 c_clip: p.vtrace_c_clip,
             };
-            compute_vtrace(&input, &log_ratios, params, &mut adv, &mut ret);
+            let out = VtraceOut {
+                advantages: &mut adv,
+                returns: &mut ret,
+                weights: &mut weights,
+            };
+            compute_vtrace(&input, &log_ratios, params, out);
             log_pi
         });
         if corrected.is_none() {
             gae::compute_gae(&input, p.gamma, p.gae_lambda, &mut adv, &mut ret);
         }
         self.lag_corrected += usize::from(corrected.is_some());
+        if p.lag_correction == LagCorrection::Vtrace {
+            self.weights.extend_from_slice(&weights);
+        }
         let out = &mut self.data;
         out.advantages.extend_from_slice(&adv);
         out.returns.extend_from_slice(&ret);

@@ -151,14 +151,15 @@ fn values_gae_and_normalisation_follow_an_independent_computation_in_both_engine
 /// V-trace from the paper's sum form, with the critic V(s) = tanh(s0) and
 /// rho-bar = c-bar = 1: `v_s = V(x_s) + sum_{t>=s} gamma^(t-s) (prod_{s<=i<t} c_i)
 /// rho_t delta_t` over the rest of the episode inside the batch, and
-/// `A_s = rho_s (r_s + gamma (lambda v_{s+1} + (1 - lambda) V(x_{s+1})) - V(x_s))`
-/// (the next value 0 after a termination, V(final) after a truncation).
+/// `A_s = r_s + gamma (lambda v_{s+1} + (1 - lambda) V(x_{s+1})) - V(x_s)`
+/// (the next value 0 after a termination, V(final) after a truncation) with
+/// the weight `rho_s`.
 fn reference_vtrace(
     b: &DecodedBatch,
     log_pi: &[f32],
     gamma: f64,
     lambda: f64,
-) -> (Vec<f64>, Vec<f64>) {
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
     let (t_len, e_len) = (b.num_steps, b.num_envs);
     let v = |row: usize| (b.observations[row * 4] as f64).tanh();
     let mut finals = b.final_observations.chunks(4);
@@ -200,10 +201,11 @@ fn reference_vtrace(
             } else {
                 boot
             };
-            ratio(i).min(1.0) * (b.rewards[i] as f64 + gamma * next_value - v(i))
+            b.rewards[i] as f64 + gamma * next_value - v(i)
         })
         .collect();
-    (adv, targets)
+    let rho = (0..n).map(|i| ratio(i).min(1.0)).collect();
+    (adv, targets, rho)
 }
 
 /// With `ppo.lag_correction = vtrace`, batches one version behind get
@@ -245,6 +247,7 @@ fn lagged_batches_get_vtrace_against_an_independent_computation_in_both_engines(
         }
         let engine = ppo.engine();
         let (mut want_adv, mut want_ret, mut want_logp) = (vec![], vec![], vec![]);
+        let mut want_w = vec![];
         let mut clipped = 0;
         for b in &batches {
             let rows = UpdateData {
@@ -256,6 +259,7 @@ fn lagged_batches_get_vtrace_against_an_independent_computation_in_both_engines(
                 advantages: vec![0.0; b.log_probs.len()],
                 returns: vec![0.0; b.log_probs.len()],
                 old_values: vec![0.0; b.log_probs.len()],
+                weights: None,
             };
             let log_pi = crate::ppo::tests::actor_log_probs(&ppo, "CartPole-v1", &spec, &rows);
             clipped += log_pi
@@ -263,9 +267,10 @@ fn lagged_batches_get_vtrace_against_an_independent_computation_in_both_engines(
                 .zip(&b.log_probs)
                 .filter(|(p, m)| p > m)
                 .count();
-            let (a, r) = reference_vtrace(b, &log_pi, gamma, lambda);
+            let (a, r, w) = reference_vtrace(b, &log_pi, gamma, lambda);
             want_adv.extend(a);
             want_ret.extend(r);
+            want_w.extend(w);
             want_logp.extend(log_pi.iter().map(|&x| x as f64));
         }
         assert!(
@@ -283,9 +288,12 @@ fn lagged_batches_get_vtrace_against_an_independent_computation_in_both_engines(
         );
         assert!(close(&d.returns, &want_ret), "{engine}: {:?}", d.returns);
         assert!(close(&d.old_log_probs, &want_logp), "{engine}");
+        let weights = d.weights.as_deref().expect("weights");
+        assert!(close(weights, &want_w), "{engine}: {weights:?}");
         // Lag 0: GAE, and the actor's log-probabilities.
         let out = prepare(&batches, 0, &mut ppo, &mut norms, &cfg, 4);
         assert_eq!(out.lag_corrected, 0);
+        assert!(out.data.weights.is_none(), "{engine}: all weights 1");
         let (a, _) = reference_gae(&batches[0], gamma, lambda);
         assert!(close(&out.data.advantages[..24], &a), "{engine}");
         assert_eq!(out.data.old_log_probs[..24], batches[0].log_probs[..]);

@@ -80,6 +80,7 @@ mod tests {
             advantages: vec![0.0; n],
             returns: vec![0.0; n],
             old_values: vec![0.0; n],
+            weights: None,
         };
         let log_probs = crate::ppo::tests::actor_log_probs(ppo, env_id, spec, &rows);
         DecodedBatch {

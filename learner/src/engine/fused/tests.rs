@@ -160,6 +160,7 @@ fn data(case: &Case, n: usize, seed: u64) -> UpdateData {
         advantages: (0..n).map(|_| rng.random_range(-2.0..2.0)).collect(),
         returns: (0..n).map(|_| rng.random_range(-1.0..1.0)).collect(),
         old_values: (0..n).map(|_| rng.random_range(-0.2..0.2)).collect(),
+        weights: None,
     };
     let m = model(case, &data);
     let obs = Tensor::<B, 2>::from_data(
