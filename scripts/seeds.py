@@ -37,7 +37,7 @@ def one(binary, seed, target, out, rest):
     shutil.rmtree(run_dir, ignore_errors=True)
     cmd = [binary, "bench", "local", "--seed", str(seed), "--run-dir", str(run_dir)]
     if target is not None:
-        cmd += ["--target-return", str(target)]
+        cmd += [f"--target-return={target}"]
     cmd += ["--json", str(out / f"seed-{seed}.json")] + rest
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:

@@ -41,7 +41,9 @@ impl RunConfig {
         }
         match env_id {
             "CartPole-v1" => {
-                c.run.total_steps = 150_000;
+                // 500 by 50k in every seed of 1-3 (steps to the first 500:
+                // 5k to 50k over seeds 1-10).
+                c.run.total_steps = 50_000;
                 c.ppo.gamma = 0.98;
                 c.ppo.gae_lambda = 0.8;
                 c.ppo.learning_rate = 1e-3;
@@ -74,7 +76,12 @@ impl RunConfig {
                 // Wide initial noise saturates tanh: near bang-bang actions pump
                 // enough energy to find the goal before the action cost teaches
                 // the policy to stand still; the entropy bonus keeps it exploring.
-                c.network.init_std = 3.0;
+                // With std 2 and 20 epochs the goal is found in the first 5k
+                // steps and kept: >= 90 at 20k in 30 runs of seeds 1-10
+                // (std 3 and 10 epochs: one run in ten ended below 90).
+                c.run.total_steps = 20_000;
+                c.network.init_std = 2.0;
+                c.ppo.epochs = 20;
                 c.ppo.ent_coef = 0.01;
                 c.ppo.scale_rewards = true;
             }
