@@ -75,27 +75,11 @@ fn loss_weights_apply_after_normalisation() {
     for (i, a) in data.advantages.iter_mut().enumerate() {
         *a = if i % 2 == 1 { 7.0 } else { 5.0 };
     }
-    let policy_after = |weights: Option<Vec<f32>>| {
-        let mut ppo = Ppo::<B>::new(&s, &c, 3, vec![Default::default()]).unwrap();
-        let data = UpdateData {
-            weights,
-            ..data.clone()
-        };
-        ppo.update(&data, &c, 1e-2, 0.2).unwrap();
-        let obs = Tensor::from_data(
-            TensorData::new(data.observations.clone(), [n, 2]),
-            &Default::default(),
-        );
-        let logits: Vec<f32> = ppo
-            .inference_model()
-            .policy(obs)
-            .into_data()
-            .to_vec()
-            .unwrap();
-        logits
-    };
-    let start: Vec<f32> = {
-        let ppo = Ppo::<B>::new(&s, &c, 3, vec![Default::default()]).unwrap();
+    // The burn backend's RNG is process-wide and other tests draw from it
+    // meanwhile: every update starts from one model, cloned.
+    let first = Ppo::<B>::new(&s, &c, 3, vec![Default::default()]).unwrap();
+    let model = first.model().clone();
+    let logits = |ppo: &Ppo<B>| -> Vec<f32> {
         let obs = Tensor::from_data(
             TensorData::new(data.observations.clone(), [n, 2]),
             &Default::default(),
@@ -105,6 +89,17 @@ fn loss_weights_apply_after_normalisation() {
             .into_data()
             .to_vec()
             .unwrap()
+    };
+    let start = logits(&first);
+    let policy_after = |weights: Option<Vec<f32>>| {
+        let mut ppo =
+            Ppo::<B>::with_model(&s, model.clone(), &c, 3, vec![Default::default()]).unwrap();
+        let data = UpdateData {
+            weights,
+            ..data.clone()
+        };
+        ppo.update(&data, &c, 1e-2, 0.2).unwrap();
+        logits(&ppo)
     };
     let moved = |l: &[f32]| {
         l.iter()
