@@ -18,6 +18,37 @@ pub struct GaeInput<'a> {
     pub final_values: &'a [f32],
 }
 
+impl GaeInput<'_> {
+    /// The value that bootstraps step `i` and whether the episode goes on
+    /// into the next row: 0 after a termination, the true final
+    /// observation's value after a truncation, else the next row's.
+    pub fn next_value(&self, i: usize) -> (f64, bool) {
+        if self.terminated[i] != 0 {
+            (0.0, false)
+        } else if self.truncated[i] != 0 {
+            (self.final_values[i] as f64, false)
+        } else {
+            (self.values[i + self.num_envs] as f64, true)
+        }
+    }
+
+    /// Panics, naming `what`, unless every array (and every output in
+    /// `outputs`) has its length for T steps of E envs.
+    pub fn check_lengths(&self, what: &str, outputs: &[usize]) {
+        let (t_len, e_len) = (self.num_steps, self.num_envs);
+        let n = t_len * e_len;
+        assert!(
+            self.rewards.len() == n
+                && self.terminated.len() == n
+                && self.truncated.len() == n
+                && self.final_values.len() == n
+                && self.values.len() == n + e_len
+                && outputs.iter().all(|&len| len == n),
+            "{what}: inconsistent lengths for T={t_len}, E={e_len}"
+        );
+    }
+}
+
 /// Writes advantages and returns (advantage + value), each `[T * E]`.
 pub fn compute_gae(
     input: &GaeInput<'_>,
@@ -27,29 +58,13 @@ pub fn compute_gae(
     returns: &mut [f32],
 ) {
     let (t_len, e_len) = (input.num_steps, input.num_envs);
-    let n = t_len * e_len;
-    assert!(
-        input.rewards.len() == n
-            && input.terminated.len() == n
-            && input.truncated.len() == n
-            && input.final_values.len() == n
-            && input.values.len() == n + e_len
-            && advantages.len() == n
-            && returns.len() == n,
-        "compute_gae: inconsistent lengths for T={t_len}, E={e_len}"
-    );
+    input.check_lengths("compute_gae", &[advantages.len(), returns.len()]);
     for e in 0..e_len {
         let mut next_adv = 0.0f64;
         for t in (0..t_len).rev() {
             let i = t * e_len + e;
             let value = input.values[i] as f64;
-            let (next_value, episode_continues) = if input.terminated[i] != 0 {
-                (0.0, false)
-            } else if input.truncated[i] != 0 {
-                (input.final_values[i] as f64, false)
-            } else {
-                (input.values[i + e_len] as f64, true)
-            };
+            let (next_value, episode_continues) = input.next_value(i);
             let delta = input.rewards[i] as f64 + gamma * next_value - value;
             let carry = if episode_continues {
                 gamma * lambda * next_adv

@@ -56,19 +56,13 @@ pub fn compute_vtrace(
         weights,
     } = out;
     let (t_len, e_len) = (input.num_steps, input.num_envs);
-    let n = t_len * e_len;
-    assert!(
-        log_ratios.len() == n
-            && input.rewards.len() == n
-            && input.terminated.len() == n
-            && input.truncated.len() == n
-            && input.final_values.len() == n
-            && input.values.len() == n + e_len
-            && advantages.len() == n
-            && returns.len() == n
-            && weights.len() == n,
-        "compute_vtrace: inconsistent lengths for T={t_len}, E={e_len}"
-    );
+    let lengths = [
+        log_ratios.len(),
+        advantages.len(),
+        returns.len(),
+        weights.len(),
+    ];
+    input.check_lengths("compute_vtrace", &lengths);
     let VtraceParams {
         gamma,
         lambda,
@@ -81,13 +75,7 @@ pub fn compute_vtrace(
         for t in (0..t_len).rev() {
             let i = t * e_len + e;
             let value = input.values[i] as f64;
-            let (next_value, episode_continues) = if input.terminated[i] != 0 {
-                (0.0, false)
-            } else if input.truncated[i] != 0 {
-                (input.final_values[i] as f64, false)
-            } else {
-                (input.values[i + e_len] as f64, true)
-            };
+            let (next_value, episode_continues) = input.next_value(i);
             // exp of a log ratio the learner computed; a huge one only means
             // the weights are truncated at rho_clip and c_clip.
             let ratio = (log_ratios[i] as f64).exp();

@@ -63,17 +63,24 @@ fn tanh_critic(spec: &ModelSpec) -> ActorCritic<CpuAutodiff> {
     m
 }
 
-/// GAE written out independently: per env, backwards in time.
-fn reference_gae(b: &DecodedBatch, gamma: f64, lambda: f64) -> (Vec<f64>, Vec<f64>) {
-    let (t_len, e_len) = (b.num_steps, b.num_envs);
+/// The critic of [`tanh_critic`] on batch `b`: V of an observation row, and
+/// V of each step's true final observation where it was truncated.
+fn tanh_values(b: &DecodedBatch) -> (impl Fn(usize) -> f64 + '_, Vec<Option<f64>>) {
     let v = |row: usize| (b.observations[row * 4] as f64).tanh();
-    let (mut adv, mut values) = (vec![0.0; t_len * e_len], vec![0.0; t_len * e_len]);
     let mut finals = b.final_observations.chunks(4);
-    let final_value: Vec<Option<f64>> = b
+    let final_value = b
         .truncated
         .iter()
         .map(|&tr| (tr == 1).then(|| (finals.next().unwrap()[0] as f64).tanh()))
         .collect();
+    (v, final_value)
+}
+
+/// GAE written out independently: per env, backwards in time.
+fn reference_gae(b: &DecodedBatch, gamma: f64, lambda: f64) -> (Vec<f64>, Vec<f64>) {
+    let (t_len, e_len) = (b.num_steps, b.num_envs);
+    let (v, final_value) = tanh_values(b);
+    let (mut adv, mut values) = (vec![0.0; t_len * e_len], vec![0.0; t_len * e_len]);
     for e in 0..e_len {
         let mut next = 0.0;
         for t in (0..t_len).rev() {
@@ -161,13 +168,7 @@ fn reference_vtrace(
     lambda: f64,
 ) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
     let (t_len, e_len) = (b.num_steps, b.num_envs);
-    let v = |row: usize| (b.observations[row * 4] as f64).tanh();
-    let mut finals = b.final_observations.chunks(4);
-    let final_value: Vec<Option<f64>> = b
-        .truncated
-        .iter()
-        .map(|&tr| (tr == 1).then(|| (finals.next().unwrap()[0] as f64).tanh()))
-        .collect();
+    let (v, final_value) = tanh_values(b);
     let ratio = |i: usize| ((log_pi[i] - b.log_probs[i]) as f64).exp();
     // The next state's value, and whether the episode goes on in the batch.
     let next = |i: usize, t: usize| match (b.terminated[i], final_value[i]) {
