@@ -398,6 +398,9 @@ pub struct EvaluatorArgs {
     /// Deterministic episodes per evaluation.
     #[arg(long, env = "SEBULBA_EVAL_EPISODES", default_value_t = 10, value_parser = within::<usize>("eval.episodes"))]
     pub episodes: usize,
+    /// Deterministic episodes for the run's final version.
+    #[arg(long, env = "SEBULBA_EVAL_FINAL_EPISODES", default_value_t = 100, value_parser = within::<usize>("eval.final_episodes"))]
+    pub final_episodes: usize,
     /// The run seed (evaluation envs derive theirs from it).
     #[arg(long, env = "SEBULBA_SEED", default_value_t = 1)]
     pub seed: u64,

@@ -116,6 +116,7 @@ fn spawn_roles(
             output: sebulba_evaluator::Output::Dir(run_dir.to_path_buf()),
             interval: config.eval.interval,
             episodes: config.eval.episodes,
+            final_episodes: config.eval.final_episodes,
             seed: config.run.seed,
             device: sebulba_core::devices::DeviceKind::Cpu,
             security: p.security.clone(),

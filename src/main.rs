@@ -126,6 +126,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 },
                 interval: args.interval,
                 episodes: args.episodes,
+                final_episodes: args.final_episodes,
                 seed: args.seed,
                 device: args.device,
                 security: args.security.load()?,

@@ -1,6 +1,6 @@
 //! The evaluator: follows the parameter server and, every `interval` versions
-//! (and always for the final one), plays deterministic (argmax) episodes on its
-//! own environments. Results go to `eval.jsonl`; the best weights to
+//! (and always for the final one, with `final_episodes` episodes), plays
+//! deterministic (argmax) episodes on its own environments. Results go to `eval.jsonl`; the best weights to
 //! `best.safetensors`; each score is filed with the parameter server too.
 
 mod episodes;
@@ -39,6 +39,8 @@ pub struct EvaluatorOptions {
     /// Evaluate when the version is at least this many past the last evaluated one.
     pub interval: u64,
     pub episodes: usize,
+    /// Episodes for the run's final version.
+    pub final_episodes: usize,
     /// The run seed; evaluation envs use `eval_seed(seed)`, the same start states for every version.
     pub seed: u64,
     /// Inference device (`cpu`, or `cuda:N` with the `cuda` feature).
@@ -234,7 +236,11 @@ impl<'a> Evaluator<'a> {
             self.policy = Some(p);
             return Ok(None);
         }
-        let episodes = self.opts.episodes;
+        let episodes = if w.r#final {
+            self.opts.final_episodes
+        } else {
+            self.opts.episodes
+        };
         let seed = sebulba_core::config::eval_seed(self.opts.seed);
         let env_id = w.env_id.clone();
         let t0 = Instant::now();

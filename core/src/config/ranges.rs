@@ -88,6 +88,7 @@ pub const RANGES: &[Range] = &[
     int("actor.send_queue", 1.0, 64.0),
     int("eval.interval", 1.0, 1e6),
     int("eval.episodes", 1.0, 10_000.0),
+    int("eval.final_episodes", 1.0, 10_000.0),
 ];
 
 impl Range {
@@ -165,6 +166,7 @@ pub fn check(c: &RunConfig) -> Result<(), ConfigError> {
     int("actor.send_queue", c.actor.send_queue as u64)?;
     int("eval.interval", c.eval.interval)?;
     int("eval.episodes", c.eval.episodes as u64)?;
+    int("eval.final_episodes", c.eval.final_episodes as u64)?;
     check_network_size(c)?;
     check_derived(c)
 }
