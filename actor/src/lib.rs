@@ -78,13 +78,24 @@ pub async fn run(
         shutdown.child_token(),
     ));
     let mut report = ActorReport::default();
+    // The run this actor last joined: only that run's final version on the
+    // parameter server ends it while the learner is away.
+    let mut joined: Option<String> = None;
     let new_backoff =
         || sebulba_transport::grpc::backoff(Duration::from_millis(100), Duration::from_secs(5));
     let mut backoff = new_backoff();
     let result = loop {
         report.sessions += 1;
         let sent_before = report.batches_sent;
-        match session(&opts, weights_rx.clone(), &shutdown, &mut report).await {
+        match session(
+            &opts,
+            weights_rx.clone(),
+            &shutdown,
+            &mut report,
+            &mut joined,
+        )
+        .await
+        {
             Ok(SessionEnd::RunFinished) => {
                 info!(name = %opts.name, batches = report.batches_sent, "run finished");
                 break Ok(report);
@@ -98,7 +109,7 @@ pub async fn run(
             Err(ActorError::Unavailable(m)) => {
                 // With the learner away, the parameter server may still say
                 // the run is over: its final version ends the run here too.
-                if run_is_final(&weights_rx) {
+                if concludes_run(weights_rx.borrow().as_deref(), joined.as_deref()) {
                     info!(name = %opts.name, "the parameter server holds the run's final version; run finished");
                     break Ok(report);
                 }
@@ -120,9 +131,12 @@ pub async fn run(
     result
 }
 
-/// Whether the newest weights heard are the run's last version.
-fn run_is_final(weights: &watch::Receiver<Option<Arc<Weights>>>) -> bool {
-    weights.borrow().as_ref().is_some_and(|w| w.r#final)
+/// Whether the newest weights heard, `newest`, are the last version of the
+/// run this actor joined. A final version of another run says nothing about
+/// the next one: an actor started after a run finished (before the next
+/// run's learner publishes) waits for that learner instead of exiting.
+fn concludes_run(newest: Option<&Weights>, joined: Option<&str>) -> bool {
+    newest.is_some_and(|w| w.r#final && joined == Some(w.run_id.as_str()))
 }
 
 /// Refused credentials are fatal (retrying cannot fix them); the rest is worth retrying.
@@ -140,6 +154,7 @@ async fn session(
     mut weights: watch::Receiver<Option<Arc<Weights>>>,
     shutdown: &CancellationToken,
     report: &mut ActorReport,
+    joined: &mut Option<String>,
 ) -> Result<SessionEnd, ActorError> {
     let ch = channel(&opts.learner, &opts.security, Some(Class::Actor))
         .map_err(|e| ActorError::Fatal(format!("learner address `{}`: {e}", opts.learner)))?;
@@ -149,6 +164,7 @@ async fn session(
     let Some((actor_id, spec)) = join(&mut client, &opts.name).await? else {
         return Ok(SessionEnd::RunFinished);
     };
+    *joined = Some(spec.run_id.clone());
     let env =
         sebulba_core::env::env_spec(&spec.env_id).map_err(|e| ActorError::Fatal(e.to_string()))?;
     let network = network_from_wire(&spec.network.unwrap_or_default())
@@ -298,5 +314,31 @@ async fn stream(
         if a.run_finished {
             return Ok(SessionEnd::RunFinished);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn weights(run: &str, last: bool) -> Weights {
+        Weights {
+            run_id: run.into(),
+            r#final: last,
+            ..Default::default()
+        }
+    }
+
+    /// Only the final version of the run joined ends an actor whose learner
+    /// is away: not another run's (an actor started between two runs), not
+    /// before it joined anything, not a version that is not final.
+    #[test]
+    fn only_the_joined_runs_final_version_ends_the_actor() {
+        let (done, going) = (weights("run-1", true), weights("run-1", false));
+        assert!(concludes_run(Some(&done), Some("run-1")));
+        assert!(!concludes_run(Some(&done), None), "never joined");
+        assert!(!concludes_run(Some(&done), Some("run-2")), "another run");
+        assert!(!concludes_run(Some(&going), Some("run-1")));
+        assert!(!concludes_run(None, Some("run-1")));
     }
 }
