@@ -415,7 +415,8 @@ fn versions_cannot_be_hijacked_and_runs_follow_one_another_on_one_param_server()
         }
     }
     // An actor started after the run: the learner is gone, the parameter
-    // server holds the final version, and the actor concludes the run is over.
+    // server holds the final version, and the actor concludes the run is over
+    // once a next run's learner had time to come up (15 s).
     let t0 = Instant::now();
     let mut late = actor(&dir, "late-actor", &learner_url, &ps_url, |_| {});
     exits_ok(&mut late, Duration::from_secs(60));

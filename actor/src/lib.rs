@@ -78,9 +78,10 @@ pub async fn run(
         shutdown.child_token(),
     ));
     let mut report = ActorReport::default();
-    // The run this actor last joined: only that run's final version on the
+    // The run this actor last joined: that run's final version on the
     // parameter server ends it while the learner is away.
     let mut joined: Option<String> = None;
+    let started = std::time::Instant::now();
     let new_backoff =
         || sebulba_transport::grpc::backoff(Duration::from_millis(100), Duration::from_secs(5));
     let mut backoff = new_backoff();
@@ -109,7 +110,8 @@ pub async fn run(
             Err(ActorError::Unavailable(m)) => {
                 // With the learner away, the parameter server may still say
                 // the run is over: its final version ends the run here too.
-                if concludes_run(weights_rx.borrow().as_deref(), joined.as_deref()) {
+                let newest = weights_rx.borrow().clone();
+                if concludes_run(newest.as_deref(), joined.as_deref(), started.elapsed()) {
                     info!(name = %opts.name, "the parameter server holds the run's final version; run finished");
                     break Ok(report);
                 }
@@ -131,12 +133,25 @@ pub async fn run(
     result
 }
 
-/// Whether the newest weights heard, `newest`, are the last version of the
-/// run this actor joined. A final version of another run says nothing about
-/// the next one: an actor started after a run finished (before the next
-/// run's learner publishes) waits for that learner instead of exiting.
-fn concludes_run(newest: Option<&Weights>, joined: Option<&str>) -> bool {
-    newest.is_some_and(|w| w.r#final && joined == Some(w.run_id.as_str()))
+/// How long an actor that has joined no run yet keeps trying to reach a
+/// learner while the parameter server holds a finished run's final version:
+/// the next run's learner may be starting (compose `up -d` after a finished
+/// run starts every role at once), and its first publish replaces that version.
+const NEXT_RUN_PATIENCE: Duration = Duration::from_secs(15);
+
+/// Whether the newest weights heard, `newest`, end this actor while its
+/// learner is away: the final version of the run it joined, at once; a
+/// final version when it has joined no run, after [`NEXT_RUN_PATIENCE`]
+/// (`trying`: how long it has been trying); a final version of another run
+/// than its own, never.
+fn concludes_run(newest: Option<&Weights>, joined: Option<&str>, trying: Duration) -> bool {
+    newest.is_some_and(|w| {
+        w.r#final
+            && match joined {
+                Some(run) => run == w.run_id,
+                None => trying >= NEXT_RUN_PATIENCE,
+            }
+    })
 }
 
 /// Refused credentials are fatal (retrying cannot fix them); the rest is worth retrying.
@@ -329,16 +344,26 @@ mod tests {
         }
     }
 
-    /// Only the final version of the run joined ends an actor whose learner
-    /// is away: not another run's (an actor started between two runs), not
-    /// before it joined anything, not a version that is not final.
+    /// The final version of the run joined ends an actor whose learner is
+    /// away at once; one seen before joining anything, only after the next
+    /// run's learner had time to come up and publish; another run's, or a
+    /// version that is not final, never.
     #[test]
-    fn only_the_joined_runs_final_version_ends_the_actor() {
+    fn a_final_version_ends_the_actor_of_its_run_or_a_late_one() {
         let (done, going) = (weights("run-1", true), weights("run-1", false));
-        assert!(concludes_run(Some(&done), Some("run-1")));
-        assert!(!concludes_run(Some(&done), None), "never joined");
-        assert!(!concludes_run(Some(&done), Some("run-2")), "another run");
-        assert!(!concludes_run(Some(&going), Some("run-1")));
-        assert!(!concludes_run(None, Some("run-1")));
+        let (now, later) = (Duration::ZERO, NEXT_RUN_PATIENCE);
+        assert!(concludes_run(Some(&done), Some("run-1"), now));
+        assert!(
+            !concludes_run(Some(&done), None, now),
+            "a run may be starting"
+        );
+        assert!(concludes_run(Some(&done), None, later), "none started");
+        assert!(
+            !concludes_run(Some(&done), Some("run-2"), later),
+            "another run"
+        );
+        assert!(!concludes_run(Some(&going), Some("run-1"), later));
+        assert!(!concludes_run(Some(&going), None, later));
+        assert!(!concludes_run(None, Some("run-1"), later));
     }
 }
