@@ -76,6 +76,16 @@ fn tanh_values(b: &DecodedBatch) -> (impl Fn(usize) -> f64 + '_, Vec<Option<f64>
     (v, final_value)
 }
 
+/// PPO over [`tanh_critic`], on the fused engine when `fused`.
+fn tanh_ppo(spec: &ModelSpec, cfg: &RunConfig, fused: bool) -> Ppo<CpuAutodiff> {
+    let dev = Default::default();
+    let mut ppo = Ppo::with_model(spec, tanh_critic(spec), &cfg.ppo, 5, vec![dev]).unwrap();
+    if fused {
+        ppo.use_fused().unwrap();
+    }
+    ppo
+}
+
 /// GAE written out independently: per env, backwards in time.
 fn reference_gae(b: &DecodedBatch, gamma: f64, lambda: f64) -> (Vec<f64>, Vec<f64>) {
     let (t_len, e_len) = (b.num_steps, b.num_envs);
@@ -118,11 +128,7 @@ fn values_gae_and_normalisation_follow_an_independent_computation_in_both_engine
         want_ret.extend(r);
     }
     for fused in [false, true] {
-        let dev = Default::default();
-        let mut ppo = Ppo::with_model(&spec, tanh_critic(&spec), &cfg.ppo, 5, vec![dev]).unwrap();
-        if fused {
-            ppo.use_fused().unwrap();
-        }
+        let mut ppo = tanh_ppo(&spec, &cfg, fused);
         let engine = ppo.engine();
         let mut norms = Normalizers::new(&cfg, 4);
         let out = prepare(&batches, 0, &mut ppo, &mut norms, &cfg, 4);
@@ -241,11 +247,7 @@ fn lagged_batches_get_vtrace_against_an_independent_computation_in_both_engines(
                 .all(|(g, w)| (*g as f64 - w).abs() < 1e-5)
     };
     for fused in [false, true] {
-        let dev = Default::default();
-        let mut ppo = Ppo::with_model(&spec, tanh_critic(&spec), &cfg.ppo, 5, vec![dev]).unwrap();
-        if fused {
-            ppo.use_fused().unwrap();
-        }
+        let mut ppo = tanh_ppo(&spec, &cfg, fused);
         let engine = ppo.engine();
         let (mut want_adv, mut want_ret, mut want_logp) = (vec![], vec![], vec![]);
         let mut want_w = vec![];
