@@ -17,6 +17,9 @@ use tracing::info;
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    // `gym:` and `py:` environment ids (the interpreter starts on first use).
+    #[cfg(feature = "python")]
+    sebulba_pyenv::install();
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = cli.threads {
         rt.worker_threads(n.into());

@@ -6,7 +6,7 @@ use rand::Rng;
 use sebulba_core::distribution::{
     ActionDist, DistError, Squash, sample_categorical, sample_tanh_normal,
 };
-use sebulba_core::env::{ActionBatch, VecEnv};
+use sebulba_core::env::{ActionBatch, VectorEnv};
 use sebulba_proto::{Tensor, encode_f32, encode_i32, encode_u8};
 
 pub enum Actions {
@@ -31,7 +31,7 @@ pub enum Actions {
 }
 
 impl Actions {
-    pub fn new(dist: &ActionDist, venv: &VecEnv, t_len: usize) -> Self {
+    pub fn new(dist: &ActionDist, venv: &dyn VectorEnv, t_len: usize) -> Self {
         let e = venv.num_envs();
         match dist {
             ActionDist::Categorical { n } => {
@@ -65,7 +65,7 @@ impl Actions {
         &mut self,
         t: usize,
         head: &[f32],
-        venv: &VecEnv,
+        venv: &dyn VectorEnv,
         log_probs: &mut [f32],
         rng: &mut R,
     ) -> Result<ActionBatch<'_>, DistError> {

@@ -5,6 +5,7 @@
 //! with the weights it has.
 
 mod actions;
+mod faults;
 mod rollout;
 
 use rollout::{Rollout, RolloutSetup};
@@ -180,8 +181,8 @@ async fn session(
         return Ok(SessionEnd::RunFinished);
     };
     *joined = Some(spec.run_id.clone());
-    let env =
-        sebulba_core::env::env_spec(&spec.env_id).map_err(|e| ActorError::Fatal(e.to_string()))?;
+    let env = sebulba_core::env::env_spec_with(&spec.env_id, &spec.env_kwargs)
+        .map_err(|e| ActorError::Fatal(e.to_string()))?;
     let network = network_from_wire(&spec.network.unwrap_or_default())
         .map_err(|e| ActorError::Fatal(e.to_string()))?;
     let dist = ActionDist::new(&env.action_space, &network);
@@ -209,6 +210,7 @@ async fn session(
     let setup = RolloutSetup {
         actor_id,
         env,
+        env_kwargs: spec.env_kwargs.clone(),
         dist,
         network,
         num_envs: spec.envs_per_actor as usize,

@@ -9,7 +9,9 @@ use rand::rngs::StdRng;
 use sebulba_core::config::NetworkConfig;
 use sebulba_core::devices::DeviceKind;
 use sebulba_core::distribution::ActionDist;
-use sebulba_core::env::{DiscountedReturn, EnvError, EnvSpec, VecEnv, VecStepOut};
+use sebulba_core::env::{
+    DiscountedReturn, EnvError, EnvSpec, VecStepOut, VectorEnv, make_vector_env,
+};
 use sebulba_core::policy::InferencePolicy;
 use sebulba_proto::{EpisodeStats, TrajectoryBatch, Weights, encode_f32, encode_u8};
 use std::sync::Arc;
@@ -21,6 +23,8 @@ use tracing::{Instrument, debug, info_span, warn};
 pub struct RolloutSetup {
     pub actor_id: String,
     pub env: EnvSpec,
+    /// A Python environment's keyword arguments (JSON; empty for native ids).
+    pub env_kwargs: String,
     pub dist: ActionDist,
     pub network: NetworkConfig,
     pub num_envs: usize,
@@ -40,7 +44,7 @@ pub struct RolloutSetup {
 
 pub struct Rollout {
     setup: RolloutSetup,
-    venv: VecEnv,
+    venv: Box<dyn VectorEnv>,
     policy: InferencePolicy,
     weights: watch::Receiver<Option<Arc<Weights>>>,
     out: mpsc::Sender<TrajectoryBatch>,
@@ -56,6 +60,8 @@ pub struct Rollout {
     /// A deterministic run's batch was acted with another version than its
     /// lane names (said once).
     lockstep_broken: bool,
+    /// Env failures since the last batch sent.
+    faults: crate::faults::Faults,
 }
 
 impl Rollout {
@@ -68,8 +74,8 @@ impl Rollout {
         stop: CancellationToken,
         rt: tokio::runtime::Handle,
     ) -> Result<Self, String> {
-        let venv =
-            VecEnv::new(&setup.env.id, setup.num_envs, setup.seed).map_err(|e| e.to_string())?;
+        let venv = make_vector_env(&setup.env.id, &setup.env_kwargs, setup.num_envs, setup.seed)
+            .map_err(|e| e.to_string())?;
         let policy = InferencePolicy::new(&setup.env, &setup.network, setup.device)
             .map_err(|e| e.to_string())?;
         let rng = StdRng::seed_from_u64(setup.seed ^ 0xAC70_12AC);
@@ -86,6 +92,7 @@ impl Rollout {
             rng,
             weights_trace: Default::default(),
             lockstep_broken: false,
+            faults: Default::default(),
         })
     }
 
@@ -171,17 +178,45 @@ impl Rollout {
         }
     }
 
+    /// Acts one rollout of T steps into `buf`; an env failure ends it early.
+    fn act(
+        &mut self,
+        actions: &mut Actions,
+        buf: &mut Buffers,
+        step_out: &mut VecStepOut,
+        mut returns: Option<&mut DiscountedReturn>,
+    ) -> Result<(), EnvError> {
+        let e_len = self.setup.num_envs;
+        buf.start();
+        for t in 0..self.setup.num_steps {
+            let head = self.policy.head(&buf.obs, e_len);
+            let log_probs = buf.log_probs_at(t);
+            let batch = actions
+                .sample(t, &head, self.venv.as_ref(), log_probs, &mut self.rng)
+                .map_err(|e| EnvError::BadAction {
+                    id: self.setup.env.id.clone(),
+                    reason: e.to_string(),
+                })?;
+            if let Err(e) = self.venv.step(batch, step_out) {
+                buf.steps_lost = (t * e_len) as u64;
+                return Err(e);
+            }
+            buf.record(t, step_out, returns.as_deref_mut());
+        }
+        Ok(())
+    }
+
     /// Produces batches until stopped or the stream goes away; returns env steps taken.
     pub fn run(mut self) -> Result<u64, EnvError> {
         let (t_len, e_len) = (self.setup.num_steps, self.setup.num_envs);
-        let mut actions = Actions::new(&self.setup.dist, &self.venv, t_len);
+        let mut actions = Actions::new(&self.setup.dist, self.venv.as_ref(), t_len);
         let mut buf = Buffers::new(t_len, e_len, self.setup.env.obs_dim);
         // Kept with the envs, from their first step to the last.
         let mut returns = self
             .setup
             .reward_gamma
             .map(|gamma| DiscountedReturn::new(gamma, e_len));
-        self.venv.reset(&mut buf.obs);
+        self.venv.reset(&mut buf.obs)?;
         let mut step_out: VecStepOut = self.venv.new_step_out();
         let mut sequence = 0u64;
         let mut env_steps = 0u64;
@@ -209,19 +244,15 @@ impl Rollout {
             sebulba_transport::trace::link_from_map(&span, &self.weights_trace);
             let act = info_span!(parent: &span, "act");
             let guard = act.enter();
-            buf.start();
-            for t in 0..t_len {
-                let head = self.policy.head(&buf.obs, e_len);
-                let log_probs = buf.log_probs_at(t);
-                let batch = actions
-                    .sample(t, &head, &self.venv, log_probs, &mut self.rng)
-                    .map_err(|e| EnvError::BadAction {
-                        id: self.setup.env.id.clone(),
-                        reason: e.to_string(),
-                    })?;
-                self.venv.step(batch, &mut step_out)?;
-                buf.record(t, &step_out, returns.as_mut());
+            if let Err(e) = self.act(&mut actions, &mut buf, &mut step_out, returns.as_mut()) {
+                // Nothing of this rollout is sent: the env is replaced and
+                // the credit goes back for the next rollout.
+                self.faults
+                    .recover(e, self.venv.as_mut(), &mut buf, returns.as_mut())?;
+                self.credits.add_permits(1);
+                continue;
             }
+            self.faults.succeeded();
             env_steps += (t_len * e_len) as u64;
             let (actions_tensor, action_masks) = actions.encode(t_len, e_len);
             drop(guard);
@@ -230,6 +261,7 @@ impl Rollout {
             batch.actions = Some(actions_tensor);
             batch.action_masks = action_masks;
             batch.trace_context = sebulba_transport::trace::context_map(&send);
+            batch.env_faults = self.faults.take();
             sequence += 1;
             let sent = self.rt.block_on(
                 async {
@@ -255,12 +287,12 @@ impl Rollout {
 /// (row 0 is where the last rollout ended), per-step log-probabilities,
 /// rewards, discounted returns and episode-end flags, the true final
 /// observation of each truncated step, and the episodes that finished.
-struct Buffers {
+pub(crate) struct Buffers {
     t_len: usize,
     e_len: usize,
     d: usize,
     /// The current observation of every env, `[E * obs_dim]`.
-    obs: Vec<f32>,
+    pub(crate) obs: Vec<f32>,
     obs_rows: Vec<f32>,
     log_probs: Vec<f32>,
     rewards: Vec<f32>,
@@ -270,6 +302,8 @@ struct Buffers {
     truncated: Vec<u8>,
     final_obs: Vec<f32>,
     episodes: Vec<EpisodeStats>,
+    /// Env steps taken by a rollout an env failure ended (not sent).
+    pub(crate) steps_lost: u64,
 }
 
 impl Buffers {
@@ -288,6 +322,7 @@ impl Buffers {
             truncated: vec![0; n],
             final_obs: Vec::new(),
             episodes: Vec::new(),
+            steps_lost: 0,
         }
     }
 

@@ -4,7 +4,7 @@
 //! over all N envs (an env whose episode is counted steps on uncounted).
 
 use sebulba_core::distribution::{ActionDist, DistError, argmax, tanh_normal_mode};
-use sebulba_core::env::{ActionBatch, EnvError, VecEnv};
+use sebulba_core::env::{ActionBatch, EnvError, make_vector_env};
 use sebulba_core::policy::InferencePolicy;
 
 #[derive(Debug, thiserror::Error)]
@@ -37,16 +37,17 @@ impl EpisodeResults {
 pub fn play_episodes(
     policy: &InferencePolicy,
     env_id: &str,
+    env_kwargs: &str,
     episodes: usize,
     seed: u64,
 ) -> Result<EpisodeResults, PlayError> {
     let spec = policy.spec();
     let dist = spec.dist();
-    let mut venv = VecEnv::new(env_id, episodes, seed)?;
+    let mut venv = make_vector_env(env_id, env_kwargs, episodes, seed)?;
     let d = spec.obs_dim;
     let w = dist.action_width();
     let mut obs = vec![0.0f32; episodes * d];
-    venv.reset(&mut obs);
+    venv.reset(&mut obs)?;
     let mut out = venv.new_step_out();
     let mut discrete = vec![0u32; episodes];
     let mut continuous = vec![0.0f32; episodes * w];

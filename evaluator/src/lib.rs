@@ -216,7 +216,8 @@ impl<'a> Evaluator<'a> {
             version: w.version,
             reason,
         };
-        let env = sebulba_core::env::env_spec(&w.env_id).map_err(|e| bad(e.to_string()))?;
+        let env = sebulba_core::env::env_spec_with(&w.env_id, &w.env_kwargs)
+            .map_err(|e| bad(e.to_string()))?;
         let network = network_from_wire(&w.network.clone().unwrap_or_default())
             .map_err(|e| bad(e.to_string()))?;
         match self.policy.take() {
@@ -242,13 +243,13 @@ impl<'a> Evaluator<'a> {
             self.opts.episodes
         };
         let seed = sebulba_core::config::eval_seed(self.opts.seed);
-        let env_id = w.env_id.clone();
+        let (env_id, env_kwargs) = (w.env_id.clone(), w.env_kwargs.clone());
         let t0 = Instant::now();
         let span = info_span!("evaluate", version = w.version, episodes);
         sebulba_transport::trace::set_parent_from_map(&span, &w.trace_context);
         let (p, results) = tokio::task::spawn_blocking(move || {
             let _e = span.enter();
-            let r = play_episodes(&p, &env_id, episodes, seed);
+            let r = play_episodes(&p, &env_id, &env_kwargs, episodes, seed);
             (p, r)
         })
         .await

@@ -24,6 +24,13 @@ pub struct Counts {
     /// Broken streams by reason (`undecodable`, `oversize`, `transport`).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub streams_broken_by_reason: BTreeMap<String, u64>,
+    /// The actors' env failures (outside the identity: no batch was made of
+    /// them): envs replaced after they raised or returned NaN/Inf, ...
+    pub env_restarts: u64,
+    /// ... of which non-finite observations or rewards, ...
+    pub env_non_finite: u64,
+    /// ... and the env steps of the rollouts the actors dropped for them.
+    pub env_steps_discarded: u64,
 }
 
 impl Counts {
@@ -114,6 +121,18 @@ impl Accounting {
                 *c.streams_broken_by_reason
                     .entry(reason.to_string())
                     .or_default() += 1;
+            })
+        });
+    }
+
+    /// An actor reports env failures since its previous batch (counted
+    /// whatever becomes of the batch that carries them).
+    pub fn env_faults(&self, actor: &str, restarts: u64, non_finite: u64, discarded_steps: u64) {
+        self.with(|s| {
+            s.both(actor, |c| {
+                c.env_restarts = c.env_restarts.saturating_add(restarts);
+                c.env_non_finite = c.env_non_finite.saturating_add(non_finite);
+                c.env_steps_discarded = c.env_steps_discarded.saturating_add(discarded_steps);
             })
         });
     }

@@ -61,7 +61,7 @@ pub async fn run(
 ) -> Result<Summary, LearnerError> {
     let cfg = opts.config;
     cfg.validate()?;
-    let env = sebulba_core::env::env_spec(&cfg.env.id)?;
+    let env = sebulba_core::env::env_spec_with(&cfg.env.id, &cfg.env.kwargs_json())?;
     let run_dir = opts.run_dir;
     let resume = crate::run_dir::open(&run_dir, &cfg, opts.start)?;
     let model_spec = ModelSpec::new(&env, &cfg.network);

@@ -49,6 +49,7 @@ impl LearnerService {
                 0.0
             },
             lockstep: None,
+            env_kwargs: c.env.kwargs_json(),
         }
     }
 
@@ -70,6 +71,10 @@ impl LearnerService {
         if let Err(r) = owner.check(&shared.actors, &batch.actor_id) {
             shared.accounting.rejected(&r.counted_as, r.reason);
             return refuse(r.code, r.message);
+        }
+        if let Some(f) = &batch.env_faults {
+            let (id, a) = (&batch.actor_id, &shared.accounting);
+            a.env_faults(id, f.env_restarts, f.non_finite, f.discarded_env_steps);
         }
         if shared.is_closed() {
             shared.accounting.arrived_after_finish(&batch.actor_id);

@@ -126,7 +126,7 @@ impl RunConfig {
 
     /// The env exists; the relations between keys that ranges cannot express.
     fn check_relations(&self) -> Result<(), ConfigError> {
-        crate::env::env_spec(&self.env.id)?;
+        crate::env::env_spec_with(&self.env.id, &self.env.kwargs_json())?;
         if self.network.init_std <= self.network.min_std {
             return bad(
                 "network.init_std",

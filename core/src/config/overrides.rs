@@ -1,5 +1,7 @@
 //! Merging a TOML run file and `--set` overrides into the preset's table: every
 //! key must already exist and keep its type, so typos and wrong types are named.
+//! The one exception is a free table ([`FREE_TABLES`]): its keys are the
+//! user's (a Python environment's keyword arguments).
 
 use super::ConfigError;
 
@@ -56,6 +58,10 @@ fn typed_replace(old: &mut toml::Value, new: toml::Value, key: &str) -> Result<(
     Ok(())
 }
 
+/// Tables whose keys are free: the run file's table replaces the preset's,
+/// and `--set` may add keys to it.
+const FREE_TABLES: &[&str] = &["env.kwargs"];
+
 pub(super) fn merge_table(
     base: &mut toml::Table,
     over: toml::Table,
@@ -70,6 +76,17 @@ pub(super) fn merge_table(
         let slot = base
             .get_mut(&k)
             .ok_or_else(|| ConfigError::UnknownKey(key.clone()))?;
+        if FREE_TABLES.contains(&key.as_str()) {
+            if !v.is_table() {
+                return Err(ConfigError::WrongType {
+                    key,
+                    expected: "a table of keys",
+                    got: v.to_string(),
+                });
+            }
+            *slot = v;
+            continue;
+        }
         match (slot, v) {
             (toml::Value::Table(b), toml::Value::Table(o)) => merge_table(b, o, &key)?,
             (slot, v) => typed_replace(slot, v, &key)?,
@@ -85,7 +102,21 @@ pub(super) fn set_key(
 ) -> Result<(), ConfigError> {
     let mut parts = key.split('.').peekable();
     let mut table = base;
+    let mut path = String::new();
     while let Some(part) = parts.next() {
+        if FREE_TABLES.contains(&path.as_str()) {
+            // `--set env.kwargs.name=value`: any name, one level deep.
+            if parts.peek().is_some() {
+                return Err(ConfigError::UnknownKey(key.into()));
+            }
+            table.insert(part.to_string(), value);
+            return Ok(());
+        }
+        path = if path.is_empty() {
+            part.to_string()
+        } else {
+            format!("{path}.{part}")
+        };
         let slot = table
             .get_mut(part)
             .ok_or_else(|| ConfigError::UnknownKey(key.into()))?;

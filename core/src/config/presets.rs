@@ -6,12 +6,29 @@ use super::*;
 impl RunConfig {
     /// The preset for an environment id; every id in `env::ENV_IDS` has one.
     pub fn preset(env_id: &str) -> Result<Self, ConfigError> {
-        let spec = crate::env::env_spec(env_id)?;
-        let mut c = RunConfig {
+        // External (Python) envs: the generic preset with observation
+        // normalisation on; a run file (e.g. configs/mujoco.toml) tunes the rest.
+        let continuous = if crate::env::is_external(env_id) {
+            true
+        } else {
+            !crate::env::env_spec(env_id)?.action_space.is_discrete()
+        };
+        let mut c = Self::base(env_id);
+        if continuous {
+            c.network.obs_norm = true;
+        }
+        c.tune_for(env_id);
+        Ok(c)
+    }
+
+    /// What every preset starts from.
+    fn base(env_id: &str) -> Self {
+        RunConfig {
             env: EnvConfig {
                 id: env_id.to_string(),
                 envs_per_actor: 8,
                 rollout_length: 32,
+                kwargs: Default::default(),
             },
             run: RunSection {
                 total_steps: 1_000_000,
@@ -36,10 +53,12 @@ impl RunConfig {
                 episodes: 10,
                 final_episodes: 100,
             },
-        };
-        if !spec.action_space.is_discrete() {
-            c.network.obs_norm = true;
         }
+    }
+
+    /// Each native environment's tuned settings.
+    fn tune_for(&mut self, env_id: &str) {
+        let c = self;
         match env_id {
             "CartPole-v1" => {
                 // 500 by 50k in every seed of 1-3 (steps to the first 500:
@@ -98,7 +117,6 @@ impl RunConfig {
             }
             _ => {}
         }
-        Ok(c)
     }
 }
 

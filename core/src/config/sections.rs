@@ -12,6 +12,22 @@ pub struct EnvConfig {
     pub envs_per_actor: usize,
     /// T: steps per env in one trajectory batch.
     pub rollout_length: usize,
+    /// Keyword arguments for a Python environment's constructor
+    /// (`gym.make(id, **kwargs)` or the user's factory); empty for native ids.
+    #[serde(default)]
+    pub kwargs: toml::Table,
+}
+
+impl EnvConfig {
+    /// The keyword arguments as a JSON object (`""` when there are none), the
+    /// form they travel in to actors and the evaluator.
+    pub fn kwargs_json(&self) -> String {
+        if self.kwargs.is_empty() {
+            String::new()
+        } else {
+            serde_json::to_string(&self.kwargs).unwrap_or_default()
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

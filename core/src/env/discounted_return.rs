@@ -20,6 +20,13 @@ impl DiscountedReturn {
         }
     }
 
+    /// Env `index` starts a new episode (it was replaced after a failure).
+    pub fn restart(&mut self, index: usize) {
+        if let Some(g) = self.g.get_mut(index) {
+            *g = 0.0;
+        }
+    }
+
     /// Folds in one step of every env; `out[e]` is env `e`'s return after it.
     pub fn step(&mut self, rewards: &[f32], terminated: &[bool], out: &mut [f32]) {
         for (e, g) in self.g.iter_mut().enumerate() {

@@ -16,6 +16,7 @@ mod mountain_car;
 mod mountain_car_continuous;
 mod pendulum;
 mod vec_env;
+mod vector;
 
 pub use acrobot::Acrobot;
 pub use cartpole::CartPole;
@@ -24,6 +25,7 @@ pub use mountain_car::MountainCar;
 pub use mountain_car_continuous::MountainCarContinuous;
 pub use pendulum::Pendulum;
 pub use vec_env::*;
+pub use vector::*;
 
 /// Every environment id [`make_env`] knows, in a stable order.
 pub const ENV_IDS: &[&str] = &[
@@ -107,6 +109,23 @@ pub enum EnvError {
     BadAction { id: String, reason: String },
     #[error("a vectorised environment needs at least one environment (num_envs = 0)")]
     NoEnvs,
+    /// An external (Python) environment could not be made or failed.
+    #[error("environment `{id}`: {reason}")]
+    External { id: String, reason: String },
+    /// One env of a vector env raised (its traceback is the reason).
+    #[error("environment `{id}`, env {index} failed: {reason}")]
+    EnvFailed {
+        id: String,
+        index: usize,
+        reason: String,
+    },
+    /// An environment returned a non-finite observation or reward.
+    #[error("environment `{id}`, env {index}: non-finite {what}")]
+    NonFinite {
+        id: String,
+        index: usize,
+        what: &'static str,
+    },
 }
 
 /// Raw dynamics without a time limit (the time limit lives in [`TimeLimit`] /

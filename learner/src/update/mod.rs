@@ -392,6 +392,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
             env_steps: at.env_steps,
             r#final: final_,
             run_id: self.ctx.shared.run_id.clone(),
+            env_kwargs: c.env.kwargs_json(),
             // Followers' weight refreshes continue this trace.
             trace_context: sebulba_transport::trace::context_map(&span),
         };

@@ -1,0 +1,188 @@
+//! What actors and the evaluator step: E environments behind one call, either
+//! the native [`VecEnv`] or an external one (Gymnasium through embedded Python)
+//! supplied by an [`EnvProvider`] the binary installs at start-up.
+//!
+//! The provider is a hook rather than a dependency so that this crate (and
+//! everything built on it) never links Python: only a binary built with the
+//! `python` feature installs one.
+
+use super::{ActionBatch, EnvError, EnvSpec, VecEnv, VecStepOut};
+use std::sync::OnceLock;
+
+/// E environments stepped together with Gymnasium's same-step auto-reset
+/// (see [`VecStepOut`]).
+pub trait VectorEnv: Send {
+    fn spec(&self) -> &EnvSpec;
+    fn num_envs(&self) -> usize;
+    /// Resets every env and writes `[E*obs_dim]` observations.
+    fn reset(&mut self, obs: &mut [f32]) -> Result<(), EnvError>;
+    /// Steps every env; finished envs are reset. On an error no env's result
+    /// is reported (the caller drops the rollout).
+    fn step(&mut self, actions: ActionBatch<'_>, out: &mut VecStepOut) -> Result<(), EnvError>;
+    /// Writes every env's current action mask (`[E * n]`); false when the
+    /// env kind has no masks (then `mask` is untouched).
+    fn action_masks(&self, mask: &mut [u8]) -> bool;
+    /// Envs restarted after they failed (external envs only), since creation.
+    fn restarts(&self) -> u64 {
+        0
+    }
+    /// Replaces env `index` after it failed ([`EnvError::EnvFailed`] or
+    /// [`EnvError::NonFinite`]) with a fresh one, newly seeded, and writes
+    /// every env's current observation (`[E*obs_dim]`). Native envs do not
+    /// fail this way and cannot be restarted.
+    fn restart(&mut self, index: usize, obs: &mut [f32]) -> Result<(), EnvError> {
+        let _ = obs;
+        Err(EnvError::EnvFailed {
+            id: self.spec().id.clone(),
+            index,
+            reason: "this environment kind cannot be restarted".into(),
+        })
+    }
+    /// Buffers sized for this vector env.
+    fn new_step_out(&self) -> VecStepOut {
+        let (e, d) = (self.num_envs(), self.spec().obs_dim);
+        VecStepOut {
+            obs: vec![0.0; e * d],
+            reward: vec![0.0; e],
+            terminated: vec![false; e],
+            truncated: vec![false; e],
+            final_obs: vec![0.0; e * d],
+            episodes: Vec::with_capacity(e),
+        }
+    }
+}
+
+impl VectorEnv for VecEnv {
+    fn spec(&self) -> &EnvSpec {
+        VecEnv::spec(self)
+    }
+    fn num_envs(&self) -> usize {
+        VecEnv::num_envs(self)
+    }
+    fn reset(&mut self, obs: &mut [f32]) -> Result<(), EnvError> {
+        VecEnv::reset(self, obs);
+        Ok(())
+    }
+    fn step(&mut self, actions: ActionBatch<'_>, out: &mut VecStepOut) -> Result<(), EnvError> {
+        VecEnv::step(self, actions, out)
+    }
+    fn action_masks(&self, mask: &mut [u8]) -> bool {
+        VecEnv::action_masks(self, mask)
+    }
+}
+
+/// Makes environments whose ids carry a prefix (`gym:`, `py:`).
+pub trait EnvProvider: Send + Sync {
+    /// The spec of `id` built with `kwargs` (a JSON object, `""` for none).
+    fn spec(&self, id: &str, kwargs: &str) -> Result<EnvSpec, EnvError>;
+    /// `num_envs` copies of `id`, env `i` seeded from
+    /// [`derive_env_seed`](super::derive_env_seed)`(seed, i)`.
+    fn make(
+        &self,
+        id: &str,
+        kwargs: &str,
+        num_envs: usize,
+        seed: u64,
+    ) -> Result<Box<dyn VectorEnv>, EnvError>;
+}
+
+/// Prefixes that name an external environment.
+pub const EXTERNAL_PREFIXES: &[&str] = &["gym:", "py:"];
+
+static PROVIDER: OnceLock<Box<dyn EnvProvider>> = OnceLock::new();
+
+/// Installs the provider of external environments (once per process; later
+/// calls are ignored and return false).
+pub fn install_provider(provider: Box<dyn EnvProvider>) -> bool {
+    PROVIDER.set(provider).is_ok()
+}
+
+/// True for ids an [`EnvProvider`] makes.
+pub fn is_external(id: &str) -> bool {
+    EXTERNAL_PREFIXES.iter().any(|p| id.starts_with(p))
+}
+
+fn provider(id: &str) -> Result<&'static dyn EnvProvider, EnvError> {
+    PROVIDER
+        .get()
+        .map(|p| p.as_ref())
+        .ok_or_else(|| EnvError::External {
+            id: id.to_string(),
+            reason: "this binary was built without Python environments (rebuild with `--features python`)"
+                .into(),
+        })
+}
+
+fn no_kwargs(id: &str, kwargs: &str) -> Result<(), EnvError> {
+    match kwargs.trim() {
+        "" | "{}" => Ok(()),
+        _ => Err(EnvError::External {
+            id: id.to_string(),
+            reason: format!("env.kwargs are for Python environments; `{id}` is native"),
+        }),
+    }
+}
+
+/// The spec of any environment id, native or external.
+pub fn env_spec_with(id: &str, kwargs: &str) -> Result<EnvSpec, EnvError> {
+    if is_external(id) {
+        provider(id)?.spec(id, kwargs)
+    } else {
+        no_kwargs(id, kwargs)?;
+        super::env_spec(id)
+    }
+}
+
+/// `num_envs` copies of any environment id, native or external.
+pub fn make_vector_env(
+    id: &str,
+    kwargs: &str,
+    num_envs: usize,
+    seed: u64,
+) -> Result<Box<dyn VectorEnv>, EnvError> {
+    if num_envs == 0 {
+        return Err(EnvError::NoEnvs);
+    }
+    if is_external(id) {
+        provider(id)?.make(id, kwargs, num_envs, seed)
+    } else {
+        no_kwargs(id, kwargs)?;
+        Ok(Box::new(VecEnv::new(id, num_envs, seed)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn native_ids_go_through_the_vec_env_and_refuse_kwargs() {
+        let mut v = make_vector_env("CartPole-v1", "", 3, 1).expect("native");
+        assert_eq!(v.num_envs(), 3);
+        let mut obs = vec![0.0; 12];
+        v.reset(&mut obs).expect("reset");
+        assert!(obs.iter().all(|x| x.abs() <= 0.05));
+        assert!(make_vector_env("CartPole-v1", "{}", 1, 1).is_ok());
+        let err = make_vector_env("CartPole-v1", r#"{"a":1}"#, 1, 1)
+            .err()
+            .expect("kwargs refused");
+        assert!(err.to_string().contains("native"), "{err}");
+        assert!(matches!(
+            make_vector_env("CartPole-v1", "", 0, 1),
+            Err(EnvError::NoEnvs)
+        ));
+        assert_eq!(
+            env_spec_with("Pendulum-v1", "").expect("spec"),
+            super::super::env_spec("Pendulum-v1").expect("spec")
+        );
+    }
+
+    #[test]
+    fn external_ids_without_a_provider_say_how_to_get_one() {
+        // No test in this crate installs a provider.
+        assert!(is_external("gym:HalfCheetah-v5") && is_external("py:m:f"));
+        assert!(!is_external("CartPole-v1"));
+        let err = env_spec_with("gym:CartPole-v1", "").expect_err("no provider");
+        assert!(err.to_string().contains("--features python"), "{err}");
+    }
+}
