@@ -10,6 +10,7 @@ wraps TimeLimit); terminated and truncated stay apart.
 import importlib
 import json
 import math
+import threading
 import traceback
 
 import numpy as np
@@ -25,7 +26,25 @@ class EnvFailure(Exception):
         self.text = text
 
 
+# Envs are made one at a time: actor threads of one process making envs at
+# once would import the same packages concurrently, which CPython can answer
+# with a partially initialised module.
+MAKE_LOCK = threading.Lock()
+
+
+def parse_kwargs(kwargs_json):
+    kwargs = json.loads(kwargs_json) if kwargs_json else {}
+    if not isinstance(kwargs, dict):
+        raise TypeError(f"env.kwargs must be a table (a JSON object), got {type(kwargs).__name__}")
+    return kwargs
+
+
 def make_one(env_id, kwargs):
+    with MAKE_LOCK:
+        return make_unlocked(env_id, kwargs)
+
+
+def make_unlocked(env_id, kwargs):
     if env_id.startswith("gym:"):
         import gymnasium as gym
 
@@ -75,7 +94,7 @@ def describe(env):
 
 
 def spec_json(env_id, kwargs_json):
-    env = make_one(env_id, json.loads(kwargs_json) if kwargs_json else {})
+    env = make_one(env_id, parse_kwargs(kwargs_json))
     try:
         return json.dumps(describe(env))
     finally:
@@ -85,7 +104,7 @@ def spec_json(env_id, kwargs_json):
 class VecEnv:
     def __init__(self, env_id, kwargs_json, seeds):
         self.env_id = env_id
-        self.kwargs = json.loads(kwargs_json) if kwargs_json else {}
+        self.kwargs = parse_kwargs(kwargs_json)
         self.seeds = [int(s) for s in seeds]
         self.envs = [make_one(env_id, self.kwargs) for _ in self.seeds]
         info = describe(self.envs[0])

@@ -26,6 +26,12 @@ pub struct PythonEnvs {
     specs: Mutex<HashMap<(String, String), EnvSpec>>,
 }
 
+/// Starts the embedded interpreter now (it otherwise starts on the first
+/// Python env): `PYTHONHOME` and `VIRTUAL_ENV` are read here, once.
+pub fn start() -> Result<(), EnvError> {
+    interp::start("python")
+}
+
 /// Installs [`PythonEnvs`] as this process's provider of external
 /// environments (false when one was installed already).
 pub fn install() -> bool {
