@@ -190,6 +190,11 @@ pub struct BenchEnvsArgs {
     /// Seconds per environment.
     #[arg(long, default_value_t = 2.0)]
     pub seconds: f64,
+    /// Environments to step (repeatable), e.g. `--env gym:HalfCheetah-v5`
+    /// (Python envs: a binary built with `--features python`); default:
+    /// every native environment.
+    #[arg(long = "env")]
+    pub env_ids: Vec<String>,
     #[arg(long)]
     pub json: Option<PathBuf>,
 }

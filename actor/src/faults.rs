@@ -4,7 +4,6 @@
 //! on the next batch sent (`TrajectoryBatch.env_faults`). An env that keeps
 //! failing ends the actor with the error.
 
-use crate::rollout::Buffers;
 use sebulba_core::env::{DiscountedReturn, EnvError, VectorEnv};
 use sebulba_proto::EnvFaults;
 use tracing::warn;
@@ -32,13 +31,16 @@ impl Faults {
         (f != EnvFaults::default()).then_some(f)
     }
 
-    /// Handles `err` from a rollout: replaces the failed env, or gives the
-    /// error back when it is not an env failure or the env keeps failing.
+    /// Handles `err` from a rollout that had taken `steps_lost` env steps:
+    /// replaces the failed env (writing every env's observation into `obs`),
+    /// or gives the error back when it is not an env failure or the env
+    /// keeps failing.
     pub(crate) fn recover(
         &mut self,
         err: EnvError,
         venv: &mut dyn VectorEnv,
-        buf: &mut Buffers,
+        steps_lost: u64,
+        obs: &mut [f32],
         returns: Option<&mut DiscountedReturn>,
     ) -> Result<(), EnvError> {
         let (index, non_finite) = match &err {
@@ -60,12 +62,10 @@ impl Faults {
         let p = &mut self.pending;
         p.env_restarts = p.env_restarts.saturating_add(1);
         p.non_finite = p.non_finite.saturating_add(u64::from(non_finite));
-        p.discarded_env_steps = p
-            .discarded_env_steps
-            .saturating_add(std::mem::take(&mut buf.steps_lost));
+        p.discarded_env_steps = p.discarded_env_steps.saturating_add(steps_lost);
         if let Some(g) = returns {
             g.restart(index);
         }
-        venv.restart(index, &mut buf.obs)
+        venv.restart(index, obs)
     }
 }

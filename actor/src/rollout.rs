@@ -247,8 +247,10 @@ impl Rollout {
             if let Err(e) = self.act(&mut actions, &mut buf, &mut step_out, returns.as_mut()) {
                 // Nothing of this rollout is sent: the env is replaced and
                 // the credit goes back for the next rollout.
+                let lost = std::mem::take(&mut buf.steps_lost);
+                let venv = self.venv.as_mut();
                 self.faults
-                    .recover(e, self.venv.as_mut(), &mut buf, returns.as_mut())?;
+                    .recover(e, venv, lost, &mut buf.obs, returns.as_mut())?;
                 self.credits.add_permits(1);
                 continue;
             }
@@ -287,12 +289,12 @@ impl Rollout {
 /// (row 0 is where the last rollout ended), per-step log-probabilities,
 /// rewards, discounted returns and episode-end flags, the true final
 /// observation of each truncated step, and the episodes that finished.
-pub(crate) struct Buffers {
+struct Buffers {
     t_len: usize,
     e_len: usize,
     d: usize,
     /// The current observation of every env, `[E * obs_dim]`.
-    pub(crate) obs: Vec<f32>,
+    obs: Vec<f32>,
     obs_rows: Vec<f32>,
     log_probs: Vec<f32>,
     rewards: Vec<f32>,
@@ -303,7 +305,7 @@ pub(crate) struct Buffers {
     final_obs: Vec<f32>,
     episodes: Vec<EpisodeStats>,
     /// Env steps taken by a rollout an env failure ended (not sent).
-    pub(crate) steps_lost: u64,
+    steps_lost: u64,
 }
 
 impl Buffers {

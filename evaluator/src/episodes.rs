@@ -4,7 +4,7 @@
 //! over all N envs (an env whose episode is counted steps on uncounted).
 
 use sebulba_core::distribution::{ActionDist, DistError, argmax, tanh_normal_mode};
-use sebulba_core::env::{ActionBatch, EnvError, make_vector_env};
+use sebulba_core::env::{ActionBatch, EnvError, VectorEnv, make_vector_env};
 use sebulba_core::policy::InferencePolicy;
 
 #[derive(Debug, thiserror::Error)]
@@ -19,6 +19,8 @@ pub enum PlayError {
 pub struct EpisodeResults {
     pub returns: Vec<f64>,
     pub lengths: Vec<u32>,
+    /// Envs replaced after they failed mid-episode.
+    pub env_restarts: u64,
 }
 
 impl EpisodeResults {
@@ -33,7 +35,10 @@ impl EpisodeResults {
     }
 }
 
-/// Plays `episodes` episodes (env i plays episode i from the seed's start state).
+/// Plays `episodes` episodes (env i plays episode i from the seed's start
+/// state). An env that fails (a Python env raised or returned NaN/Inf) is
+/// replaced and plays a new episode in place of the one it broke, at most
+/// `episodes` times in all; the results count the replacements.
 pub fn play_episodes(
     policy: &InferencePolicy,
     env_id: &str,
@@ -44,45 +49,28 @@ pub fn play_episodes(
     let spec = policy.spec();
     let dist = spec.dist();
     let mut venv = make_vector_env(env_id, env_kwargs, episodes, seed)?;
-    let d = spec.obs_dim;
-    let w = dist.action_width();
-    let mut obs = vec![0.0f32; episodes * d];
+    let mut obs = vec![0.0f32; episodes * spec.obs_dim];
     venv.reset(&mut obs)?;
     let mut out = venv.new_step_out();
-    let mut discrete = vec![0u32; episodes];
-    let mut continuous = vec![0.0f32; episodes * w];
-    let mut masks = match dist {
-        ActionDist::Categorical { n } => vec![1u8; episodes * n],
-        ActionDist::TanhNormal { .. } => Vec::new(),
-    };
+    let mut greedy = Greedy::new(&dist, episodes);
     let mut returns = vec![None; episodes];
     let mut lengths = vec![0u32; episodes];
     let mut remaining = episodes;
+    let mut restarts = 0;
     while remaining > 0 {
         let head = policy.head(&obs, episodes);
-        let batch = match &dist {
-            ActionDist::Categorical { n } => {
-                let n = *n;
-                let has_masks = venv.action_masks(&mut masks);
-                for (e, a) in discrete.iter_mut().enumerate() {
-                    let valid = has_masks.then(|| &masks[e * n..(e + 1) * n]);
-                    *a = argmax(&head[e * n..(e + 1) * n], valid) as u32;
-                }
-                ActionBatch::Discrete(&discrete)
+        let batch = greedy.actions(&dist, &head, venv.as_ref());
+        match venv.step(batch, &mut out) {
+            Ok(()) => obs.copy_from_slice(&out.obs),
+            Err(EnvError::EnvFailed { index, .. } | EnvError::NonFinite { index, .. })
+                if restarts < episodes =>
+            {
+                restarts += 1;
+                venv.restart(index, &mut obs)?;
+                continue;
             }
-            ActionDist::TanhNormal { dim, squash, .. } => {
-                let h = 2 * dim;
-                for e in 0..episodes {
-                    tanh_normal_mode(
-                        &head[e * h..(e + 1) * h],
-                        squash,
-                        &mut continuous[e * dim..(e + 1) * dim],
-                    );
-                }
-                ActionBatch::Continuous(&continuous)
-            }
-        };
-        venv.step(batch, &mut out)?;
+            Err(e) => return Err(e.into()),
+        }
         for ep in &out.episodes {
             if returns[ep.env_index].is_none() {
                 returns[ep.env_index] = Some(ep.episode_return);
@@ -90,10 +78,57 @@ pub fn play_episodes(
                 remaining -= 1;
             }
         }
-        obs.copy_from_slice(&out.obs);
     }
     Ok(EpisodeResults {
         returns: returns.into_iter().map(|r| r.unwrap_or(f64::NAN)).collect(),
         lengths,
+        env_restarts: restarts as u64,
     })
+}
+
+/// Greedy actions for every env: argmax over the allowed actions, or the
+/// squashed Gaussian mean; buffers sized once.
+struct Greedy {
+    discrete: Vec<u32>,
+    continuous: Vec<f32>,
+    masks: Vec<u8>,
+}
+
+impl Greedy {
+    fn new(dist: &ActionDist, envs: usize) -> Self {
+        Self {
+            discrete: vec![0; envs],
+            continuous: vec![0.0; envs * dist.action_width()],
+            masks: match dist {
+                ActionDist::Categorical { n } => vec![1u8; envs * n],
+                ActionDist::TanhNormal { .. } => Vec::new(),
+            },
+        }
+    }
+
+    fn actions<'a>(
+        &'a mut self,
+        dist: &ActionDist,
+        head: &[f32],
+        venv: &dyn VectorEnv,
+    ) -> ActionBatch<'a> {
+        match dist {
+            ActionDist::Categorical { n } => {
+                let n = *n;
+                let has_masks = venv.action_masks(&mut self.masks);
+                for (e, a) in self.discrete.iter_mut().enumerate() {
+                    let valid = has_masks.then(|| &self.masks[e * n..(e + 1) * n]);
+                    *a = argmax(&head[e * n..(e + 1) * n], valid) as u32;
+                }
+                ActionBatch::Discrete(&self.discrete)
+            }
+            ActionDist::TanhNormal { dim, squash, .. } => {
+                let h = 2 * dim;
+                for (e, a) in self.continuous.chunks_exact_mut(*dim).enumerate() {
+                    tanh_normal_mode(&head[e * h..(e + 1) * h], squash, a);
+                }
+                ActionBatch::Continuous(&self.continuous)
+            }
+        }
+    }
 }

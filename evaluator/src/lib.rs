@@ -103,6 +103,13 @@ pub struct EvalLine {
     pub r#final: bool,
     pub eval_seconds: f64,
     pub wall_seconds: f64,
+    /// Envs replaced after they failed mid-episode (Python envs; absent when 0).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub env_restarts: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Evaluates until the final version is done or `shutdown` fires; returns the
@@ -328,6 +335,7 @@ impl EvalLine {
             r#final: w.r#final,
             eval_seconds,
             wall_seconds,
+            env_restarts: results.env_restarts,
         }
     }
 }

@@ -16,6 +16,11 @@ import traceback
 import numpy as np
 
 
+class BadId(Exception):
+    """The id names nothing that can be made (no such env, module or
+    factory): said in one line, without a traceback."""
+
+
 class EnvFailure(Exception):
     """An env raised or returned non-finite values: `index` names it."""
 
@@ -46,16 +51,27 @@ def make_one(env_id, kwargs):
 
 def make_unlocked(env_id, kwargs):
     if env_id.startswith("gym:"):
-        import gymnasium as gym
-
-        return gym.make(env_id[len("gym:"):], **kwargs)
+        try:
+            import gymnasium as gym
+        except ModuleNotFoundError:
+            raise BadId("gymnasium does not import (install it into a venv and set VIRTUAL_ENV to it)") from None
+        try:
+            return gym.make(env_id[len("gym:"):], **kwargs)
+        except gym.error.Error as e:
+            raise BadId(f"{type(e).__name__}: {e}") from None
     if env_id.startswith("py:"):
         target = env_id[len("py:"):]
         module, sep, factory = target.rpartition(":")
         if not sep or not module or not factory:
-            raise ValueError(f"expected py:package.module:factory, got `{env_id}`")
-        return getattr(importlib.import_module(module), factory)(**kwargs)
-    raise ValueError(f"not a Python environment id: `{env_id}`")
+            raise BadId(f"expected py:package.module:factory, got `{env_id}`")
+        try:
+            make = getattr(importlib.import_module(module), factory)
+        except ModuleNotFoundError as e:
+            raise BadId(f"ModuleNotFoundError: {e} (is it on PYTHONPATH or in the venv?)") from None
+        except AttributeError:
+            raise BadId(f"module `{module}` has no `{factory}`") from None
+        return make(**kwargs)
+    raise BadId(f"not a Python environment id: `{env_id}`")
 
 
 def bounds(values):

@@ -54,7 +54,8 @@ fn add_venv(py: Python<'_>) -> PyResult<()> {
     py.run(&code, None, None)
 }
 
-/// The helper module, loaded once.
+/// The helper module, loaded once. It needs numpy: without it (no venv on
+/// the path) the error says how to get one, in one line.
 pub(crate) fn helper(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
     HELPER
         .get_or_try_init(py, || {
@@ -65,6 +66,13 @@ pub(crate) fn helper(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
                 c"sebulba_env",
             )
             .map(Bound::unbind)
+            .map_err(|e| {
+                let venv = std::env::var("VIRTUAL_ENV").unwrap_or_else(|_| "not set".into());
+                pyo3::exceptions::PyImportError::new_err(format!(
+                    "{} (Python environments need numpy and gymnasium: make a venv with scripts/python-env.sh and set VIRTUAL_ENV to it; VIRTUAL_ENV is {venv})",
+                    one_line(py, &e)
+                ))
+            })
         })
         .map(|m| m.bind(py))
 }
@@ -88,6 +96,14 @@ pub(crate) fn describe(id: &str, kwargs: &str) -> Result<String, EnvError> {
 /// A Python error as an [`EnvError`]: the exception in one line, then the
 /// traceback (the user's code is usually where it went wrong).
 pub(crate) fn external(py: Python<'_>, id: &str, e: &PyErr) -> EnvError {
+    let kind = kind(py, e);
+    if kind == "BadId" {
+        // The id names nothing: where in our helper that was found is noise.
+        return EnvError::External {
+            id: id.to_string(),
+            reason: e.value(py).to_string(),
+        };
+    }
     let mut reason = one_line(py, e);
     if let Some(tb) = e.traceback(py).and_then(|tb| tb.format().ok()) {
         reason.push('\n');
@@ -99,18 +115,14 @@ pub(crate) fn external(py: Python<'_>, id: &str, e: &PyErr) -> EnvError {
     }
 }
 
-/// `ExceptionType: message`, with a hint for the two usual set-up mistakes.
-pub(crate) fn one_line(py: Python<'_>, e: &PyErr) -> String {
-    let kind = e
-        .get_type(py)
+fn kind(py: Python<'_>, e: &PyErr) -> String {
+    e.get_type(py)
         .name()
         .map(|n| n.to_string())
-        .unwrap_or_else(|_| "Exception".into());
-    let msg = e.value(py).to_string();
-    let hint = if kind == "ModuleNotFoundError" && msg.contains("gymnasium") {
-        " (install gymnasium into a venv and set VIRTUAL_ENV to it)"
-    } else {
-        ""
-    };
-    format!("{kind}: {msg}{hint}")
+        .unwrap_or_else(|_| "Exception".into())
+}
+
+/// `ExceptionType: message`.
+pub(crate) fn one_line(py: Python<'_>, e: &PyErr) -> String {
+    format!("{}: {}", kind(py, e), e.value(py))
 }

@@ -259,10 +259,15 @@ impl VectorEnv for PyVecEnv {
         })
         .and_then(|()| self.check_finite(out));
         if let Err(e) = stepped {
-            if !matches!(e, EnvError::BadAction { .. }) {
-                // Some envs may have stepped (or ended) in the failed call.
-                self.tainted.fill(true);
-            }
+            // Envs that stepped in the failed call (all of them when the
+            // values came back non-finite, those before the one that raised
+            // otherwise) lost a step nobody saw.
+            let stepped = match &e {
+                EnvError::NonFinite { .. } => self.tainted.len(),
+                EnvError::EnvFailed { index, .. } => (*index).min(self.tainted.len()),
+                _ => 0,
+            };
+            self.tainted[..stepped].fill(true);
             return Err(e);
         }
         self.count_episodes(out);

@@ -4,7 +4,7 @@
 
 use sebulba_core::config::NetworkConfig;
 use sebulba_core::devices::DeviceKind;
-use sebulba_core::env::{ActionBatch, ActionSpace, ENV_IDS, EnvError, VecEnv, env_spec};
+use sebulba_core::env::{ActionBatch, ActionSpace, ENV_IDS, EnvError, env_spec, make_vector_env};
 use sebulba_core::policy::InferencePolicy;
 use serde::Serialize;
 use std::time::Instant;
@@ -18,20 +18,26 @@ pub struct EnvBench {
     pub steps_per_second: f64,
 }
 
-/// Steps `num_envs` copies of every known env for about `seconds` each with
-/// fixed cyclic actions (no policy), one thread.
-pub fn bench_envs(num_envs: usize, seconds: f64) -> Result<Vec<EnvBench>, EnvError> {
-    ENV_IDS
-        .iter()
+/// Steps `num_envs` copies of each of `ids` (every native env when empty)
+/// for about `seconds` each with fixed cyclic actions (no policy), one
+/// thread: through the same vector env an actor steps, Python envs included.
+pub fn bench_envs(
+    ids: &[String],
+    num_envs: usize,
+    seconds: f64,
+) -> Result<Vec<EnvBench>, EnvError> {
+    let native: Vec<String> = ENV_IDS.iter().map(|s| s.to_string()).collect();
+    let ids = if ids.is_empty() { &native[..] } else { ids };
+    ids.iter()
         .map(|id| bench_env(id, num_envs, seconds))
         .collect()
 }
 
 pub fn bench_env(id: &str, num_envs: usize, seconds: f64) -> Result<EnvBench, EnvError> {
-    let mut venv = VecEnv::new(id, num_envs, 1)?;
+    let mut venv = make_vector_env(id, "", num_envs, 1)?;
     let spec = venv.spec().clone();
     let mut obs = vec![0.0f32; num_envs * spec.obs_dim];
-    venv.reset(&mut obs);
+    venv.reset(&mut obs)?;
     let mut out = venv.new_step_out();
     // Fixed cyclic actions: the env's own cost, without a policy.
     let discrete: Vec<u32> = match &spec.action_space {
@@ -115,7 +121,7 @@ mod tests {
 
     #[test]
     fn benches_cover_every_env_and_count_what_they_did() {
-        let rows = bench_envs(2, 0.01).unwrap();
+        let rows = bench_envs(&[], 2, 0.01).unwrap();
         assert_eq!(rows.len(), ENV_IDS.len());
         for r in &rows {
             assert!(r.steps > 0 && r.steps % 2 == 0, "{r:?}");

@@ -67,7 +67,7 @@ pub async fn run(cmd: BenchCommand, shutdown: CancellationToken) -> anyhow::Resu
             emit_json(&r, args.json.as_deref())
         }
         BenchCommand::Envs(args) => {
-            let rows = envs::bench_envs(args.envs, args.seconds)?;
+            let rows = envs::bench_envs(&args.env_ids, args.envs, args.seconds)?;
             for r in &rows {
                 println!(
                     "env {}: {} envs, {:.0} steps/s ({} steps in {:.2} s)",
