@@ -6,7 +6,11 @@
 #
 #   deploy/build-image.sh [path/to/sebulba]     (default: target/release/sebulba,
 #                                                built with cargo if missing)
-# Env: SEBULBA_IMAGE (tag, default sebulba:latest).
+# Env: SEBULBA_IMAGE (tag, default sebulba:latest); SEBULBA_IMAGE_VENV: a venv
+# (e.g. .venv from scripts/python-env.sh) whose packages the image carries, with
+# the Python standard library and every shared library their extension modules
+# load, for Python environments (`gym:ID`; the binary built with
+# `--features python`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,10 +35,33 @@ ldd "$bin" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }'
 # glibc resolves service names through these (compose's DNS answers).
 printf 'hosts: files dns\n' > "$root/etc/nsswitch.conf"
 
-cat > "$ctx/Dockerfile" <<'DOCKERFILE'
+python_env=""
+if [ -n "${SEBULBA_IMAGE_VENV:-}" ]; then
+  venv="$(cd "$SEBULBA_IMAGE_VENV" && pwd)"
+  base="$("$venv/bin/python" -c 'import sys; print(sys.base_prefix)')"
+  ver="$("$venv/bin/python" -c 'import sys; print("python%d.%d" % sys.version_info[:2])')"
+  echo "== Python: $base/lib/$ver (standard library) and $venv's packages"
+  # The standard library where the linked libpython looks for it (its prefix).
+  mkdir -p "$root$base/lib" "$root/opt/venv/lib/$ver"
+  tar -C "$base/lib" --exclude="$ver/site-packages" --exclude="$ver/test" \
+    --exclude="$ver/config-*" --exclude='__pycache__' -cf - "$ver" | tar -C "$root$base/lib" -xf -
+  tar -C "$venv/lib/$ver" --exclude='__pycache__' --exclude='site-packages/pip' \
+    -cf - site-packages | tar -C "$root/opt/venv/lib/$ver" -xf -
+  # Shared libraries the extension modules load from outside the copied trees.
+  find "$root$base/lib" "$root/opt/venv" -name '*.so*' -type f -print0 |
+    xargs -0 ldd 2>/dev/null |
+    awk -v r="$root" '$2 == "=>" && $3 ~ /^\// && index($3, r) != 1 { print $3 }' | sort -u |
+    while read -r lib; do
+      [ -e "$root$lib" ] || cp --parents -L "$lib" "$root"
+    done
+  python_env="ENV PYTHONHOME=$base VIRTUAL_ENV=/opt/venv"
+fi
+
+cat > "$ctx/Dockerfile" <<DOCKERFILE
 FROM scratch
 COPY rootfs/ /
 ENV PATH=/usr/local/bin
+$python_env
 WORKDIR /runs
 ENTRYPOINT ["/usr/local/bin/sebulba"]
 DOCKERFILE
@@ -42,3 +69,7 @@ DOCKERFILE
 echo "== docker build -t $tag (FROM scratch, nothing pulled)"
 docker build -q -t "$tag" "$ctx"
 docker run --rm "$tag" --version
+if [ -n "$python_env" ]; then
+  # The image's Python makes and steps a Gymnasium env.
+  docker run --rm "$tag" bench envs --env gym:CartPole-v1 --envs 2 --seconds 0.2 2>&1 | grep '^env '
+fi

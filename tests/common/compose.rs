@@ -128,11 +128,21 @@ impl Cluster {
 /// Builds `tag` offline from the test's binary as the README shows
 /// (`deploy/build-image.sh`); the tag is removed when the returned guard drops.
 pub fn build_image(tag: &str) -> Image {
+    build_image_with(tag, None)
+}
+
+/// As [`build_image`], carrying Python and the packages of `venv` when given
+/// (`SEBULBA_IMAGE_VENV`).
+pub fn build_image_with(tag: &str, venv: Option<&Path>) -> Image {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let image = Image(tag.to_string());
-    run(Command::new(root.join("deploy/build-image.sh"))
-        .arg(env!("CARGO_BIN_EXE_sebulba"))
-        .env("SEBULBA_IMAGE", tag));
+    let mut cmd = Command::new(root.join("deploy/build-image.sh"));
+    cmd.arg(env!("CARGO_BIN_EXE_sebulba"))
+        .env("SEBULBA_IMAGE", tag);
+    if let Some(v) = venv {
+        cmd.env("SEBULBA_IMAGE_VENV", v);
+    }
+    run(&mut cmd);
     image
 }
 
