@@ -11,35 +11,18 @@
 mod common;
 use common::compose::*;
 use common::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
-
-fn venv_or_skip() -> Option<PathBuf> {
-    let venv = std::env::var_os("VIRTUAL_ENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv"));
-    if venv.join("lib/python3.11/site-packages/gymnasium").is_dir() {
-        return Some(venv);
-    }
-    assert!(
-        std::env::var_os("SEBULBA_REQUIRE_PYTHON").is_none(),
-        "SEBULBA_REQUIRE_PYTHON is set but {} holds no gymnasium",
-        venv.display()
-    );
-    eprintln!(
-        "SKIPPED: no gymnasium in {} (run scripts/python-env.sh)",
-        venv.display()
-    );
-    None
-}
 
 #[test]
 fn compose_cluster_trains_a_gymnasium_env() {
     let Some(compose) = compose_or_skip() else {
         return;
     };
-    let Some(venv) = venv_or_skip() else { return };
+    let Some(venv) = python_venv_or_skip() else {
+        return;
+    };
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let tag = format!("sebulba:python-{}", std::process::id());
     let t0 = Instant::now();

@@ -21,27 +21,6 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The venv to run with, or `None` (after saying so) when there is none.
-fn venv() -> Option<PathBuf> {
-    let venv = std::env::var_os("VIRTUAL_ENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join(".venv"));
-    let ok = venv.join("lib/python3.11/site-packages/gymnasium").is_dir();
-    if !ok {
-        assert!(
-            std::env::var_os("SEBULBA_REQUIRE_PYTHON").is_none(),
-            "SEBULBA_REQUIRE_PYTHON is set but {} holds no gymnasium: run scripts/python-env.sh",
-            venv.display()
-        );
-        eprintln!(
-            "SKIPPED: no gymnasium in {} (run scripts/python-env.sh)",
-            venv.display()
-        );
-        return None;
-    }
-    Some(venv)
-}
-
 fn with_python(cmd: &mut Command, venv: &Path) {
     cmd.env("VIRTUAL_ENV", venv)
         .env("PYTHONPATH", repo().join("pyenv/tests/fixtures"))
@@ -91,7 +70,9 @@ fn untimed(path: &Path) -> Vec<Value> {
 
 #[test]
 fn a_gymnasium_env_trains_and_a_deterministic_run_repeats() {
-    let Some(venv) = venv() else { return };
+    let Some(venv) = common::python_venv_or_skip() else {
+        return;
+    };
     let args = [
         "--env",
         "gym:CartPole-v1",
@@ -125,7 +106,9 @@ fn a_gymnasium_env_trains_and_a_deterministic_run_repeats() {
 
 #[test]
 fn a_failing_env_is_replaced_and_counted_and_the_run_finishes() {
-    let Some(venv) = venv() else { return };
+    let Some(venv) = common::python_venv_or_skip() else {
+        return;
+    };
     // Each step of the fixture env raises with probability 1/2000 (seeded:
     // this run fails alike every time).
     let run = local(
@@ -194,7 +177,9 @@ fn fails_fast(venv: &Path, args: &[&str], envs: &[(&str, &str)]) -> String {
 
 #[test]
 fn wrong_ids_and_a_wrong_python_fail_at_start_in_one_line() {
-    let Some(venv) = venv() else { return };
+    let Some(venv) = common::python_venv_or_skip() else {
+        return;
+    };
     /// Arguments, environment variables, and what the one line names.
     type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
     let cases: [Case; 4] = [

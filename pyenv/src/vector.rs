@@ -9,8 +9,8 @@ use crate::interp;
 use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use sebulba_core::env::{
-    ActionBatch, ActionSpace, EnvError, EnvSpec, EpisodeStats, VecStepOut, VectorEnv,
-    derive_env_seed,
+    ActionBatch, EnvError, EnvSpec, EpisodeStats, VecStepOut, VectorEnv, derive_env_seed,
+    validate_actions,
 };
 
 pub struct PyVecEnv {
@@ -143,45 +143,23 @@ impl PyVecEnv {
     }
 
     fn write_actions(&self, py: Python<'_>, actions: ActionBatch<'_>) -> Result<(), EnvError> {
-        let e = self.seeds.len();
-        let bad = |reason: String| EnvError::BadAction {
-            id: self.spec.id.clone(),
-            reason,
-        };
-        let copied = match (&self.spec.action_space, actions) {
-            (ActionSpace::Discrete { n }, ActionBatch::Discrete(a)) => {
-                if a.len() != e {
-                    return Err(bad(format!("expected {e} actions, got {}", a.len())));
-                }
-                if let Some(x) = a.iter().find(|&&x| x as usize >= *n) {
-                    return Err(bad(format!("index {x} outside 0..{n}")));
-                }
+        validate_actions(&self.spec, self.seeds.len(), actions)?;
+        let copied = match actions {
+            ActionBatch::Discrete(a) => {
                 let a: Vec<i32> = a.iter().map(|&x| x as i32).collect();
                 self.actions_i32.as_ref().map(|b| b.copy_from_slice(py, &a))
             }
-            (ActionSpace::Box { low, .. }, ActionBatch::Continuous(a)) => {
-                if a.len() != e * low.len() {
-                    let want = e * low.len();
-                    return Err(bad(format!(
-                        "expected {want} action values, got {}",
-                        a.len()
-                    )));
-                }
-                if a.iter().any(|x| !x.is_finite()) {
-                    return Err(bad("non-finite action value".into()));
-                }
+            ActionBatch::Continuous(a) => {
                 self.actions_f32.as_ref().map(|b| b.copy_from_slice(py, a))
-            }
-            _ => {
-                return Err(bad(
-                    "action batch kind does not match the action space".into()
-                ));
             }
         };
         match copied {
             Some(Ok(())) => Ok(()),
             Some(Err(err)) => Err(interp::external(py, &self.spec.id, &err)),
-            None => Err(bad("no action buffer for this space".into())),
+            None => Err(EnvError::BadAction {
+                id: self.spec.id.clone(),
+                reason: "no action buffer for this space".into(),
+            }),
         }
     }
 

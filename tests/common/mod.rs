@@ -298,3 +298,26 @@ pub fn wait_for_updates(run: &Path, n: usize, learner: &Proc) {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// The venv Python-environment tests run with (`VIRTUAL_ENV`, else the
+/// repository's `.venv` from scripts/python-env.sh), or `None`, after saying
+/// so, when it holds no gymnasium; with `SEBULBA_REQUIRE_PYTHON` set (CI)
+/// that is a failure instead.
+pub fn python_venv_or_skip() -> Option<PathBuf> {
+    let venv = std::env::var_os("VIRTUAL_ENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv"));
+    if venv.join("lib/python3.11/site-packages/gymnasium").is_dir() {
+        return Some(venv);
+    }
+    assert!(
+        std::env::var_os("SEBULBA_REQUIRE_PYTHON").is_none(),
+        "SEBULBA_REQUIRE_PYTHON is set but {} holds no gymnasium: run scripts/python-env.sh",
+        venv.display()
+    );
+    eprintln!(
+        "SKIPPED: no gymnasium in {} (run scripts/python-env.sh)",
+        venv.display()
+    );
+    None
+}

@@ -37,6 +37,21 @@ pub struct VecStepOut {
     pub episodes: Vec<EpisodeStats>,
 }
 
+impl VecStepOut {
+    /// Buffers for `num_envs` envs of `obs_dim` observations.
+    pub fn sized(num_envs: usize, obs_dim: usize) -> Self {
+        let (e, d) = (num_envs, obs_dim);
+        VecStepOut {
+            obs: vec![0.0; e * d],
+            reward: vec![0.0; e],
+            terminated: vec![false; e],
+            truncated: vec![false; e],
+            final_obs: vec![0.0; e * d],
+            episodes: Vec::with_capacity(e),
+        }
+    }
+}
+
 /// SplitMix64 finaliser: a bijective mixer, so distinct inputs stay distinct.
 fn splitmix64(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -108,21 +123,13 @@ impl VecEnv {
 
     /// Buffers sized for this vec env.
     pub fn new_step_out(&self) -> VecStepOut {
-        let (e, d) = (self.num_envs(), self.spec.obs_dim);
-        VecStepOut {
-            obs: vec![0.0; e * d],
-            reward: vec![0.0; e],
-            terminated: vec![false; e],
-            truncated: vec![false; e],
-            final_obs: vec![0.0; e * d],
-            episodes: Vec::with_capacity(e),
-        }
+        VecStepOut::sized(self.num_envs(), self.spec.obs_dim)
     }
 
     /// Steps every env; finished envs are reset (see [`VecStepOut`]). The
     /// whole batch is validated first, so an error leaves every env untouched.
     pub fn step(&mut self, actions: ActionBatch<'_>, out: &mut VecStepOut) -> Result<(), EnvError> {
-        self.validate(actions)?;
+        validate_actions(&self.spec, self.num_envs(), actions)?;
         let (e, d) = (self.num_envs(), self.spec.obs_dim);
         // No-ops for buffers from `new_step_out`; repairs foreign ones.
         out.obs.resize(e * d, 0.0);
@@ -156,43 +163,48 @@ impl VecEnv {
         }
         Ok(())
     }
+}
 
-    /// Checks the batch's shape and contents against the action space.
-    fn validate(&self, actions: ActionBatch<'_>) -> Result<(), EnvError> {
-        let e = self.num_envs();
-        let bad = |reason: String| EnvError::BadAction {
-            id: self.spec.id.clone(),
-            reason,
-        };
-        match (&self.spec.action_space, actions) {
-            (ActionSpace::Discrete { n }, ActionBatch::Discrete(a)) => {
-                if a.len() != e {
-                    return Err(bad(format!("expected {e} actions, got {}", a.len())));
-                }
-                if let Some(x) = a.iter().find(|&&x| x as usize >= *n) {
-                    return Err(bad(format!("index {x} outside 0..{n}")));
-                }
+/// Checks an action batch for `num_envs` envs against `spec`'s action space
+/// (length, range, finiteness, kind): every vector env's first step.
+pub fn validate_actions(
+    spec: &EnvSpec,
+    num_envs: usize,
+    actions: ActionBatch<'_>,
+) -> Result<(), EnvError> {
+    let e = num_envs;
+    let bad = |reason: String| EnvError::BadAction {
+        id: spec.id.clone(),
+        reason,
+    };
+    match (&spec.action_space, actions) {
+        (ActionSpace::Discrete { n }, ActionBatch::Discrete(a)) => {
+            if a.len() != e {
+                return Err(bad(format!("expected {e} actions, got {}", a.len())));
             }
-            (ActionSpace::Box { low, .. }, ActionBatch::Continuous(a)) => {
-                if a.len() != e * low.len() {
-                    let want = e * low.len();
-                    return Err(bad(format!(
-                        "expected {want} action values, got {}",
-                        a.len()
-                    )));
-                }
-                if a.iter().any(|x| !x.is_finite()) {
-                    return Err(bad("non-finite action value".into()));
-                }
-            }
-            _ => {
-                return Err(bad(
-                    "action batch kind does not match the action space".into()
-                ));
+            if let Some(x) = a.iter().find(|&&x| x as usize >= *n) {
+                return Err(bad(format!("index {x} outside 0..{n}")));
             }
         }
-        Ok(())
+        (ActionSpace::Box { low, .. }, ActionBatch::Continuous(a)) => {
+            if a.len() != e * low.len() {
+                let want = e * low.len();
+                return Err(bad(format!(
+                    "expected {want} action values, got {}",
+                    a.len()
+                )));
+            }
+            if a.iter().any(|x| !x.is_finite()) {
+                return Err(bad("non-finite action value".into()));
+            }
+        }
+        _ => {
+            return Err(bad(
+                "action batch kind does not match the action space".into()
+            ));
+        }
     }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -40,15 +40,7 @@ pub trait VectorEnv: Send {
     }
     /// Buffers sized for this vector env.
     fn new_step_out(&self) -> VecStepOut {
-        let (e, d) = (self.num_envs(), self.spec().obs_dim);
-        VecStepOut {
-            obs: vec![0.0; e * d],
-            reward: vec![0.0; e],
-            terminated: vec![false; e],
-            truncated: vec![false; e],
-            final_obs: vec![0.0; e * d],
-            episodes: Vec::with_capacity(e),
-        }
+        VecStepOut::sized(self.num_envs(), self.spec().obs_dim)
     }
 }
 
