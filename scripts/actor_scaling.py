@@ -23,6 +23,8 @@ import sys
 import time
 from pathlib import Path
 
+from seeds import lines  # scripts/ is on the path when run as a script
+
 
 def free_port():
     with socket.socket() as s:
@@ -66,7 +68,7 @@ def one(binary, n, steps, out, rest):
         for log in logs:
             log.close()
     summary = json.loads((run_dir / "run" / "summary.json").read_text())
-    metrics = [json.loads(l) for l in (run_dir / "run" / "metrics.jsonl").read_text().splitlines() if l]
+    metrics = lines(run_dir / "run" / "metrics.jsonl")
     # Steady state: from the update after the first 10% of steps to the last.
     start = next(m for m in metrics if m["env_steps"] >= steps * 0.1)
     end = metrics[-1]

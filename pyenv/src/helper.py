@@ -128,7 +128,7 @@ class VecEnv:
         self.shape = self.envs[0].observation_space.shape
         if "discrete" in info:
             self.start = int(self.envs[0].action_space.start)
-            self.actions = np.zeros(e, np.int32)
+            self.actions = np.zeros(e, np.uint32)
         else:
             self.start = None
             self.actions = np.zeros((e, len(info["box_low"])), np.float32)

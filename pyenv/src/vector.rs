@@ -17,7 +17,8 @@ pub struct PyVecEnv {
     spec: EnvSpec,
     seeds: Vec<u64>,
     env: Py<PyAny>,
-    actions_i32: Option<PyBuffer<i32>>,
+    /// Discrete actions as the actor holds them (u32): copied as they are.
+    actions_u32: Option<PyBuffer<u32>>,
     actions_f32: Option<PyBuffer<f32>>,
     obs: PyBuffer<f32>,
     final_obs: PyBuffer<f32>,
@@ -53,7 +54,7 @@ impl PyVecEnv {
             let discrete = spec.action_space.is_discrete();
             let e = seeds.len();
             Ok(Self {
-                actions_i32: discrete
+                actions_u32: discrete
                     .then(|| PyBuffer::get(&buf("actions")?))
                     .transpose()?,
                 actions_f32: (!discrete)
@@ -145,10 +146,7 @@ impl PyVecEnv {
     fn write_actions(&self, py: Python<'_>, actions: ActionBatch<'_>) -> Result<(), EnvError> {
         validate_actions(&self.spec, self.seeds.len(), actions)?;
         let copied = match actions {
-            ActionBatch::Discrete(a) => {
-                let a: Vec<i32> = a.iter().map(|&x| x as i32).collect();
-                self.actions_i32.as_ref().map(|b| b.copy_from_slice(py, &a))
-            }
+            ActionBatch::Discrete(a) => self.actions_u32.as_ref().map(|b| b.copy_from_slice(py, a)),
             ActionBatch::Continuous(a) => {
                 self.actions_f32.as_ref().map(|b| b.copy_from_slice(py, a))
             }
