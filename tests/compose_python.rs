@@ -1,7 +1,8 @@
 //! A Gymnasium env in the compose cluster: the image built offline
 //! (`deploy/build-image.sh` with `SEBULBA_IMAGE_VENV`) carries the Python
 //! standard library and the venv's packages; `SEBULBA_ENV=gym:CartPole-v1`
-//! trains with two actor containers, each with its own interpreter, and the
+//! trains with two actor containers, each with its own interpreter (150k
+//! steps: long enough that the second container joins before the end), and the
 //! evaluator scores the final version in its own.
 //!
 //! Needs Docker with Compose (as the other compose tests: skipped, saying so,
@@ -40,7 +41,7 @@ fn compose_cluster_trains_a_gymnasium_env() {
         env: vec![
             ("SEBULBA_IMAGE", tag.clone()),
             ("SEBULBA_ENV", "gym:CartPole-v1".into()),
-            ("SEBULBA_TOTAL_STEPS", "30000".into()),
+            ("SEBULBA_TOTAL_STEPS", "150000".into()),
             ("SEBULBA_SEED", "2".into()),
         ],
     };
@@ -67,7 +68,7 @@ fn compose_cluster_trains_a_gymnasium_env() {
     let summary = read_json(&dir.join("summary.json"));
     eprintln!("summary: {summary:#}");
     assert_eq!(summary["env_id"], "gym:CartPole-v1");
-    assert!(summary["env_steps"].as_u64().expect("env_steps") >= 30_000);
+    assert!(summary["env_steps"].as_u64().expect("env_steps") >= 150_000);
     assert_accounted(&summary);
     let per = summary["batches_per_actor"].as_object().expect("per actor");
     assert_eq!(per.len(), 2, "batches from both actor containers: {per:?}");
