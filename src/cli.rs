@@ -22,6 +22,14 @@ pub struct Cli {
     /// evaluator's episodes run on threads of their own besides these.
     #[arg(long, global = true, env = "SEBULBA_THREADS", value_parser = clap::value_parser!(u16).range(1..))]
     pub threads: Option<u16>,
+    /// Serve Prometheus metrics at `http://ADDR/metrics` (e.g. `0.0.0.0:9464`;
+    /// off when absent or empty). In local mode one endpoint carries every role.
+    #[arg(long, global = true, env = "SEBULBA_METRICS_ADDR")]
+    pub metrics_addr: Option<String>,
+    /// With `--metrics-addr`: after the role has finished, keep serving this
+    /// many seconds so a scraper reads the final figures (SIGTERM ends it).
+    #[arg(long, global = true, env = "SEBULBA_METRICS_HOLD_SECS", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub metrics_hold_secs: u64,
 }
 
 #[derive(Subcommand, Debug)]

@@ -36,7 +36,16 @@ fn main() -> anyhow::Result<()> {
             sebulba_transport::telemetry::Telemetry::default()
         }
     };
-    let result = rt.block_on(run(cli));
+    let metrics = cli.metrics_addr.clone().filter(|a| !a.trim().is_empty());
+    if let Some(addr) = &metrics {
+        let addr = rt.block_on(sebulba_transport::metrics::serve(addr))?;
+        // Tests read the port back from `metrics=IP:PORT` when they asked for port 0.
+        info!(metrics = %addr, "serving Prometheus metrics at /metrics");
+    }
+    let hold = metrics
+        .is_some()
+        .then(|| std::time::Duration::from_secs(cli.metrics_hold_secs));
+    let result = rt.block_on(run(cli, hold));
     // Flush the last spans (the final update, the summary) before exiting.
     telemetry.shutdown();
     result
@@ -88,9 +97,26 @@ async fn run_learner(args: cli::LearnerArgs, shutdown: CancellationToken) -> any
     Ok(())
 }
 
-async fn run(cli: Cli) -> anyhow::Result<()> {
+/// Runs the command; then, with a metrics endpoint, keeps it up for `hold`
+/// (or until a signal) so the final figures can be scraped.
+async fn run(cli: Cli, hold: Option<std::time::Duration>) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     cancel_on_signal(shutdown.clone());
+    let result = run_command(cli, shutdown.clone()).await;
+    if let Some(hold) = hold.filter(|h| !h.is_zero()) {
+        info!(
+            seconds = hold.as_secs(),
+            "holding the metrics endpoint open"
+        );
+        tokio::select! {
+            _ = tokio::time::sleep(hold) => {}
+            _ = shutdown.cancelled() => {}
+        }
+    }
+    result
+}
+
+async fn run_command(cli: Cli, shutdown: CancellationToken) -> anyhow::Result<()> {
     match cli.command {
         Command::Local(args) => local::run(args, shutdown).await.map(|_| ()),
         Command::ParamServer(args) => {

@@ -6,6 +6,7 @@
 
 mod actions;
 mod faults;
+mod metrics;
 mod rollout;
 
 use rollout::{Rollout, RolloutSetup};
@@ -86,14 +87,16 @@ pub async fn run(
     let new_backoff =
         || sebulba_transport::grpc::backoff(Duration::from_millis(100), Duration::from_secs(5));
     let mut backoff = new_backoff();
+    let metrics = metrics::ActorMetrics::new(&opts.name);
     let result = loop {
         report.sessions += 1;
+        metrics.sessions.increment(1);
         let sent_before = report.batches_sent;
         match session(
             &opts,
             weights_rx.clone(),
             &shutdown,
-            &mut report,
+            (&mut report, &metrics),
             &mut joined,
         )
         .await
@@ -109,6 +112,7 @@ pub async fn run(
                 backoff = new_backoff();
             }
             Err(ActorError::Unavailable(m)) => {
+                metrics.stream_breaks.increment(1);
                 // With the learner away, the parameter server may still say
                 // the run is over: its final version ends the run here too.
                 let newest = weights_rx.borrow().clone();
@@ -169,7 +173,7 @@ async fn session(
     opts: &ActorOptions,
     mut weights: watch::Receiver<Option<Arc<Weights>>>,
     shutdown: &CancellationToken,
-    report: &mut ActorReport,
+    (report, metrics): (&mut ActorReport, &metrics::ActorMetrics),
     joined: &mut Option<String>,
 ) -> Result<SessionEnd, ActorError> {
     let ch = channel(&opts.learner, &opts.security, Some(Class::Actor))
@@ -221,6 +225,7 @@ async fn session(
         reward_gamma: (spec.reward_gamma > 0.0 && spec.reward_gamma <= 1.0)
             .then_some(spec.reward_gamma),
         lockstep: spec.lockstep,
+        metrics: metrics.clone(),
     };
     let rollout = Rollout::new(
         setup,
@@ -233,7 +238,7 @@ async fn session(
     )
     .map_err(ActorError::Fatal)?;
     let rollout = tokio::task::spawn_blocking(move || rollout.run());
-    let outcome = stream(&mut client, batch_rx, &flow, shutdown, report)
+    let outcome = stream(&mut client, batch_rx, &flow, shutdown, (report, metrics))
         .instrument(span)
         .await;
     stop.cancel();
@@ -286,7 +291,7 @@ async fn stream(
     batches: mpsc::Receiver<TrajectoryBatch>,
     flow: &Flow,
     shutdown: &CancellationToken,
-    report: &mut ActorReport,
+    (report, metrics): (&mut ActorReport, &metrics::ActorMetrics),
 ) -> Result<SessionEnd, ActorError> {
     let mut acks = client
         .stream_trajectories(ReceiverStream::new(batches))
@@ -305,6 +310,11 @@ async fn stream(
         flow.min_version
             .fetch_max(a.learner_version, Ordering::AcqRel);
         flow.credits.add_permits(1);
+        match (a.accepted, a.code) {
+            (true, _) => metrics.acked_used.increment(1),
+            (false, 0) => metrics.acked_not_used.increment(1),
+            _ => metrics.acked_refused.increment(1),
+        }
         if a.accepted {
             report.batches_sent += 1;
         } else if [

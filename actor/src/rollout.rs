@@ -40,6 +40,8 @@ pub struct RolloutSetup {
     /// A deterministic run's lane: each batch is acted with exactly the
     /// version it names.
     pub lockstep: Option<sebulba_proto::Lockstep>,
+    /// This actor's live metrics.
+    pub(crate) metrics: crate::metrics::ActorMetrics,
 }
 
 pub struct Rollout {
@@ -220,10 +222,14 @@ impl Rollout {
         let mut step_out: VecStepOut = self.venv.new_step_out();
         let mut sequence = 0u64;
         let mut env_steps = 0u64;
+        let m = self.setup.metrics.clone();
         while !self.stop.is_cancelled() {
+            let waiting = std::time::Instant::now();
             if !self.wait_for_credit(sequence) {
                 break;
             }
+            m.credit_wait_seconds
+                .record(waiting.elapsed().as_secs_f64());
             self.refresh_policy();
             let Some(version) = self.policy.version() else {
                 return Ok(env_steps);
@@ -244,6 +250,7 @@ impl Rollout {
             sebulba_transport::trace::link_from_map(&span, &self.weights_trace);
             let act = info_span!(parent: &span, "act");
             let guard = act.enter();
+            let acting = std::time::Instant::now();
             if let Err(e) = self.act(&mut actions, &mut buf, &mut step_out, returns.as_mut()) {
                 // Nothing of this rollout is sent: the env is replaced and
                 // the credit goes back for the next rollout.
@@ -251,11 +258,16 @@ impl Rollout {
                 let venv = self.venv.as_mut();
                 self.faults
                     .recover(e, venv, lost, &mut buf.obs, returns.as_mut())?;
+                m.env_restarts.increment(1);
                 self.credits.add_permits(1);
                 continue;
             }
             self.faults.succeeded();
             env_steps += (t_len * e_len) as u64;
+            m.rollout_seconds.record(acting.elapsed().as_secs_f64());
+            m.env_steps.increment((t_len * e_len) as u64);
+            m.episodes.increment(buf.episodes.len() as u64);
+            m.version.set(version as f64);
             let (actions_tensor, action_masks) = actions.encode(t_len, e_len);
             drop(guard);
             let send = info_span!(parent: &span, "send", sequence);

@@ -4,6 +4,7 @@
 //! `best.safetensors`; each score is filed with the parameter server too.
 
 mod episodes;
+mod metrics;
 
 pub use episodes::{EpisodeResults, play_episodes};
 use sebulba_core::files::{JsonLines, write_atomic};
@@ -127,6 +128,7 @@ pub async fn run(
         shutdown.child_token(),
     ));
     let mut ev = Evaluator::new(&opts)?;
+    metrics::describe();
     loop {
         tokio::select! {
             r = rx.changed() => if r.is_err() {
@@ -309,6 +311,7 @@ impl<'a> Evaluator<'a> {
             r#final: line.r#final,
             run_id: w.run_id.clone(),
         };
+        metrics::evaluated(&line);
         let span = info_span!("report_eval", version = line.version);
         sebulba_transport::trace::set_parent_from_map(&span, &w.trace_context);
         report_eval(self.client.clone(), report, shutdown)

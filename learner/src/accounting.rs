@@ -2,6 +2,7 @@
 //! queued, used, dropped (with a reason) or rejected (with a reason), overall and
 //! per actor. One mutex keeps the identity exact at every snapshot.
 
+use metrics::{counter, gauge};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -39,6 +40,39 @@ impl Counts {
         self.received
             == self.used + self.dropped_stale + self.dropped_shutdown + self.rejected + self.queued
     }
+
+    /// Mirrors these counts in the live metrics (`crate::metrics`): the whole
+    /// run's (`actor: None`) or one actor's.
+    pub fn export(&self, actor: Option<&str>) {
+        let c = self;
+        let outcomes = [
+            ("received", c.received),
+            ("used", c.used),
+            ("dropped_stale", c.dropped_stale),
+            ("dropped_shutdown", c.dropped_shutdown),
+            ("rejected", c.rejected),
+        ];
+        let Some(actor) = actor else {
+            for (outcome, v) in outcomes {
+                counter!("sebulba_learner_batches_total", "outcome" => outcome).absolute(v);
+            }
+            for (reason, &v) in &c.rejected_by_reason {
+                counter!("sebulba_learner_batches_rejected_total", "reason" => reason.clone())
+                    .absolute(v);
+            }
+            for (reason, &v) in &c.streams_broken_by_reason {
+                counter!("sebulba_learner_streams_broken_total", "reason" => reason.clone())
+                    .absolute(v);
+            }
+            counter!("sebulba_learner_env_restarts_total").absolute(c.env_restarts);
+            gauge!("sebulba_learner_queue_depth").set(c.queued as f64);
+            return;
+        };
+        for (outcome, v) in outcomes {
+            counter!("sebulba_learner_actor_batches_total", "actor" => actor.to_string(), "outcome" => outcome)
+                .absolute(v);
+        }
+    }
 }
 
 /// The counts a checkpoint keeps, so a resumed run's summary covers the
@@ -68,9 +102,14 @@ struct State {
 }
 
 impl State {
+    /// Applies `f` to the run's and `actor`'s counts, and mirrors both in the
+    /// live metrics.
     fn both(&mut self, actor: &str, f: impl Fn(&mut Counts)) {
         f(&mut self.total);
-        f(self.per_actor.entry(actor.to_string()).or_default());
+        let mine = self.per_actor.entry(actor.to_string()).or_default();
+        f(mine);
+        mine.export(Some(actor));
+        self.total.export(None);
     }
 }
 
@@ -176,6 +215,10 @@ impl Accounting {
                 .iter()
                 .map(|(k, c)| (k.clone(), requeue(c)))
                 .collect();
+            s.total.export(None);
+            for (actor, c) in &s.per_actor {
+                c.export(Some(actor));
+            }
         });
     }
 }

@@ -5,6 +5,7 @@
 //! checkpoint, so the summary covers the whole run across restarts of either.
 
 use crate::publish::Publisher;
+use metrics::gauge;
 use sebulba_proto::EvalReport;
 use serde::{Deserialize, Serialize};
 use std::sync::Mutex;
@@ -54,6 +55,17 @@ impl Scores {
     pub fn of_version(&self, version: u64) -> Option<Score> {
         self.latest.filter(|s| s.version == version)
     }
+
+    /// Mirrors the latest and best evaluation in the live metrics.
+    pub fn export(&self) {
+        let s = self;
+        for (which, score) in [("latest", s.latest), ("best", s.best)] {
+            if let Some(score) = score {
+                gauge!("sebulba_learner_eval_return_mean", "which" => which).set(score.return_mean);
+                gauge!("sebulba_learner_eval_version", "which" => which).set(score.version as f64);
+            }
+        }
+    }
 }
 
 /// [`Scores`] shared between the progress task and the end of the run.
@@ -70,6 +82,7 @@ impl EvalBook {
                 return_mean: r.return_mean,
             });
         }
+        scores.export();
     }
 
     /// Reads and records the reports of run `run_id` filed since the newest
@@ -127,6 +140,7 @@ impl EvalBook {
     /// Starts from the scores a checkpoint saved (a resumed run).
     pub fn restore(&self, saved: Scores) {
         *self.0.lock().unwrap_or_else(|p| p.into_inner()) = saved;
+        saved.export();
     }
 }
 

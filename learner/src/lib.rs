@@ -12,6 +12,7 @@ pub mod engine;
 pub mod evals;
 pub mod gae;
 pub mod lockstep;
+pub mod metrics;
 pub mod ppo;
 pub mod prepare;
 pub mod progress;

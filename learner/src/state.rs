@@ -69,6 +69,7 @@ pub struct Shared {
 
 impl Shared {
     pub fn new(config: RunConfig, env: EnvSpec, run_id: String) -> Self {
+        crate::metrics::describe();
         Self {
             config,
             run_id,

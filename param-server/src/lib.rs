@@ -20,6 +20,7 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::{Request, Response, Status};
 use tracing::{debug, info};
 
+mod metrics;
 mod store;
 
 pub use store::{MAX_EVAL_REPORTS, MAX_LISTED_REPORTS, MAX_VERSION, MAX_VERSION_JUMP, Store};
@@ -48,7 +49,13 @@ impl ParameterServer for Service {
         )?;
         let w = request.into_inner();
         let (version, final_, bytes) = (w.version, w.r#final, w.safetensors.len());
-        let v = self.store.publish(w)?;
+        let env_steps = w.env_steps;
+        let v = self
+            .store
+            .publish(w)
+            .inspect_err(|_| metrics::published(None))?;
+        metrics::published(Some((v, env_steps, bytes)));
+        metrics::watchers(self.store.watchers());
         if final_ {
             info!(version, bytes, "final version published");
         } else {
@@ -81,6 +88,7 @@ impl ParameterServer for Service {
             READERS,
         )?;
         let rx = self.store.subscribe();
+        metrics::watchers(self.store.watchers());
         // WatchStream yields the current value first, then each change; a slow
         // subscriber skips to the newest, which is what a follower wants.
         let stream = WatchStream::new(rx).filter_map(|w| w.map(|w| Ok((*w).clone())));
@@ -99,11 +107,16 @@ impl ParameterServer for Service {
         )?;
         let r = request.into_inner();
         if !r.return_mean.is_finite() || !r.return_std.is_finite() {
+            metrics::reported(None);
             return Err(Status::invalid_argument(
                 "fields `return_mean`/`return_std`: must be finite",
             ));
         }
-        self.store.report(r)?;
+        let return_mean = r.return_mean;
+        self.store
+            .report(r)
+            .inspect_err(|_| metrics::reported(None))?;
+        metrics::reported(Some(return_mean));
         Ok(Response::new(ReportAck {}))
     }
 
@@ -133,6 +146,7 @@ pub async fn run(
         .local_addr()
         .map_err(|e| ParamServerError::Transport(e.to_string()))?;
     let gate = security.gate();
+    metrics::describe();
     let service = Service {
         store: Arc::new(Store::default()),
         gate: gate.clone(),

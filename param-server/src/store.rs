@@ -148,6 +148,11 @@ impl Store {
         self.latest.subscribe()
     }
 
+    /// Open subscriptions (Watch streams).
+    pub fn watchers(&self) -> usize {
+        self.latest.receiver_count()
+    }
+
     /// Files an evaluation report of the run held.
     pub fn report(&self, r: EvalReport) -> Result<(), Status> {
         let run = self.current_run();

@@ -121,6 +121,7 @@ pub fn collect(
             continue;
         }
         b.acknowledge(version, Verdict::Used, false);
+        crate::metrics::policy_lag(lag);
         *env_steps += b.env_steps();
         live.env_steps.store(*env_steps, Ordering::Relaxed);
         batches.push(b);

@@ -290,7 +290,9 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
         if completed {
             self.ctx.shared.finished.store(true, Ordering::Release);
         }
+        let publishing = Instant::now();
         at.version = self.publish(at, completed)?;
+        crate::metrics::publish_seconds(publishing.elapsed().as_secs_f64());
         self.ctx.live.updates.store(at.updates, Ordering::Relaxed);
         self.checkpoint_if(at, |every, u| u.is_multiple_of(every) || completed);
         let wall = self.ctx.clock.wall_seconds();
@@ -306,6 +308,8 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
             self.ctx.live.set_last_return(r);
         }
         self.ctx.live.set_lag(prepared.lag.mean);
+        crate::metrics::progress(at.updates, at.version, at.env_steps, wall);
+        crate::metrics::update(t0.elapsed().as_secs_f64(), line.episode_return_mean());
         self.ctx
             .metrics
             .write(&line)

@@ -1,0 +1,48 @@
+//! The evaluator's live metrics (no-ops without `--metrics-addr`).
+
+use crate::EvalLine;
+use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
+
+pub(crate) fn describe() {
+    describe_counter!("sebulba_evaluator_evaluations_total", "Versions evaluated");
+    describe_counter!(
+        "sebulba_evaluator_episodes_total",
+        "Evaluation episodes played"
+    );
+    describe_counter!(
+        "sebulba_evaluator_env_restarts_total",
+        "Evaluation envs replaced after they failed"
+    );
+    describe_gauge!(
+        "sebulba_evaluator_return_mean",
+        "Mean deterministic return of the newest evaluation"
+    );
+    describe_gauge!(
+        "sebulba_evaluator_return_std",
+        "Spread of the newest evaluation's returns"
+    );
+    describe_gauge!(
+        "sebulba_evaluator_version",
+        "The version the newest evaluation scored"
+    );
+    describe_gauge!(
+        "sebulba_evaluator_env_steps",
+        "Env steps the newest evaluated version was trained on"
+    );
+    describe_histogram!(
+        "sebulba_evaluator_eval_seconds",
+        "Playing one evaluation's episodes"
+    );
+}
+
+/// One evaluation, as written to `eval.jsonl`.
+pub(crate) fn evaluated(line: &EvalLine) {
+    counter!("sebulba_evaluator_evaluations_total").increment(1);
+    counter!("sebulba_evaluator_episodes_total").increment(line.episodes as u64);
+    counter!("sebulba_evaluator_env_restarts_total").increment(line.env_restarts);
+    gauge!("sebulba_evaluator_return_mean").set(line.return_mean);
+    gauge!("sebulba_evaluator_return_std").set(line.return_std);
+    gauge!("sebulba_evaluator_version").set(line.version as f64);
+    gauge!("sebulba_evaluator_env_steps").set(line.env_steps as f64);
+    histogram!("sebulba_evaluator_eval_seconds").record(line.eval_seconds);
+}
