@@ -99,26 +99,6 @@ fn canonical(series: &str) -> String {
     key(name, labels)
 }
 
-/// The port a process started with `--metrics-addr 127.0.0.1:0` logged.
-fn metrics_port(p: &Proc) -> u16 {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let log = p.log_text();
-        if let Some(port) = log
-            .split_whitespace()
-            .filter_map(|w| w.strip_prefix("metrics=127.0.0.1:"))
-            .find_map(|p| p.parse().ok())
-        {
-            return port;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no metrics address logged:\n{log}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn a_local_runs_metrics_agree_with_its_summary() {
     let dir = run_dir("metrics");
@@ -134,7 +114,7 @@ fn a_local_runs_metrics_agree_with_its_summary() {
         .arg("--run-dir")
         .arg(&run);
     let mut p = Proc::spawn("local", cmd, &dir);
-    let port = metrics_port(&p);
+    let port = p.logged_port("metrics=127.0.0.1:", Duration::from_secs(60));
 
     // Live: the endpoint answers in Prometheus' text format while training.
     let live = Scrape::get(port);

@@ -103,19 +103,24 @@ impl Proc {
     /// bound (`local=127.0.0.1:PORT`). Binding port 0 cannot race with other
     /// tests or with clients' ephemeral ports, as a pre-picked free port can.
     pub fn bound_port(&self, timeout: Duration) -> u16 {
+        self.logged_port("local=127.0.0.1:", timeout)
+    }
+
+    /// Waits for the log to hold `PREFIX<port>` (e.g. `metrics=127.0.0.1:`).
+    pub fn logged_port(&self, prefix: &str, timeout: Duration) -> u16 {
         let deadline = Instant::now() + timeout;
         loop {
             let log = self.log_text();
             if let Some(port) = log
                 .split_whitespace()
-                .filter_map(|w| w.strip_prefix("local=127.0.0.1:"))
+                .filter_map(|w| w.strip_prefix(prefix))
                 .find_map(|p| p.parse().ok())
             {
                 return port;
             }
             assert!(
                 Instant::now() < deadline,
-                "{} logged no bound address:\n{log}",
+                "{} logged no `{prefix}` address:\n{log}",
                 self.name
             );
             std::thread::sleep(Duration::from_millis(50));
