@@ -23,7 +23,8 @@ pub struct Cli {
     #[arg(long, global = true, env = "SEBULBA_THREADS", value_parser = clap::value_parser!(u16).range(1..))]
     pub threads: Option<u16>,
     /// Serve Prometheus metrics at `http://ADDR/metrics` (e.g. `0.0.0.0:9464`;
-    /// off when absent or empty). In local mode one endpoint carries every role.
+    /// off when absent or empty). In local mode one endpoint carries every role;
+    /// commands that are not services (health, bench, status, ...) ignore it.
     #[arg(long, global = true, env = "SEBULBA_METRICS_ADDR")]
     pub metrics_addr: Option<String>,
     /// With `--metrics-addr`: after the role has finished, keep serving this
@@ -55,6 +56,46 @@ pub enum Command {
     /// tokens (`tokens.env`, for `docker compose --env-file`): TLS and tokens
     /// without openssl.
     Certs(CertsArgs),
+    /// Where a run stands, read from its parameter server: version, env
+    /// steps, steps/s and the latest and best evaluations.
+    Status(StatusArgs),
+    /// Learning curves of run directories as a PNG: evaluation return against
+    /// env steps and against wall time, runs that differ only in their seed
+    /// drawn as one curve (mean, and the band between the lowest and highest
+    /// seed).
+    Plot(PlotArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    /// Parameter server address, e.g. http://localhost:50052.
+    #[arg(long, env = "SEBULBA_PARAM_SERVER")]
+    pub param_server: String,
+    /// Seconds between the two reads that give the current steps/s (0: one read).
+    #[arg(long, default_value_t = 3.0, value_parser = parse_sample_secs)]
+    pub sample_secs: f64,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub security: SecurityArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct PlotArgs {
+    /// Run directories (each with `config.toml` and `eval.jsonl` or `metrics.jsonl`).
+    #[arg(required = true)]
+    pub runs: Vec<PathBuf>,
+    /// The PNG to write.
+    #[arg(long, default_value = "curves.png")]
+    pub out: PathBuf,
+    /// Plot the training episodes' mean return (`metrics.jsonl`) instead of
+    /// the deterministic evaluations (`eval.jsonl`).
+    #[arg(long)]
+    pub train: bool,
+    /// Title above the panels (default: the environments plotted).
+    #[arg(long)]
+    pub title: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -81,7 +122,22 @@ impl Command {
             Command::Learner(_) => Some("learner"),
             Command::Actor(_) => Some("actor"),
             Command::Evaluator(_) => Some("evaluator"),
-            Command::Bench(_) | Command::Health(_) | Command::Certs(_) => None,
+            Command::Bench(_)
+            | Command::Health(_)
+            | Command::Certs(_)
+            | Command::Status(_)
+            | Command::Plot(_) => None,
+        }
+    }
+
+    /// What a command's spans are exported as (with
+    /// OTEL_EXPORTER_OTLP_ENDPOINT): its role, or `status`, whose calls to the
+    /// parameter server are then traces of their own rather than orphaned
+    /// server spans.
+    pub fn service_name(&self) -> Option<&'static str> {
+        match self {
+            Command::Status(_) => Some("status"),
+            other => other.role(),
         }
     }
 }
@@ -447,6 +503,14 @@ where
             .map_err(|_| format!("expected a whole number, got `{text}`"))?;
         sebulba_core::config::ranges::check_key(key, n).map_err(|e| e.to_string())?;
         T::try_from(n).map_err(|_| format!("{n} does not fit"))
+    }
+}
+
+/// `status --sample-secs`: 0 to 600 seconds.
+fn parse_sample_secs(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if (0.0..=600.0).contains(&s) => Ok(s),
+        _ => Err(format!("expected seconds from 0 to 600, got `{text}`")),
     }
 }
 

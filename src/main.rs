@@ -6,7 +6,9 @@ mod bench;
 mod certs;
 mod cli;
 mod local;
+mod plot;
 mod progress;
+mod status;
 
 use anyhow::Context;
 use clap::Parser;
@@ -28,7 +30,7 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;
-    let telemetry = match cli.command.role() {
+    let telemetry = match cli.command.service_name() {
         // Services export traces when OTEL_EXPORTER_OTLP_ENDPOINT is set.
         Some(role) => rt.block_on(async { sebulba_transport::telemetry::init(role) })?,
         None => {
@@ -36,7 +38,12 @@ fn main() -> anyhow::Result<()> {
             sebulba_transport::telemetry::Telemetry::default()
         }
     };
-    let metrics = cli.metrics_addr.clone().filter(|a| !a.trim().is_empty());
+    // Services only: a `sebulba health` run as a container's healthcheck
+    // inherits SEBULBA_METRICS_ADDR and must not try to bind the service's port.
+    let metrics = cli
+        .metrics_addr
+        .clone()
+        .filter(|a| !a.trim().is_empty() && cli.command.role().is_some());
     if let Some(addr) = &metrics {
         let addr = rt.block_on(sebulba_transport::metrics::serve(addr))?;
         // Tests read the port back from `metrics=IP:PORT` when they asked for port 0.
@@ -174,5 +181,7 @@ async fn run_command(cli: Cli, shutdown: CancellationToken) -> anyhow::Result<()
         .await
         .map_err(|e| anyhow::anyhow!("not healthy: {e}")),
         Command::Certs(args) => certs::write(&args.out, &args.names),
+        Command::Status(args) => status::run(args).await,
+        Command::Plot(args) => plot::run(&args),
     }
 }

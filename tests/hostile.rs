@@ -388,7 +388,7 @@ fn versions_cannot_be_hijacked_and_runs_follow_one_another_on_one_param_server()
                 let ch = channel(&ps_url, &Security::insecure(), None).expect("channel");
                 let mut client = ParameterServerClient::new(ch);
                 let latest = client
-                    .latest(sebulba_proto::LatestRequest {})
+                    .latest(sebulba_proto::LatestRequest::default())
                     .await
                     .expect("latest")
                     .into_inner();

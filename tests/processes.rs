@@ -143,6 +143,7 @@ fn four_roles_as_separate_processes() {
         "evaluator failed: {s}\n{}",
         evaluator.log_text()
     );
+    status_matches_the_run(&ps_url, &run, &otlp);
     let s = ps
         .terminate(Duration::from_secs(10))
         .expect("param-server ignores SIGTERM");
@@ -200,6 +201,7 @@ fn four_roles_as_separate_processes() {
         ("sebulba-param-server", "sebulba.v1.ParameterServer/Publish"),
         ("sebulba-learner", "sebulba.v1.Learner/StreamTrajectories"),
         ("evaluator", "evaluate"),
+        ("sebulba-status", "status"),
     ] {
         assert!(
             report
@@ -335,4 +337,54 @@ fn read_lines(path: &std::path::Path) -> usize {
     std::fs::read_to_string(path)
         .map(|t| t.lines().count())
         .unwrap_or(0)
+}
+
+/// `sebulba status` against the finished run's param-server: the version,
+/// env steps, throughput and evaluations the run's own files report.
+fn status_matches_the_run(ps_url: &str, run: &std::path::Path, otlp: &str) {
+    let out = bin()
+        .args(["status", "--param-server", ps_url, "--json"])
+        // Its calls are traces of their own (the span checks below).
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", otlp)
+        .output()
+        .expect("run sebulba status");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "status failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status: serde_json::Value = serde_json::from_str(&text).expect("status --json");
+    let summary = read_json(&run.join("summary.json"));
+    let evals = read_jsonl(&run.join("eval.jsonl"));
+    assert_eq!(status["finished"], true, "{status:#}");
+    assert_eq!(status["version"], summary["final_version"], "{status:#}");
+    assert_eq!(status["env_steps"], summary["env_steps"], "{status:#}");
+    let sps = status["steps_per_second"].as_f64().expect("steps/s");
+    let expect = summary["env_steps"].as_f64().unwrap() / status["wall_seconds"].as_f64().unwrap();
+    assert!((sps - expect).abs() < 1e-6 * expect, "{status:#}");
+    let wall = status["wall_seconds"].as_f64().unwrap();
+    let run_wall = summary["wall_seconds"].as_f64().unwrap();
+    assert!(wall > 0.0 && wall <= run_wall, "{wall} vs {run_wall}");
+    let last = evals.last().expect("evaluations");
+    let latest = &status["latest_eval"];
+    assert_eq!(latest["version"], last["version"], "{status:#}");
+    assert_eq!(latest["return_mean"], last["return_mean"], "{status:#}");
+    let best = evals
+        .iter()
+        .filter_map(|e| e["return_mean"].as_f64())
+        .fold(f64::NEG_INFINITY, f64::max);
+    assert_eq!(status["best_eval"]["return_mean"].as_f64(), Some(best));
+    // The text form, for a person.
+    let out = bin()
+        .args(["status", "--param-server", ps_url])
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", otlp)
+        .output()
+        .expect("run sebulba status");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("(final: the run is done)"), "{text}");
+    assert!(
+        text.contains(&format!("env steps  {}", summary["env_steps"])),
+        "{text}"
+    );
 }

@@ -106,7 +106,10 @@ async fn call_everything(
     };
     vec![
         ("Publish", code(p.publish(weights).await.map(|_| ()))),
-        ("Latest", code(p.latest(LatestRequest {}).await.map(|_| ()))),
+        (
+            "Latest",
+            code(p.latest(LatestRequest::default()).await.map(|_| ())),
+        ),
         ("Watch", code(p.watch(WatchRequest {}).await.map(|_| ()))),
         ("ReportEval", code(p.report_eval(report).await.map(|_| ()))),
         (

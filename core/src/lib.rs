@@ -1,7 +1,7 @@
 //! What every sebulba role shares about the problem itself: environments, the
 //! policy network (burn, and its fused forward pass on flat buffers) and its
 //! action distributions, the run configuration, weight (de)serialisation,
-//! inference, and small file and memory helpers. No networking: that is
+//! inference, small file and memory helpers, and TensorBoard event files. No networking: that is
 //! `sebulba-transport`.
 
 pub mod config;
@@ -12,6 +12,7 @@ pub mod files;
 pub mod memory;
 pub mod model;
 pub mod policy;
+pub mod tensorboard;
 pub mod weights;
 
 /// The CPU inference backend (actors, evaluator).

@@ -7,8 +7,9 @@ mod episodes;
 mod metrics;
 
 pub use episodes::{EpisodeResults, play_episodes};
-use sebulba_core::files::{JsonLines, write_atomic};
+use sebulba_core::files::write_atomic;
 use sebulba_core::policy::{InferencePolicy, network_from_wire};
+use sebulba_core::tensorboard::{self, MirroredLines};
 use sebulba_proto::parameter_server_client::ParameterServerClient;
 use sebulba_proto::{EvalReport, Weights};
 use sebulba_transport::grpc::{SecureChannel, channel};
@@ -103,6 +104,8 @@ pub struct EvalLine {
     pub episodes: usize,
     pub r#final: bool,
     pub eval_seconds: f64,
+    /// The learner's run clock (seconds of training) when it published this
+    /// version.
     pub wall_seconds: f64,
     /// Envs replaced after they failed mid-episode (Python envs; absent when 0).
     #[serde(skip_serializing_if = "is_zero")]
@@ -166,8 +169,9 @@ pub async fn run(
 struct Evaluator<'a> {
     opts: &'a EvaluatorOptions,
     started: Instant,
-    /// The run directory's `eval.jsonl` and the directory, once a run is followed.
-    out: Option<(JsonLines, PathBuf)>,
+    /// The run directory's `eval.jsonl` (with its TensorBoard mirror) and the
+    /// directory, once a run is followed.
+    out: Option<(MirroredLines, PathBuf)>,
     client: ParameterServerClient<SecureChannel>,
     /// Kept across versions of the same network (reloaded in place).
     policy: Option<InferencePolicy>,
@@ -210,8 +214,12 @@ impl<'a> Evaluator<'a> {
         // Go on from what this directory already holds (an evaluator
         // restarted mid-run, or started after the run): no version twice.
         let (last, best) = evaluated(&dir.join("eval.jsonl"));
-        let out = JsonLines::append_to(&dir.join("eval.jsonl"))
-            .map_err(|e| EvaluatorError::Io("eval.jsonl".into(), e))?;
+        let out = MirroredLines::open(
+            &dir.join("eval.jsonl"),
+            &dir.join(tensorboard::EVALUATOR_DIR),
+            "eval",
+        )
+        .map_err(|e| EvaluatorError::Io("eval.jsonl".into(), e))?;
         info!(run = %run_id, dir = %dir.display(), ?last, "following run");
         self.out = Some((out, dir));
         (self.run, self.last, self.best) = (run_id.to_string(), last, best);
@@ -269,7 +277,14 @@ impl<'a> Evaluator<'a> {
             reason: e.to_string(),
         })?;
         self.last = Some(w.version);
-        let wall = self.started.elapsed().as_secs_f64();
+        // The learner's training clock when it published this version (what
+        // curves against wall time want); this evaluator's own clock only for
+        // weights that do not carry it.
+        let wall = if w.wall_seconds.is_finite() && w.wall_seconds > 0.0 {
+            w.wall_seconds
+        } else {
+            self.started.elapsed().as_secs_f64()
+        };
         Ok(Some(EvalLine::new(
             w,
             &results,

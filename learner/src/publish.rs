@@ -58,7 +58,9 @@ impl Publisher {
     #[tracing::instrument(name = "latest", skip_all)]
     pub async fn latest_version(&self, run_id: &str) -> Option<u64> {
         let mut client = self.client.clone();
-        let mut req = tonic::Request::new(LatestRequest {});
+        let mut req = tonic::Request::new(LatestRequest {
+            without_weights: true,
+        });
         req.set_timeout(Duration::from_secs(10));
         match client.latest(req).await {
             Ok(w) if w.get_ref().run_id == run_id => Some(w.into_inner().version),

@@ -15,8 +15,9 @@ use crate::{LearnerError, ppo, prepare};
 use burn::tensor::backend::AutodiffBackend;
 use sebulba_core::config::RunConfig;
 use sebulba_core::devices::LearnerDevices;
-use sebulba_core::files::{JsonLines, write_atomic, write_json_atomic};
+use sebulba_core::files::{write_atomic, write_json_atomic};
 use sebulba_core::model::ModelSpec;
+use sebulba_core::tensorboard::{self, MirroredLines};
 use sebulba_proto::learner_server::LearnerServer;
 use sebulba_transport::grpc::MAX_MESSAGE_BYTES;
 use sebulba_transport::security::Security;
@@ -72,21 +73,18 @@ pub async fn run(
     };
     let lockstep = lockstep(&cfg, opts.lockstep_actors, resume.as_ref())?;
     let shared = Arc::new(Shared::new(cfg.clone(), env, run_id).with_lockstep(lockstep));
-    let clock = match &resume {
-        Some(ck) => {
-            shared.accounting.restore(&ck.meta.accounting);
-            shared.evals.restore(ck.meta.evals);
-            RunClock::new(ck.meta.wall_seconds, ck.meta.segments.saturating_add(1))
-        }
-        None => RunClock::new(0.0, 1),
-    };
+    let clock = restore(&shared, resume.as_ref());
     info!(run_id = %shared.run_id, segment = clock.segment, "run");
     let (queue_tx, queue_rx) = mpsc::channel(cfg.learner.queue_capacity);
     let server_stop = CancellationToken::new();
     let server = serve(listener, &opts.security, &shared, queue_tx, &server_stop).await?;
     let publisher = Publisher::new(&opts.param_server, &opts.security)?;
-    let metrics = JsonLines::append_to(&run_dir.join("metrics.jsonl"))
-        .map_err(|e| LearnerError::Io("metrics.jsonl".into(), e))?;
+    let metrics = MirroredLines::open(
+        &run_dir.join("metrics.jsonl"),
+        &run_dir.join(tensorboard::LEARNER_DIR),
+        "train",
+    )
+    .map_err(|e| LearnerError::Io("metrics.jsonl".into(), e))?;
     let ctx = LoopContext {
         normalizers: prepare::Normalizers::new(&cfg, model_spec.obs_dim),
         shared: shared.clone(),
@@ -136,6 +134,19 @@ pub async fn run(
     match outcome.failure {
         Some(why) => Err(LearnerError::Diverged(why)),
         None => Ok(summary),
+    }
+}
+
+/// A resumed run's accounting and evaluations, and its clock going on from
+/// the checkpoint's (a new segment); a new run's clock at zero.
+fn restore(shared: &Shared, resume: Option<&Checkpoint>) -> RunClock {
+    match resume {
+        Some(ck) => {
+            shared.accounting.restore(&ck.meta.accounting);
+            shared.evals.restore(ck.meta.evals);
+            RunClock::new(ck.meta.wall_seconds, ck.meta.segments.saturating_add(1))
+        }
+        None => RunClock::new(0.0, 1),
     }
 }
 

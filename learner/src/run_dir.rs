@@ -37,7 +37,7 @@ const RUN_FILES: &[&str] = &[
 /// Creates the run directory and decides how the run starts there (see
 /// [`RunStart`]): reads (and checks) the checkpoint to resume from before
 /// anything is served or written, and trims `metrics.jsonl` back to it; or
-/// clears a previous run's files for `--fresh`. Writes `config.toml`.
+/// clears a previous run's files (and TensorBoard events) for `--fresh`. Writes `config.toml`.
 pub fn open(
     run_dir: &Path,
     cfg: &RunConfig,
@@ -51,6 +51,11 @@ pub fn open(
             for f in RUN_FILES.iter().filter(|f| has(f)) {
                 std::fs::remove_file(run_dir.join(f))
                     .map_err(|e| LearnerError::Io((*f).into(), e))?;
+            }
+            let events = run_dir.join(sebulba_core::tensorboard::DIR);
+            if events.exists() {
+                std::fs::remove_dir_all(&events)
+                    .map_err(|e| LearnerError::Io(events.display().to_string(), e))?;
             }
             None
         }

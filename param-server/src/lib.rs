@@ -70,7 +70,20 @@ impl ParameterServer for Service {
             "sebulba.v1.ParameterServer/Latest",
             READERS,
         )?;
+        let without_weights = request.get_ref().without_weights;
         match self.store.latest() {
+            Some(w) if without_weights => Ok(Response::new(Weights {
+                version: w.version,
+                safetensors: Default::default(),
+                network: w.network.clone(),
+                env_id: w.env_id.clone(),
+                env_steps: w.env_steps,
+                r#final: w.r#final,
+                trace_context: w.trace_context.clone(),
+                run_id: w.run_id.clone(),
+                env_kwargs: w.env_kwargs.clone(),
+                wall_seconds: w.wall_seconds,
+            })),
             Some(w) => Ok(Response::new((*w).clone())),
             None => Err(Status::not_found("no version published yet")),
         }
@@ -233,7 +246,7 @@ mod tests {
             gate: Gate::default(),
         };
         assert_eq!(
-            svc.latest(Request::new(LatestRequest {}))
+            svc.latest(Request::new(LatestRequest::default()))
                 .await
                 .unwrap_err()
                 .code(),
@@ -261,14 +274,16 @@ mod tests {
             assert_eq!(e.code(), code, "{}", e.message());
             assert!(e.message().contains("field `version`"), "{}", e.message());
         }
-        assert_eq!(
-            svc.latest(Request::new(LatestRequest {}))
-                .await
-                .unwrap()
-                .into_inner()
-                .version,
-            5
-        );
+        let latest = |without_weights| svc.latest(Request::new(LatestRequest { without_weights }));
+        let full = latest(false).await.unwrap().into_inner();
+        assert_eq!((full.version, full.run_id.as_str()), (5, "run-a"));
+        assert_eq!(full.safetensors, w(5).safetensors);
+        let bare = latest(true).await.unwrap().into_inner();
+        let expect = Weights {
+            safetensors: Default::default(),
+            ..full
+        };
+        assert_eq!(bare, expect, "all but the weights");
         assert!(svc.store.versions.len() as u64 <= store::KEEP_VERSIONS + 1);
         let empty = Weights {
             version: 9,

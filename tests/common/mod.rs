@@ -5,6 +5,7 @@
 
 pub mod compose;
 pub mod otlp;
+pub mod scrape;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -322,6 +323,33 @@ pub fn python_venv_or_skip() -> Option<PathBuf> {
     );
     eprintln!(
         "SKIPPED: no gymnasium in {} (run scripts/python-env.sh)",
+        venv.display()
+    );
+    None
+}
+
+/// The Python of the tools venv (`SEBULBA_TOOLS_VENV`, else the repository's
+/// `.venv-tools` from scripts/python-env.sh) when it holds `module`; else
+/// `None`, after saying so, or with `SEBULBA_REQUIRE_PYTHON` set (CI) a
+/// failure.
+pub fn tools_python_or_skip(module: &str) -> Option<PathBuf> {
+    let venv = std::env::var_os("SEBULBA_TOOLS_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv-tools"));
+    if venv
+        .join("lib/python3.11/site-packages")
+        .join(module)
+        .is_dir()
+    {
+        return Some(venv.join("bin/python"));
+    }
+    assert!(
+        std::env::var_os("SEBULBA_REQUIRE_PYTHON").is_none(),
+        "SEBULBA_REQUIRE_PYTHON is set but {} holds no {module}: run scripts/python-env.sh",
+        venv.display()
+    );
+    eprintln!(
+        "SKIPPED: no {module} in {} (run scripts/python-env.sh)",
         venv.display()
     );
     None

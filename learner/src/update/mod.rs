@@ -17,9 +17,9 @@ use crate::publish::Publisher;
 use crate::state::{LiveStats, Shared};
 use burn::tensor::backend::AutodiffBackend;
 use record::{Counters, MetricsLine};
-use sebulba_core::files::JsonLines;
 use sebulba_core::model::ModelSpec;
 use sebulba_core::policy::network_to_wire;
+use sebulba_core::tensorboard::MirroredLines;
 use sebulba_core::weights::to_safetensors;
 use sebulba_proto::Weights;
 use std::sync::Arc;
@@ -43,7 +43,8 @@ pub struct LoopContext {
     pub model_spec: ModelSpec,
     pub publisher: Publisher,
     pub rt: tokio::runtime::Handle,
-    pub metrics: JsonLines,
+    /// `metrics.jsonl` and its TensorBoard mirror.
+    pub metrics: MirroredLines,
     /// The run's wall time across resumes.
     pub clock: crate::state::RunClock,
     pub normalizers: Normalizers,
@@ -397,6 +398,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
             r#final: final_,
             run_id: self.ctx.shared.run_id.clone(),
             env_kwargs: c.env.kwargs_json(),
+            wall_seconds: self.ctx.clock.wall_seconds(),
             // Followers' weight refreshes continue this trace.
             trace_context: sebulba_transport::trace::context_map(&span),
         };

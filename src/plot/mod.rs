@@ -1,0 +1,239 @@
+//! `sebulba plot RUN_DIR... --out curves.png`: learning curves from run
+//! directories. Runs whose `config.toml` is the same but for `run.seed` are
+//! one setting: drawn as one colour, the mean over seeds and the band between
+//! the lowest and highest; several settings are overlaid. Labels name what
+//! tells the settings apart.
+
+mod curves;
+mod draw;
+
+use crate::cli::PlotArgs;
+use anyhow::{Context, bail};
+use curves::{Band, Curve, aggregate};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Points of an aggregated curve.
+const GRID_POINTS: usize = 200;
+
+/// One run directory's curves.
+struct Run {
+    dir: PathBuf,
+    /// The config without its seed: runs with equal keys are seeds of one setting.
+    key: BTreeMap<String, String>,
+    steps: Curve,
+    wall: Curve,
+}
+
+/// One setting: its label, seeds, and their aggregated curves.
+pub struct Setting {
+    pub label: String,
+    pub seeds: usize,
+    pub steps: Band,
+    pub wall: Band,
+}
+
+pub fn run(args: &PlotArgs) -> anyhow::Result<()> {
+    let runs = args
+        .runs
+        .iter()
+        .map(|d| load(d, args.train))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let settings = group(runs)?;
+    let title = args.title.clone().unwrap_or_else(|| {
+        let what = if args.train {
+            "training episode return"
+        } else {
+            "evaluation return"
+        };
+        let seeds = if settings.iter().any(|s| s.seeds > 1) {
+            " (lines: mean over seeds; bands: lowest to highest seed)"
+        } else {
+            ""
+        };
+        format!("{what}: {}{seeds}", envs(&settings))
+    });
+    draw::png(&args.out, &title, &settings)?;
+    for s in &settings {
+        let last = |b: &Band| b.mean.last().copied().unwrap_or(f64::NAN);
+        println!(
+            "{}: {} seed(s), final mean {:.2} at {:.0} env steps",
+            s.label,
+            s.seeds,
+            last(&s.steps),
+            s.steps.xs.last().copied().unwrap_or(0.0)
+        );
+    }
+    println!("wrote {}", args.out.display());
+    Ok(())
+}
+
+fn envs(settings: &[Setting]) -> String {
+    let mut names: Vec<&str> = settings
+        .iter()
+        .map(|s| s.label.split(' ').next().unwrap_or(""))
+        .collect();
+    names.dedup();
+    names.join(", ")
+}
+
+/// A run directory's config (flattened to dotted keys) and its curve.
+fn load(dir: &Path, train: bool) -> anyhow::Result<Run> {
+    let config_path = dir.join("config.toml");
+    let text = std::fs::read_to_string(&config_path)
+        .with_context(|| format!("{}: not a run directory", config_path.display()))?;
+    let config: toml::Table = toml::from_str(&text)
+        .with_context(|| format!("{}: not a run config", config_path.display()))?;
+    let mut key = BTreeMap::new();
+    flatten("", &toml::Value::Table(config), &mut key);
+    key.remove("run.seed");
+    let (file, field) = if train {
+        ("metrics.jsonl", "episode_return_mean")
+    } else {
+        ("eval.jsonl", "return_mean")
+    };
+    let path = dir.join(file);
+    let text = std::fs::read_to_string(&path).with_context(|| format!("{}", path.display()))?;
+    let mut steps = Vec::new();
+    let mut wall = Vec::new();
+    for line in text.lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let (Some(x), Some(t), Some(y)) = (
+            v["env_steps"].as_f64(),
+            v["wall_seconds"].as_f64(),
+            v[field].as_f64(),
+        ) else {
+            continue;
+        };
+        steps.push((x, y));
+        wall.push((t, y));
+    }
+    if steps.is_empty() {
+        let hint = if train {
+            ""
+        } else {
+            " (--train plots the training episodes' returns instead)"
+        };
+        bail!("{}: no `{field}` to plot{hint}", path.display());
+    }
+    Ok(Run {
+        dir: dir.to_path_buf(),
+        key,
+        steps: Curve::new(steps),
+        wall: Curve::new(wall),
+    })
+}
+
+fn flatten(prefix: &str, v: &toml::Value, out: &mut BTreeMap<String, String>) {
+    match v {
+        toml::Value::Table(t) => {
+            for (k, v) in t {
+                let key = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                flatten(&key, v, out);
+            }
+        }
+        other => {
+            out.insert(prefix.to_string(), other.to_string());
+        }
+    }
+}
+
+/// Runs grouped by setting, in the order their first run was given.
+fn group(runs: Vec<Run>) -> anyhow::Result<Vec<Setting>> {
+    let mut groups: Vec<Vec<Run>> = Vec::new();
+    for r in runs {
+        match groups.iter_mut().find(|g| g[0].key == r.key) {
+            Some(g) => g.push(r),
+            None => groups.push(vec![r]),
+        }
+    }
+    let keys: Vec<&BTreeMap<String, String>> = groups.iter().map(|g| &g[0].key).collect();
+    let differing = differing_keys(&keys);
+    let mut out = Vec::new();
+    for g in &groups {
+        let env = g[0].key.get("env.id").map_or("?", |s| s.trim_matches('"'));
+        let mut label = env.to_string();
+        for k in differing.iter().filter(|k| *k != "env.id").take(3) {
+            let v = g[0].key.get(k).map_or("-", String::as_str);
+            label.push_str(&format!(" {k}={v}"));
+        }
+        let steps: Vec<Curve> = g.iter().map(|r| r.steps.clone()).collect();
+        let wall: Vec<Curve> = g.iter().map(|r| r.wall.clone()).collect();
+        let (Some(steps), Some(wall)) = (
+            aggregate(&steps, GRID_POINTS),
+            aggregate(&wall, GRID_POINTS),
+        ) else {
+            let dirs: Vec<String> = g.iter().map(|r| r.dir.display().to_string()).collect();
+            bail!(
+                "{}: these seeds' curves share no range of env steps or wall time to average over",
+                dirs.join(", ")
+            );
+        };
+        out.push(Setting {
+            label: format!(
+                "{label} ({} seed{})",
+                g.len(),
+                if g.len() == 1 { "" } else { "s" }
+            ),
+            seeds: g.len(),
+            steps,
+            wall,
+        });
+    }
+    Ok(out)
+}
+
+/// Keys whose values are not the same in every config (a key one lacks counts).
+fn differing_keys(keys: &[&BTreeMap<String, String>]) -> Vec<String> {
+    let mut all: Vec<&String> = keys.iter().flat_map(|k| k.keys()).collect();
+    all.sort();
+    all.dedup();
+    all.into_iter()
+        .filter(|k| keys.iter().any(|m| m.get(*k) != keys[0].get(*k)))
+        .cloned()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(dir: &str, pairs: &[(&str, &str)]) -> Run {
+        let c = Curve::new(vec![(0.0, 0.0), (10.0, 1.0)]);
+        Run {
+            dir: dir.into(),
+            key: pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                .collect(),
+            steps: c.clone(),
+            wall: c,
+        }
+    }
+
+    #[test]
+    fn seeds_group_and_labels_name_what_differs() {
+        let env = ("env.id", "\"CartPole-v1\"");
+        let runs = vec![
+            run("a1", &[env, ("ppo.lr", "0.001")]),
+            run("b1", &[env, ("ppo.lr", "0.0003")]),
+            run("a2", &[env, ("ppo.lr", "0.001")]),
+        ];
+        let s = group(runs).unwrap();
+        let labels: Vec<&str> = s.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "CartPole-v1 ppo.lr=0.001 (2 seeds)",
+                "CartPole-v1 ppo.lr=0.0003 (1 seed)"
+            ]
+        );
+        assert_eq!(envs(&s), "CartPole-v1");
+    }
+}
