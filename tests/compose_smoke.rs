@@ -99,8 +99,6 @@ fn compose_cluster_scales_survives_a_killed_actor_and_finishes() {
     run(Command::new("docker").args(["kill", &actors[2]]));
     eprintln!("killed actor container {}", &actors[2]);
 
-    let code = stdout(Command::new("docker").args(["wait", &learner]));
-    assert_eq!(code, "0", "learner exit code");
     // The run's directory under the runs root is named for its id.
     let out = run(Command::new("docker").args(["logs", &learner]));
     let log =
@@ -111,6 +109,9 @@ fn compose_cluster_scales_survives_a_killed_actor_and_finishes() {
         .unwrap_or_else(|| panic!("no run id in the learner's log:\n{log}"))
         .to_string();
     let run_dir = format!("/runs/{run_id}");
+    learner_metrics_match_its_summary(&learner, &run_dir, &dir);
+    let code = stdout(Command::new("docker").args(["wait", &learner]));
+    assert_eq!(code, "0", "learner exit code");
     copy_out(
         &learner,
         &format!("{run_dir}/summary.json"),
@@ -179,4 +180,48 @@ fn compose_cluster_scales_survives_a_killed_actor_and_finishes() {
         "compose smoke test took {:.1} s",
         t0.elapsed().as_secs_f64()
     );
+}
+
+/// Compose serves every role's metrics on :9464 and holds them after the run
+/// (`SEBULBA_METRICS_HOLD_SECS`): once the learner has written its summary, a
+/// scrape of its container (from the host, at its bridge address) agrees with
+/// it, as Prometheus in the `monitoring` profile would read it.
+fn learner_metrics_match_its_summary(learner: &str, run_dir: &str, dir: &Path) {
+    let summary_path = dir.join("summary.json");
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let copied = Command::new("docker")
+            .args(["cp", &format!("{learner}:{run_dir}/summary.json")])
+            .arg(&summary_path)
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if copied {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no summary.json in 600 s");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let ip = stdout(Command::new("docker").args([
+        "inspect",
+        "-f",
+        "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}",
+        learner,
+    ]));
+    let ip = ip.split_whitespace().next().expect("the learner's address");
+    let m = scrape::Scrape::get(ip, 9464);
+    let summary = read_json(&summary_path);
+    for (series, field) in [
+        ("sebulba_learner_env_steps_total", "env_steps"),
+        ("sebulba_learner_updates_total", "updates"),
+        ("sebulba_learner_version", "final_version"),
+    ] {
+        let want = summary[field].as_u64().expect(field) as f64;
+        assert_eq!(m.value(series, &[]), want, "{series} vs summary.{field}");
+    }
+    let used = summary["batches"]["used"].as_u64().expect("batches.used") as f64;
+    assert_eq!(
+        m.value("sebulba_learner_batches_total", &[("outcome", "used")]),
+        used
+    );
+    eprintln!("compose: the learner's /metrics agrees with summary.json");
 }

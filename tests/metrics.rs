@@ -5,99 +5,9 @@
 
 mod common;
 
+use common::scrape::Scrape;
 use common::{Proc, bin, read_json, read_jsonl, run_dir};
-use std::collections::{BTreeMap, HashMap};
-use std::io::{Read, Write};
 use std::time::{Duration, Instant};
-
-/// One scrape: `name{label="v",...}` (labels sorted) → value, and the
-/// response's content type.
-struct Scrape {
-    content_type: String,
-    samples: HashMap<String, f64>,
-}
-
-impl Scrape {
-    fn get(port: u16) -> Scrape {
-        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect to /metrics");
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
-            .unwrap();
-        let mut text = String::new();
-        s.read_to_string(&mut text).expect("read /metrics");
-        let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP response");
-        assert!(
-            head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
-            "{head}"
-        );
-        let content_type = head
-            .lines()
-            .find_map(|l| {
-                l.to_ascii_lowercase()
-                    .strip_prefix("content-type:")
-                    .map(|v| v.trim().to_string())
-            })
-            .unwrap_or_default();
-        let samples = body
-            .lines()
-            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-            .map(|l| {
-                let (series, value) = l.rsplit_once(' ').expect("`series value`");
-                (canonical(series), value.parse::<f64>().expect("a number"))
-            })
-            .collect();
-        Scrape {
-            content_type,
-            samples,
-        }
-    }
-
-    /// The value of `name` with exactly `labels`.
-    fn value(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
-        let key = key(
-            name,
-            labels
-                .iter()
-                .map(|&(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        );
-        *self
-            .samples
-            .get(&key)
-            .unwrap_or_else(|| panic!("no series {key} in the scrape"))
-    }
-
-    /// The sum of `name` over every label set.
-    fn sum(&self, name: &str) -> f64 {
-        self.samples
-            .iter()
-            .filter(|(k, _)| k.split('{').next() == Some(name))
-            .map(|(_, v)| v)
-            .sum()
-    }
-}
-
-fn key(name: &str, labels: BTreeMap<String, String>) -> String {
-    let inner: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
-    format!("{name}{{{}}}", inner.join(","))
-}
-
-/// `name{b="2",a="1"}` → `name{a="1",b="2"}`.
-fn canonical(series: &str) -> String {
-    let Some((name, rest)) = series.split_once('{') else {
-        return key(series, BTreeMap::new());
-    };
-    let labels = rest
-        .trim_end_matches('}')
-        .split(',')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let (k, v) = p.split_once('=').expect("label=value");
-            (k.to_string(), v.trim_matches('"').to_string())
-        })
-        .collect();
-    key(name, labels)
-}
 
 #[test]
 fn a_local_runs_metrics_agree_with_its_summary() {
@@ -117,7 +27,7 @@ fn a_local_runs_metrics_agree_with_its_summary() {
     let port = p.logged_port("metrics=127.0.0.1:", Duration::from_secs(60));
 
     // Live: the endpoint answers in Prometheus' text format while training.
-    let live = Scrape::get(port);
+    let live = Scrape::get("127.0.0.1", port);
     assert!(
         live.content_type.starts_with("text/plain"),
         "{}",
@@ -140,16 +50,79 @@ fn a_local_runs_metrics_agree_with_its_summary() {
     }
     let summary = read_json(&run.join("summary.json"));
     let evals = read_jsonl(&run.join("eval.jsonl"));
-    let m = Scrape::get(port);
+    let m = Scrape::get("127.0.0.1", port);
 
     check_learner(&m, &summary);
     check_other_roles(&m, &summary, &evals);
+    dashboard_reads_what_the_roles_export(&m);
 
     // SIGTERM ends the hold at once.
     let status = p
         .terminate(Duration::from_secs(15))
         .expect("exits on SIGTERM during the hold");
     assert!(status.success(), "{status}; log:\n{}", p.log_text());
+}
+
+/// Series the learner exports only once such an event happened (a refused
+/// batch, a broken stream): absent from a clean run's scrape.
+const EVENT_ONLY: [&str; 2] = [
+    "sebulba_learner_batches_rejected_total",
+    "sebulba_learner_streams_broken_total",
+];
+
+/// The Grafana dashboard of the compose `monitoring` profile and its
+/// Prometheus config: every series a panel queries is one this run exports
+/// (local mode: every role on one endpoint), and Prometheus scrapes every
+/// role on the port compose serves metrics on.
+fn dashboard_reads_what_the_roles_export(m: &Scrape) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
+    let text = std::fs::read_to_string(root.join("monitoring/grafana/dashboards/sebulba.json"))
+        .expect("the dashboard");
+    let dashboard: serde_json::Value = serde_json::from_str(&text).expect("dashboard JSON");
+    let exported = m.names();
+    let learner_src = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("learner/src/metrics.rs"),
+    )
+    .expect("learner/src/metrics.rs");
+    let panels = dashboard["panels"].as_array().expect("panels");
+    assert!(panels.len() >= 10, "{} panels", panels.len());
+    let mut queried = std::collections::BTreeSet::new();
+    for panel in panels {
+        let targets = panel["targets"].as_array().expect("targets");
+        assert!(
+            !targets.is_empty(),
+            "panel {} queries nothing",
+            panel["title"]
+        );
+        for t in targets {
+            let expr = t["expr"].as_str().expect("expr");
+            for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+                if word.starts_with("sebulba_") {
+                    queried.insert(word.to_string());
+                }
+            }
+        }
+    }
+    for name in &queried {
+        if EVENT_ONLY.contains(&name.as_str()) {
+            assert!(
+                learner_src.contains(name.as_str()),
+                "{name}: not a learner series"
+            );
+        } else {
+            assert!(
+                exported.contains(name),
+                "the dashboard queries {name}, which no role exports"
+            );
+        }
+    }
+    let prometheus = std::fs::read_to_string(root.join("monitoring/prometheus.yml")).unwrap();
+    let compose = std::fs::read_to_string(root.join("docker-compose.yml")).unwrap();
+    assert!(compose.contains("SEBULBA_METRICS_ADDR: ${SEBULBA_METRICS_ADDR-0.0.0.0:9464}"));
+    for target in ["param-server:9464", "learner:9464", "evaluator:9464"] {
+        assert!(prometheus.contains(target), "prometheus.yml lacks {target}");
+    }
+    assert!(prometheus.contains("names: [\"actor\"]") && prometheus.contains("port: 9464"));
 }
 
 fn u(v: &serde_json::Value) -> f64 {

@@ -1,0 +1,202 @@
+//! The cluster as a Docker Swarm stack, for real on a single-node swarm: the
+//! image built offline (`deploy/build-image.sh`), the node labelled to keep the
+//! runs, `docker stack deploy -c deploy/docker-stack.yml`, actors scaled from
+//! 2 to 3 while training runs, the learner's task `Complete` at its budget,
+//! and the summary read from the stack's `runs` volume with every actor's
+//! batches used and accounted for.
+//!
+//! A machine not yet in a swarm is made a single-node one for the test and
+//! leaves it afterwards; one already in a swarm keeps it (the stack and the
+//! label are removed). Needs Docker; under CI (`CI` set) a missing Docker
+//! fails the test, elsewhere it is skipped with the reason printed.
+
+// The test is one scenario, read top to bottom.
+#![allow(clippy::too_many_lines)]
+
+mod common;
+use common::compose::*;
+use common::*;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const TOTAL_STEPS: u64 = 80_000;
+
+/// The swarm and the stack the test made, undone when it ends.
+struct Swarm {
+    stack: String,
+    node: String,
+    left_after: bool,
+}
+
+impl Swarm {
+    fn join() -> Self {
+        let state =
+            stdout(Command::new("docker").args(["info", "-f", "{{.Swarm.LocalNodeState}}"]));
+        let left_after = state != "active";
+        if left_after {
+            run(Command::new("docker").args(["swarm", "init", "--advertise-addr", "127.0.0.1"]));
+        }
+        let node = stdout(Command::new("docker").args(["info", "-f", "{{.Swarm.NodeID}}"]));
+        run(Command::new("docker").args([
+            "node",
+            "update",
+            "--label-add",
+            "sebulba.runs=true",
+            &node,
+        ]));
+        Swarm {
+            stack: format!("sebulba-swarm-{}", std::process::id()),
+            node,
+            left_after,
+        }
+    }
+
+    fn service(&self, name: &str) -> String {
+        format!("{}_{name}", self.stack)
+    }
+
+    /// The current state of each of the service's tasks (`Running 3 seconds ago`, ...).
+    fn task_states(&self, name: &str) -> Vec<String> {
+        let out = stdout(Command::new("docker").args([
+            "service",
+            "ps",
+            &self.service(name),
+            "--filter",
+            "desired-state=running",
+            "--format",
+            "{{.CurrentState}}",
+        ]));
+        out.lines().map(str::to_string).collect()
+    }
+
+    fn logs(&self, name: &str) -> String {
+        let o = run(Command::new("docker").args(["service", "logs", "--raw", &self.service(name)]));
+        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
+    }
+
+    /// Polls `done` every half second for `secs`, or fails with `what`.
+    fn wait_for(&self, secs: u64, what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        while !done() {
+            if Instant::now() > deadline {
+                panic!(
+                    "{what} within {secs} s; learner log:\n{}",
+                    self.logs("learner")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+}
+
+impl Drop for Swarm {
+    fn drop(&mut self) {
+        let docker = |args: &[&str]| Command::new("docker").args(args).output();
+        let _ = docker(&["stack", "rm", &self.stack]);
+        // The network and the containers go asynchronously; the volume after them.
+        let volume = format!("{}_runs", self.stack);
+        for _ in 0..60 {
+            if docker(&["volume", "rm", &volume]).is_ok_and(|o| o.status.success()) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        let _ = docker(&["node", "update", "--label-rm", "sebulba.runs", &self.node]);
+        if self.left_after {
+            let _ = docker(&["swarm", "leave", "--force"]);
+        }
+    }
+}
+
+#[test]
+fn swarm_stack_scales_actors_and_finishes() {
+    if compose_or_skip().is_none() {
+        return;
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tag = format!("sebulba:swarm-{}", std::process::id());
+    let t0 = Instant::now();
+    let _image = build_image(&tag);
+    let swarm = Swarm::join();
+    let dir = run_dir("swarm");
+    run(Command::new("docker")
+        .args(["stack", "deploy", "-c"])
+        .arg(root.join("deploy/docker-stack.yml"))
+        .arg(&swarm.stack)
+        .env("SEBULBA_IMAGE", &tag)
+        .env("SEBULBA_TOTAL_STEPS", TOTAL_STEPS.to_string())
+        .env("SEBULBA_SEED", "5"));
+    let deployed = Instant::now();
+    swarm.wait_for(180, "no actor joined the learner", || {
+        swarm.logs("learner").contains("participant joined")
+    });
+    let joined = deployed.elapsed().as_secs_f64();
+    run(Command::new("docker").args([
+        "service",
+        "scale",
+        "--detach",
+        &format!("{}=3", swarm.service("actor")),
+    ]));
+    swarm.wait_for(120, "3 actor tasks running", || {
+        let states = swarm.task_states("actor");
+        states.len() == 3 && states.iter().all(|s| s.starts_with("Running"))
+    });
+    swarm.wait_for(600, "the learner's task did not complete", || {
+        let o = stdout(Command::new("docker").args([
+            "service",
+            "ps",
+            &swarm.service("learner"),
+            "--format",
+            "{{.CurrentState}}",
+        ]));
+        o.lines().next().is_some_and(|s| s.starts_with("Complete"))
+    });
+    let finished = deployed.elapsed().as_secs_f64();
+    let log = swarm.logs("learner");
+    let run_id = log
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("run_id="))
+        .unwrap_or_else(|| panic!("no run id in the learner's log:\n{log}"))
+        .to_string();
+    let volume = RunsVolume::open(
+        &format!("{}_runs", swarm.stack),
+        &tag,
+        &format!("{}-reader", swarm.stack),
+    );
+    volume.copy(&format!("{run_id}/summary.json"), &dir.join("summary.json"));
+    let summary = read_json(&dir.join("summary.json"));
+    assert!(
+        summary["completed"].as_bool().unwrap_or(false),
+        "{summary:#}"
+    );
+    assert!(summary["env_steps"].as_u64().expect("env_steps") >= TOTAL_STEPS);
+    assert_accounted(&summary);
+    let per = summary["batches_per_actor"].as_object().expect("per actor");
+    assert!(per.len() >= 3, "batches from 3 actors: {per:?}");
+    for (actor, c) in per {
+        assert!(
+            c["used"].as_u64().unwrap_or(0) > 0,
+            "no batch of {actor} was used"
+        );
+    }
+    // The evaluator scores the final version into the same run directory.
+    swarm.wait_for(120, "no final evaluation", || {
+        volume
+            .read(&format!("{run_id}/eval.jsonl"), &dir.join("eval.jsonl"))
+            .is_some_and(|t| {
+                t.lines()
+                    .last()
+                    .is_some_and(|l| l.contains("\"final\":true"))
+            })
+    });
+    eprintln!(
+        "swarm: image built and swarm joined in {:.1} s; first actor joined {joined:.1} s after deploy; \
+         {} env steps at {:.0} steps/s by {} actors, the learner's task complete {finished:.1} s after deploy; \
+         final evaluation {}",
+        deployed.duration_since(t0).as_secs_f64(),
+        summary["env_steps"],
+        summary["steps_per_second"].as_f64().unwrap_or(0.0),
+        per.len(),
+        summary["final_eval_return_mean"],
+    );
+}
