@@ -9,6 +9,7 @@ pub mod devices;
 pub mod distribution;
 pub mod env;
 pub mod files;
+pub mod games;
 pub mod memory;
 pub mod model;
 pub mod policy;

@@ -1,0 +1,59 @@
+//! Turn-based games for several players: the contract multi-player training
+//! builds on (one player acts per step; the game says whose turn it is, which
+//! actions are legal, and at its end a score per player), and the games.
+//!
+//! Not wired into actors and the learner yet (issue 14): this is the rules
+//! layer they will step.
+
+pub mod bigtwo;
+
+/// A turn-based game with a fixed action space.
+pub trait TurnGame {
+    /// Players (seats 0..players).
+    fn players(&self) -> usize;
+    /// Floats in one player's observation.
+    fn obs_dim(&self) -> usize;
+    /// Actions in the (fixed) action space.
+    fn actions(&self) -> usize;
+    /// The seat to act now.
+    fn to_move(&self) -> usize;
+    /// What `player` sees, written into `out` (`obs_dim` floats).
+    fn observe(&self, player: usize, out: &mut [f32]);
+    /// The legal actions of the player to move (`actions` flags).
+    fn legal_mask(&self, mask: &mut [bool]);
+    /// The mover plays `action`: `Ok(Some(scores))` when that ends the game
+    /// (a score per seat), `Err` naming the action when it is not legal.
+    fn play(&mut self, action: usize) -> Result<Option<Vec<f64>>, String>;
+}
+
+impl TurnGame for bigtwo::BigTwo {
+    fn players(&self) -> usize {
+        bigtwo::PLAYERS
+    }
+
+    fn obs_dim(&self) -> usize {
+        bigtwo::OBS_DIM
+    }
+
+    fn actions(&self) -> usize {
+        bigtwo::ACTIONS
+    }
+
+    fn to_move(&self) -> usize {
+        bigtwo::BigTwo::to_move(self)
+    }
+
+    fn observe(&self, player: usize, out: &mut [f32]) {
+        bigtwo::observe(self, player, out);
+    }
+
+    fn legal_mask(&self, mask: &mut [bool]) {
+        bigtwo::BigTwo::legal_mask(self, mask);
+    }
+
+    fn play(&mut self, action: usize) -> Result<Option<Vec<f64>>, String> {
+        self.step(action)
+            .map(|s| s.map(|s| s.to_vec()))
+            .map_err(|e| e.to_string())
+    }
+}
