@@ -11,6 +11,7 @@ pub mod data;
 pub mod engine;
 pub mod evals;
 pub mod gae;
+pub mod gae_players;
 pub mod lockstep;
 pub mod metrics;
 pub mod ppo;
