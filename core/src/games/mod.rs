@@ -6,6 +6,7 @@
 //! layer they will step.
 
 pub mod bigtwo;
+pub mod nim;
 
 /// A turn-based game with a fixed action space.
 pub trait TurnGame {
