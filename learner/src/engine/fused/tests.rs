@@ -495,3 +495,84 @@ fn bootstrap_values_match_burn() {
         assert!(max_diff(&a, &b) < 1e-5, "{}: {a:?} vs {b:?}", case.name);
     }
 }
+
+/// An action masked in every sample (a game's illegal move) has zero
+/// probability and gets exactly zero gradient, in burn's engine and in the
+/// fused one: its logit's bias and weights do not move.
+#[test]
+fn a_masked_action_gets_zero_probability_and_zero_gradient_in_both_engines() {
+    let case = cases()
+        .into_iter()
+        .find(|c| c.masks)
+        .expect("a masked case");
+    let n = 32;
+    let mut data = data(&case, n, 5);
+    // Action 2 of 3 is illegal everywhere; the taken actions are legal.
+    data.masks = Some((0..n).flat_map(|_| [1u8, 1, 0]).collect());
+    if let crate::batch::BatchActions::Discrete(a) = &mut data.actions {
+        for (i, x) in a.iter_mut().enumerate() {
+            *x = (i % 2) as i32;
+        }
+    }
+    let m = model(&case, &data);
+    let idx: Vec<usize> = (0..n).collect();
+    let adv = data.advantages.clone();
+    let mut cfg = case.cfg.clone();
+    cfg.max_grad_norm = 1e9;
+    cfg.target_kl = 0.0;
+    let dist = case.spec.dist();
+    let shard = Shard {
+        data: &data,
+        idx: &idx,
+        adv: &adv,
+        noise: &[],
+        minibatch: n,
+    };
+    let replica = Replica::new(m.clone(), cfg.adam_eps, Default::default(), None);
+    let losses = ppo_losses(&m, replica.minibatch(&shard, &dist), &dist, &cfg, 0.2);
+    let grads = GradientsParams::from_grads(losses.total.backward(), &m);
+    let head = &m.policy_head;
+    let bias_id = head.bias.as_ref().expect("a bias").id;
+    let burn_bias: Vec<f32> = grads
+        .get::<Inner, 1>(bias_id)
+        .expect("the head's bias gradient")
+        .into_data()
+        .to_vec()
+        .unwrap();
+    let burn_weight: Vec<f32> = grads
+        .get::<Inner, 2>(head.weight.id)
+        .expect("the head's weight gradient")
+        .into_data()
+        .to_vec()
+        .unwrap();
+    let mut f = fused_from(&case, &m);
+    f.step(&Minibatch {
+        data: &data,
+        idx: &idx,
+        adv: &adv,
+        noise: &[],
+        cfg: &cfg,
+        lr: 0.0,
+        clip: 0.2,
+    });
+    let slots = param_slots(f.layout(), &m).unwrap();
+    let slot = |id| slots.iter().find(|s| s.0 == id).expect("a slot").1;
+    let fused_bias = &f.grads()[slot(bias_id)..slot(bias_id) + 3];
+    let w_at = slot(head.weight.id);
+    let fused_weight = &f.grads()[w_at..w_at + burn_weight.len()];
+    for (engine, bias, weight) in [
+        ("burn", &burn_bias[..], &burn_weight[..]),
+        ("fused", fused_bias, fused_weight),
+    ] {
+        assert_eq!(bias[2], 0.0, "{engine}: bias gradient of the masked action");
+        assert!(bias[0] != 0.0 && bias[1] != 0.0, "{engine}: {bias:?}");
+        // Weights are [d_in, 3]: column 2 belongs to the masked action.
+        let column: Vec<f32> = weight.iter().skip(2).step_by(3).copied().collect();
+        assert!(column.iter().all(|&g| g == 0.0), "{engine}: {column:?}");
+    }
+    // Its probability is zero.
+    let mut out = [0.0f32; 3];
+    log_softmax_row(&[0.3, -0.2, 9.0], Some(&[1, 1, 0]), &mut out);
+    assert_eq!(out[2].exp(), 0.0);
+    assert!((out[0].exp() + out[1].exp() - 1.0).abs() < 1e-6);
+}
