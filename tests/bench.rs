@@ -35,9 +35,13 @@ fn every_benchmark_line_prints_and_writes_its_figures() {
     let dir = run_dir("bench");
     let envs = bench(&dir, "envs", &["envs", "--envs", "4", "--seconds", "0.2"]);
     let rows = envs.as_array().expect("a row per env");
-    assert_eq!(rows.len(), 5);
+    // The five classic-control envs, then the turn-based games (games/s too).
+    assert_eq!(rows.len(), 7);
     for r in rows {
         measured(r, "steps_per_second");
+    }
+    for r in &rows[5..] {
+        measured(r, "games_per_second");
     }
     let inf = bench(
         &dir,

@@ -16,20 +16,35 @@ pub struct EnvBench {
     pub steps: u64,
     pub seconds: f64,
     pub steps_per_second: f64,
+    /// Games finished per second (turn-based games only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub games_per_second: Option<f64>,
 }
 
 /// Steps `num_envs` copies of each of `ids` (every native env when empty)
 /// for about `seconds` each with fixed cyclic actions (no policy), one
 /// thread: through the same vector env an actor steps, Python envs included.
+/// Turn-based games (every one of them by default too) play random legal
+/// moves (`games::bench_game`).
 pub fn bench_envs(
     ids: &[String],
     num_envs: usize,
     seconds: f64,
 ) -> Result<Vec<EnvBench>, EnvError> {
-    let native: Vec<String> = ENV_IDS.iter().map(|s| s.to_string()).collect();
+    let native: Vec<String> = ENV_IDS
+        .iter()
+        .chain(sebulba_core::games::GAME_IDS)
+        .map(|s| s.to_string())
+        .collect();
     let ids = if ids.is_empty() { &native[..] } else { ids };
     ids.iter()
-        .map(|id| bench_env(id, num_envs, seconds))
+        .map(|id| match super::games::bench_game(id, num_envs, seconds) {
+            Some(r) => r.map_err(|reason| EnvError::External {
+                id: id.clone(),
+                reason,
+            }),
+            None => bench_env(id, num_envs, seconds),
+        })
         .collect()
 }
 
@@ -68,6 +83,7 @@ pub fn bench_env(id: &str, num_envs: usize, seconds: f64) -> Result<EnvBench, En
         steps,
         seconds: secs,
         steps_per_second: steps as f64 / secs,
+        games_per_second: None,
     })
 }
 
@@ -122,10 +138,17 @@ mod tests {
     #[test]
     fn benches_cover_every_env_and_count_what_they_did() {
         let rows = bench_envs(&[], 2, 0.01).unwrap();
-        assert_eq!(rows.len(), ENV_IDS.len());
+        let games = sebulba_core::games::GAME_IDS;
+        assert_eq!(rows.len(), ENV_IDS.len() + games.len());
         for r in &rows {
             assert!(r.steps > 0 && r.steps % 2 == 0, "{r:?}");
+            assert_eq!(
+                r.games_per_second.is_some(),
+                games.contains(&r.env_id.as_str())
+            );
         }
+        let nim = rows.iter().find(|r| r.env_id == "Nim-v0").unwrap();
+        assert!(nim.games_per_second.unwrap() > 0.0, "{nim:?}");
         let r = bench_inference("Pendulum-v1", &NetworkConfig::default(), 4, 0.01).unwrap();
         assert!(r.calls > 0);
         assert!((r.samples_per_second / r.calls_per_second - 4.0).abs() < 1e-9);

@@ -4,6 +4,7 @@
 //! runs.
 
 pub mod envs;
+pub mod games;
 pub mod learner;
 pub mod transport;
 
@@ -69,8 +70,11 @@ pub async fn run(cmd: BenchCommand, shutdown: CancellationToken) -> anyhow::Resu
         BenchCommand::Envs(args) => {
             let rows = envs::bench_envs(&args.env_ids, args.envs, args.seconds)?;
             for r in &rows {
+                let games = r
+                    .games_per_second
+                    .map_or(String::new(), |g| format!(", {g:.0} games/s"));
                 println!(
-                    "env {}: {} envs, {:.0} steps/s ({} steps in {:.2} s)",
+                    "env {}: {} envs, {:.0} steps/s{games} ({} steps in {:.2} s)",
                     r.env_id, r.num_envs, r.steps_per_second, r.steps, r.seconds
                 );
             }

@@ -8,6 +8,27 @@
 pub mod bigtwo;
 pub mod nim;
 
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+
+/// Every game id [`new_game`] knows.
+pub const GAME_IDS: &[&str] = &["BigTwo-v0", "Nim-v0"];
+
+/// A new game of `id` (a fresh deal drawn from `rng` where the game deals),
+/// or `None` for an id that is not a game.
+pub fn new_game(id: &str, rng: &mut StdRng) -> Option<Box<dyn TurnGame + Send>> {
+    match id {
+        "BigTwo-v0" => Some(Box::new(bigtwo::BigTwo::deal(rng))),
+        "Nim-v0" => Some(Box::new(nim::Nim::default())),
+        _ => None,
+    }
+}
+
+/// A generator for [`new_game`] seeded from `seed`.
+pub fn game_rng(seed: u64) -> StdRng {
+    StdRng::seed_from_u64(seed)
+}
+
 /// A turn-based game with a fixed action space.
 pub trait TurnGame {
     /// Players (seats 0..players).
