@@ -102,7 +102,7 @@ fn compose_runs_survive_restarts_and_never_mix() {
             // No collector listens there: export errors are rate-limited.
             ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9".into()),
             // The wall-time check times the learner's container: no metrics
-            // hold after its run (compose's default keeps it up 15 s more).
+            // hold after its run (compose's default keeps it up 6 s more).
             ("SEBULBA_METRICS_HOLD_SECS", "0".into()),
         ],
     };
