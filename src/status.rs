@@ -57,13 +57,14 @@ impl From<&EvalReport> for Eval {
 pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
     let security = args.security.load()?;
     let mut client = client(&args.param_server, &security)?;
-    let first = latest(&mut client).await?;
+    let at = || format!("parameter server {}", args.param_server);
+    let first = latest(&mut client).await.with_context(at)?;
     let mut now = first.clone();
     if args.sample_secs > 0.0 && !first.r#final {
         tokio::time::sleep(Duration::from_secs_f64(args.sample_secs)).await;
-        now = latest(&mut client).await?;
+        now = latest(&mut client).await.with_context(at)?;
     }
-    let (latest_eval, best_eval) = evals(&mut client, &now.run_id).await?;
+    let (latest_eval, best_eval) = evals(&mut client, &now.run_id).await.with_context(at)?;
     let status = Status {
         steps_per_second: rate(now.env_steps, now.wall_seconds),
         recent_steps_per_second: (now.run_id == first.run_id && now.version > first.version)
@@ -172,21 +173,26 @@ pub fn render(s: &Status) -> String {
             if e.r#final { ", final" } else { "" }
         ),
     };
-    format!(
-        "run        {} ({})\nversion    {}{}\nenv steps  {}\nwall time  {:.1} s\nsteps/s    {} overall, {} recent\nlatest eval {}\nbest eval   {}\n",
-        s.run_id,
-        s.env_id,
-        s.version,
-        if s.finished {
-            " (final: the run is done)"
-        } else {
-            ""
-        },
-        s.env_steps,
-        s.wall_seconds,
+    let final_ = if s.finished {
+        " (final: the run is done)"
+    } else {
+        ""
+    };
+    let steps = format!(
+        "{} overall, {} recent",
         sps(s.steps_per_second),
-        sps(s.recent_steps_per_second),
-        eval(&s.latest_eval),
-        eval(&s.best_eval),
-    )
+        sps(s.recent_steps_per_second)
+    );
+    [
+        ("run", format!("{} ({})", s.run_id, s.env_id)),
+        ("version", format!("{}{final_}", s.version)),
+        ("env steps", s.env_steps.to_string()),
+        ("wall time", format!("{:.1} s", s.wall_seconds)),
+        ("steps/s", steps),
+        ("latest eval", eval(&s.latest_eval)),
+        ("best eval", eval(&s.best_eval)),
+    ]
+    .iter()
+    .map(|(label, value)| format!("{label:<12}{value}\n"))
+    .collect()
 }

@@ -384,7 +384,7 @@ fn status_matches_the_run(ps_url: &str, run: &std::path::Path, otlp: &str) {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("(final: the run is done)"), "{text}");
     assert!(
-        text.contains(&format!("env steps  {}", summary["env_steps"])),
+        text.contains(&format!("env steps   {}", summary["env_steps"])),
         "{text}"
     );
 }
