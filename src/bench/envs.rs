@@ -9,17 +9,7 @@ use sebulba_core::policy::InferencePolicy;
 use serde::Serialize;
 use std::time::Instant;
 
-#[derive(Debug, Clone, Serialize)]
-pub struct EnvBench {
-    pub env_id: String,
-    pub num_envs: usize,
-    pub steps: u64,
-    pub seconds: f64,
-    pub steps_per_second: f64,
-    /// Games finished per second (turn-based games only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub games_per_second: Option<f64>,
-}
+pub use super::EnvBench;
 
 /// Steps `num_envs` copies of each of `ids` (every native env when empty)
 /// for about `seconds` each with fixed cyclic actions (no policy), one

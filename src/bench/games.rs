@@ -3,7 +3,7 @@
 //! legal-move mask and the move itself, here with a uniformly random legal
 //! move (no policy); a finished game is dealt anew.
 
-use super::envs::EnvBench;
+use super::EnvBench;
 use rand::Rng;
 use sebulba_core::games::{TurnGame, game_rng, new_game};
 use std::time::Instant;

@@ -1,7 +1,7 @@
 //! `sebulba bench`: throughput benchmarks that print their figures (and write
 //! them as JSON): env stepping and inference ([`envs`]), the PPO update
-//! ([`learner`]), the actor-to-learner path ([`transport`]), and whole local
-//! runs.
+//! ([`learner`]), the actor-to-learner path ([`transport`]), the turn-based
+//! games ([`games`]), and whole local runs.
 
 pub mod envs;
 pub mod games;
@@ -11,6 +11,19 @@ pub mod transport;
 use crate::cli::{self, BenchCommand};
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
+
+/// One environment's stepping throughput (`sebulba bench envs`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct EnvBench {
+    pub env_id: String,
+    pub num_envs: usize,
+    pub steps: u64,
+    pub seconds: f64,
+    pub steps_per_second: f64,
+    /// Games finished per second (turn-based games only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub games_per_second: Option<f64>,
+}
 
 /// Runs one benchmark and prints its figures.
 pub async fn run(cmd: BenchCommand, shutdown: CancellationToken) -> anyhow::Result<()> {
