@@ -8,6 +8,9 @@ use sebulba_core::devices::DeviceKind;
 use sebulba_transport::security::{Security, Tls, Tokens};
 use std::path::PathBuf;
 
+mod tools;
+pub use tools::{CertsArgs, HealthArgs, PlotArgs, StatusArgs};
+
 #[derive(Parser, Debug)]
 #[command(
     name = "sebulba",
@@ -64,52 +67,6 @@ pub enum Command {
     /// drawn as one curve (mean, and the band between the lowest and highest
     /// seed).
     Plot(PlotArgs),
-}
-
-#[derive(Args, Debug)]
-pub struct StatusArgs {
-    /// Parameter server address, e.g. http://localhost:50052.
-    #[arg(long, env = "SEBULBA_PARAM_SERVER")]
-    pub param_server: String,
-    /// Seconds between the two reads that give the current steps/s (0: one read).
-    #[arg(long, default_value_t = 3.0, value_parser = parse_sample_secs)]
-    pub sample_secs: f64,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    pub json: bool,
-    #[command(flatten)]
-    pub security: SecurityArgs,
-}
-
-#[derive(Args, Debug)]
-pub struct PlotArgs {
-    /// Run directories (each with `config.toml` and `eval.jsonl` or `metrics.jsonl`).
-    #[arg(required = true)]
-    pub runs: Vec<PathBuf>,
-    /// The PNG to write.
-    #[arg(long, default_value = "curves.png")]
-    pub out: PathBuf,
-    /// Plot the training episodes' mean return (`metrics.jsonl`) instead of
-    /// the deterministic evaluations (`eval.jsonl`).
-    #[arg(long)]
-    pub train: bool,
-    /// Title above the panels (default: the environments plotted).
-    #[arg(long)]
-    pub title: Option<String>,
-}
-
-#[derive(Args, Debug)]
-pub struct CertsArgs {
-    /// Directory to write into (created if missing).
-    #[arg(long, default_value = "deploy/certs")]
-    pub out: PathBuf,
-    /// Names and addresses servers are reached by (comma-separated).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "learner,param-server,localhost,127.0.0.1"
-    )]
-    pub names: Vec<String>,
 }
 
 impl Command {
@@ -186,20 +143,6 @@ impl SecurityArgs {
         )?;
         Ok(Security::new(tokens, tls)?)
     }
-}
-
-#[derive(Args, Debug)]
-pub struct HealthArgs {
-    /// Server address, `host:port` or `http://host:port`.
-    #[arg(long, env = "SEBULBA_HEALTH_ADDR", default_value = "127.0.0.1:50051")]
-    pub addr: String,
-    /// Service name to ask about ("" = the whole server).
-    #[arg(long, default_value = "")]
-    pub service: String,
-    #[arg(long, default_value_t = 3)]
-    pub timeout_secs: u64,
-    #[command(flatten)]
-    pub security: SecurityArgs,
 }
 
 #[derive(Subcommand, Debug)]
@@ -503,14 +446,6 @@ where
             .map_err(|_| format!("expected a whole number, got `{text}`"))?;
         sebulba_core::config::ranges::check_key(key, n).map_err(|e| e.to_string())?;
         T::try_from(n).map_err(|_| format!("{n} does not fit"))
-    }
-}
-
-/// `status --sample-secs`: 0 to 600 seconds.
-fn parse_sample_secs(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(s) if (0.0..=600.0).contains(&s) => Ok(s),
-        _ => Err(format!("expected seconds from 0 to 600, got `{text}`")),
     }
 }
 

@@ -1,0 +1,74 @@
+//! The arguments of the commands that are tools rather than services: a
+//! health check, certificates, a run's status, learning curves.
+
+use super::SecurityArgs;
+use clap::Args;
+use std::path::PathBuf;
+
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    /// Parameter server address, e.g. http://localhost:50052.
+    #[arg(long, env = "SEBULBA_PARAM_SERVER")]
+    pub param_server: String,
+    /// Seconds between the two reads that give the current steps/s (0: one read).
+    #[arg(long, default_value_t = 3.0, value_parser = parse_sample_secs)]
+    pub sample_secs: f64,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub security: SecurityArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct PlotArgs {
+    /// Run directories (each with `config.toml` and `eval.jsonl` or `metrics.jsonl`).
+    #[arg(required = true)]
+    pub runs: Vec<PathBuf>,
+    /// The PNG to write.
+    #[arg(long, default_value = "curves.png")]
+    pub out: PathBuf,
+    /// Plot the training episodes' mean return (`metrics.jsonl`) instead of
+    /// the deterministic evaluations (`eval.jsonl`).
+    #[arg(long)]
+    pub train: bool,
+    /// Title above the panels (default: the environments plotted).
+    #[arg(long)]
+    pub title: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct CertsArgs {
+    /// Directory to write into (created if missing).
+    #[arg(long, default_value = "deploy/certs")]
+    pub out: PathBuf,
+    /// Names and addresses servers are reached by (comma-separated).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "learner,param-server,localhost,127.0.0.1"
+    )]
+    pub names: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct HealthArgs {
+    /// Server address, `host:port` or `http://host:port`.
+    #[arg(long, env = "SEBULBA_HEALTH_ADDR", default_value = "127.0.0.1:50051")]
+    pub addr: String,
+    /// Service name to ask about ("" = the whole server).
+    #[arg(long, default_value = "")]
+    pub service: String,
+    #[arg(long, default_value_t = 3)]
+    pub timeout_secs: u64,
+    #[command(flatten)]
+    pub security: SecurityArgs,
+}
+
+/// `status --sample-secs`: 0 to 600 seconds.
+fn parse_sample_secs(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if (0.0..=600.0).contains(&s) => Ok(s),
+        _ => Err(format!("expected seconds from 0 to 600, got `{text}`")),
+    }
+}
