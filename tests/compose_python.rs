@@ -55,11 +55,7 @@ fn compose_cluster_trains_a_gymnasium_env() {
         cluster.logs("learner")
     );
     let log = cluster.logs("learner");
-    let run_id = log
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("run_id="))
-        .unwrap_or_else(|| panic!("no run id in the learner's log:\n{log}"))
-        .to_string();
+    let run_id = logged_run_id(&log);
     copy_out(
         &learner,
         &format!("/runs/{run_id}/summary.json"),

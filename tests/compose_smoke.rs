@@ -103,11 +103,7 @@ fn compose_cluster_scales_survives_a_killed_actor_and_finishes() {
     let out = run(Command::new("docker").args(["logs", &learner]));
     let log =
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    let run_id = log
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("run_id="))
-        .unwrap_or_else(|| panic!("no run id in the learner's log:\n{log}"))
-        .to_string();
+    let run_id = logged_run_id(&log);
     let run_dir = format!("/runs/{run_id}");
     learner_metrics_match_its_summary(&learner, &run_dir, &dir);
     let code = stdout(Command::new("docker").args(["wait", &learner]));

@@ -153,11 +153,7 @@ fn swarm_stack_scales_actors_and_finishes() {
     });
     let finished = deployed.elapsed().as_secs_f64();
     let log = swarm.logs("learner");
-    let run_id = log
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("run_id="))
-        .unwrap_or_else(|| panic!("no run id in the learner's log:\n{log}"))
-        .to_string();
+    let run_id = logged_run_id(&log);
     let volume = RunsVolume::open(
         &format!("{}_runs", swarm.stack),
         &tag,

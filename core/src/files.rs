@@ -29,6 +29,14 @@ pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> std::io::Resul
     write_atomic(path, &text)
 }
 
+/// The JSON values of a JSON-lines text, in order. A line that does not
+/// parse (a line torn by a crash, a stray blank) is skipped: every reader of
+/// `metrics.jsonl` and `eval.jsonl` treats them so.
+pub fn json_lines(text: &str) -> impl Iterator<Item = serde_json::Value> + '_ {
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+}
+
 /// An append-only JSON-lines file (`metrics.jsonl`, `eval.jsonl`).
 pub struct JsonLines {
     file: std::fs::File,

@@ -14,7 +14,7 @@
 //! longer hold; it keeps a single event file per directory, because TensorBoard
 //! stops reading a file once a newer one appears beside it.
 
-use crate::files::JsonLines;
+use crate::files::{JsonLines, json_lines};
 use prost::Message;
 use serde::Serialize;
 use serde_json::Value;
@@ -200,15 +200,10 @@ fn unix_now() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
-/// The JSON objects a JSON-lines file holds (none when it does not exist); a
-/// line that does not parse is skipped, as every reader of these files does.
+/// The JSON objects a JSON-lines file holds (none when it does not exist).
 fn existing_lines(path: &Path) -> std::io::Result<Vec<Value>> {
     match std::fs::read_to_string(path) {
-        Ok(text) => Ok(text
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter(Value::is_object)
-            .collect()),
+        Ok(text) => Ok(json_lines(&text).filter(Value::is_object).collect()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
         Err(e) => Err(e),
     }

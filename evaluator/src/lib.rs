@@ -55,10 +55,7 @@ pub struct EvaluatorOptions {
 /// minus infinity, for a missing or empty file).
 fn evaluated(path: &std::path::Path) -> (Option<u64>, f64) {
     let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines = text
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok());
-    lines.fold((None, f64::NEG_INFINITY), |(last, best), v| {
+    sebulba_core::files::json_lines(&text).fold((None, f64::NEG_INFINITY), |(last, best), v| {
         let version = v["version"].as_u64();
         let ret = v["return_mean"].as_f64().unwrap_or(f64::NEG_INFINITY);
         (last.max(version), best.max(ret))

@@ -96,10 +96,7 @@ fn load(dir: &Path, train: bool) -> anyhow::Result<Run> {
     let text = std::fs::read_to_string(&path).with_context(|| format!("{}", path.display()))?;
     let mut steps = Vec::new();
     let mut wall = Vec::new();
-    for line in text.lines() {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
+    for v in sebulba_core::files::json_lines(&text) {
         let (Some(x), Some(t), Some(y)) = (
             v["env_steps"].as_f64(),
             v["wall_seconds"].as_f64(),

@@ -354,3 +354,12 @@ pub fn tools_python_or_skip(module: &str) -> Option<PathBuf> {
     );
     None
 }
+
+/// The run id a learner's log names (`run_id=...`), for finding its directory
+/// under a runs root.
+pub fn logged_run_id(log: &str) -> String {
+    log.split_whitespace()
+        .find_map(|w| w.strip_prefix("run_id="))
+        .unwrap_or_else(|| panic!("no run id in the learner's log:\n{log}"))
+        .to_string()
+}
