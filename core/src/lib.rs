@@ -9,7 +9,8 @@ pub mod devices;
 pub mod distribution;
 pub mod env;
 pub mod files;
-pub mod games;
+/// Turn-based games (they live under `env`, whose vector envs they are).
+pub use env::games;
 pub mod memory;
 pub mod model;
 pub mod policy;

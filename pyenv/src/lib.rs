@@ -123,5 +123,6 @@ fn spec_from(id: &str, text: &str) -> Result<EnvSpec, EnvError> {
             .iter()
             .map(|x| x.map_or(f32::INFINITY, |x| x as f32))
             .collect(),
+        players: 1,
     })
 }

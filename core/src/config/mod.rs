@@ -126,11 +126,31 @@ impl RunConfig {
 
     /// The env exists; the relations between keys that ranges cannot express.
     fn check_relations(&self) -> Result<(), ConfigError> {
-        crate::env::env_spec_with(&self.env.id, &self.env.kwargs_json())?;
+        let spec = crate::env::env_spec_with(&self.env.id, &self.env.kwargs_json())?;
+        if spec.is_game() {
+            self.check_game()?;
+        }
         if self.network.init_std <= self.network.min_std {
             return bad(
                 "network.init_std",
                 "must be a finite number > network.min_std",
+            );
+        }
+        Ok(())
+    }
+
+    /// What a turn-based game's per-player advantages do not combine with.
+    fn check_game(&self) -> Result<(), ConfigError> {
+        if self.ppo.scale_rewards {
+            return bad(
+                "ppo.scale_rewards",
+                "a game's rewards are its end scores (scaled by env.kwargs.score_normaliser): turn it off",
+            );
+        }
+        if self.ppo.lag_correction == LagCorrection::Vtrace {
+            return bad(
+                "ppo.lag_correction",
+                "V-trace runs along env rows, a game's advantages along each player's moves: use `off`",
             );
         }
         Ok(())

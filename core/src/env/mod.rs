@@ -12,6 +12,7 @@
 mod acrobot;
 mod cartpole;
 mod discounted_return;
+pub mod games;
 mod mountain_car;
 mod mountain_car_continuous;
 mod pendulum;
@@ -71,6 +72,28 @@ pub struct EnvSpec {
     /// Observation-space bounds as `f32`, `f32::INFINITY` where Gymnasium has inf.
     pub obs_low: Vec<f32>,
     pub obs_high: Vec<f32>,
+    /// Seats of a turn-based game (`crate::env::games`): one acts per step, in
+    /// turn (seat after seat, cyclically); 1 for every other environment.
+    #[serde(default = "one_player")]
+    pub players: usize,
+}
+
+fn one_player() -> usize {
+    1
+}
+
+impl EnvSpec {
+    /// True for a turn-based game of several players.
+    pub fn is_game(&self) -> bool {
+        self.players > 1
+    }
+
+    /// Moves a batch of a game carries past its trained rows, so that each
+    /// player's last trained move is bootstrapped by its next one: P - 1
+    /// (0 for one player).
+    pub fn overlap_rows(&self) -> usize {
+        self.players.saturating_sub(1)
+    }
 }
 
 /// One action for a single environment. Continuous actions are in env units
@@ -101,7 +124,7 @@ pub enum StateOrigin {
 
 #[derive(thiserror::Error, Debug)]
 pub enum EnvError {
-    #[error("unknown environment id `{0}` (known: {known})", known = ENV_IDS.join(", "))]
+    #[error("unknown environment id `{0}` (known: {known})", known = [ENV_IDS, crate::env::games::GAME_IDS].concat().join(", "))]
     UnknownId(String),
     #[error("bad state for `{id}`: {reason}")]
     BadState { id: String, reason: String },
@@ -170,7 +193,7 @@ pub fn make_env(id: &str, seed: u64) -> Result<Box<dyn Env>, EnvError> {
     })
 }
 
-/// The spec of environment `id` without building one.
+/// The spec of environment `id` (a game's too) without building one.
 pub fn env_spec(id: &str) -> Result<EnvSpec, EnvError> {
     Ok(match id {
         "CartPole-v1" => cartpole::spec(),
@@ -178,7 +201,10 @@ pub fn env_spec(id: &str) -> Result<EnvSpec, EnvError> {
         "MountainCar-v0" => mountain_car::spec(),
         "Pendulum-v1" => pendulum::spec(),
         "MountainCarContinuous-v0" => mountain_car_continuous::spec(),
-        _ => return Err(EnvError::UnknownId(id.to_string())),
+        _ => {
+            return crate::env::games::game_spec(id)
+                .ok_or_else(|| EnvError::UnknownId(id.to_string()));
+        }
     })
 }
 
@@ -324,6 +350,7 @@ fn make_spec(
         max_episode_steps,
         obs_low,
         obs_high,
+        players: 1,
     }
 }
 

@@ -35,6 +35,9 @@ pub struct VecStepOut {
     pub final_obs: Vec<f32>,
     /// Episodes that finished in this step.
     pub episodes: Vec<EpisodeStats>,
+    /// `[E * players]`: a game's score per seat (normalised) where it ended
+    /// in this step (unspecified elsewhere); empty for one-player envs.
+    pub scores: Vec<f32>,
 }
 
 impl VecStepOut {
@@ -48,7 +51,22 @@ impl VecStepOut {
             truncated: vec![false; e],
             final_obs: vec![0.0; e * d],
             episodes: Vec::with_capacity(e),
+            scores: Vec::new(),
         }
+    }
+
+    /// These buffers resized for `num_envs` envs of `obs_dim` observations
+    /// and `players` seats (no scores for one player).
+    pub fn resized(mut self, num_envs: usize, obs_dim: usize, players: usize) -> Self {
+        let (e, d) = (num_envs, obs_dim);
+        self.obs.resize(e * d, 0.0);
+        self.reward.resize(e, 0.0);
+        self.terminated.resize(e, false);
+        self.truncated.resize(e, false);
+        self.final_obs.resize(e * d, 0.0);
+        self.scores
+            .resize(if players > 1 { e * players } else { 0 }, 0.0);
+        self
     }
 }
 

@@ -22,6 +22,12 @@ pub trait VectorEnv: Send {
     /// Writes every env's current action mask (`[E * n]`); false when the
     /// env kind has no masks (then `mask` is untouched).
     fn action_masks(&self, mask: &mut [u8]) -> bool;
+    /// Games: writes each env's seat to move now (`[E]`) and returns true;
+    /// false for one-player envs (then `ids` is untouched).
+    fn to_move(&self, ids: &mut [u8]) -> bool {
+        let _ = ids;
+        false
+    }
     /// Envs restarted after they failed (external envs only), since creation.
     fn restarts(&self) -> u64 {
         0
@@ -115,10 +121,44 @@ fn no_kwargs(id: &str, kwargs: &str) -> Result<(), EnvError> {
     }
 }
 
+/// A game's score normaliser: `env.kwargs.score_normaliser` (finite, > 0),
+/// the game's default without it; no other key is a game's.
+pub fn game_normaliser(id: &str, kwargs: &str) -> Result<f64, EnvError> {
+    let bad = |reason: String| EnvError::External {
+        id: id.to_string(),
+        reason,
+    };
+    let default = crate::env::games::default_normaliser(id);
+    if kwargs.trim().is_empty() {
+        return Ok(default);
+    }
+    let map: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(kwargs).map_err(|e| bad(format!("env.kwargs: {e}")))?;
+    if let Some(key) = map.keys().find(|k| *k != "score_normaliser") {
+        return Err(bad(format!(
+            "env.kwargs.{key}: a game takes only `score_normaliser`"
+        )));
+    }
+    match map.get("score_normaliser") {
+        None => Ok(default),
+        Some(v) => v
+            .as_f64()
+            .filter(|x| x.is_finite() && *x > 0.0)
+            .ok_or_else(|| {
+                bad(format!(
+                    "env.kwargs.score_normaliser = {v}: must be a number > 0"
+                ))
+            }),
+    }
+}
+
 /// The spec of any environment id, native or external.
 pub fn env_spec_with(id: &str, kwargs: &str) -> Result<EnvSpec, EnvError> {
     if is_external(id) {
         provider(id)?.spec(id, kwargs)
+    } else if let Some(spec) = crate::env::games::game_spec(id) {
+        game_normaliser(id, kwargs)?;
+        Ok(spec)
     } else {
         no_kwargs(id, kwargs)?;
         super::env_spec(id)
@@ -137,6 +177,11 @@ pub fn make_vector_env(
     }
     if is_external(id) {
         provider(id)?.make(id, kwargs, num_envs, seed)
+    } else if crate::env::games::game_spec(id).is_some() {
+        let normaliser = game_normaliser(id, kwargs)?;
+        Ok(Box::new(crate::env::games::GameVecEnv::new(
+            id, num_envs, seed, normaliser,
+        )?))
     } else {
         no_kwargs(id, kwargs)?;
         Ok(Box::new(VecEnv::new(id, num_envs, seed)?))

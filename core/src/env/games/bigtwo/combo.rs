@@ -1,0 +1,218 @@
+//! Cards and the combinations of Big Two, with their ranking.
+//!
+//! A card is `rank * 4 + suit` (0..52): ranks from 3 (0) up through 10, J,
+//! Q, K, A (11) to 2 (12), the highest; suits ♦ < ♣ < ♥ < ♠. So the card id
+//! orders single cards, and a hand is a 52-bit set whose ascending bits are
+//! the hand sorted (the 3♦ is card 0).
+//!
+//! Combinations: a single; a pair (two cards of one rank); a triple; and the
+//! five-card hands, lowest to highest category: straight (five consecutive
+//! ranks from 3-4-5-6-7 to 10-J-Q-K-A; a 2 ends no straight), flush (five of
+//! one suit), full house, four of a kind with any fifth card, straight flush.
+//! A combination beats another of the same size: a higher single card; a pair
+//! with the higher top card (so ♠ decides between equal ranks); a triple of a
+//! higher rank; a five-card hand of a higher category, or of the same
+//! category with a higher key (straights, flushes and straight flushes: the
+//! top card; full houses: the triple's rank; four of a kind: the quad's rank).
+
+/// Number of cards in a deck.
+pub const DECK: usize = 52;
+/// Ranks of the deck, 3 (0) to 2 (12).
+pub const RANKS: usize = 13;
+
+pub fn rank(card: u8) -> u8 {
+    card / 4
+}
+
+pub fn suit(card: u8) -> u8 {
+    card % 4
+}
+
+/// `3♦`, `10♠`, `A♥`, `2♣`: how logs and tests name cards.
+pub fn name(card: u8) -> String {
+    const RANK: [&str; RANKS] = [
+        "3", "4", "5", "6", "7", "8", "9", "10", "J", "Q", "K", "A", "2",
+    ];
+    const SUIT: [&str; 4] = ["♦", "♣", "♥", "♠"];
+    format!(
+        "{}{}",
+        RANK[usize::from(rank(card))],
+        SUIT[usize::from(suit(card))]
+    )
+}
+
+/// The card a name such as `3♦`, `10s` or `Ah` stands for (suits as symbols
+/// or as d, c, h, s).
+pub fn parse(name: &str) -> Option<u8> {
+    let (r, s) = name.split_at(name.len() - name.chars().last()?.len_utf8());
+    let rank = match r {
+        "J" => 8,
+        "Q" => 9,
+        "K" => 10,
+        "A" => 11,
+        "2" => 12,
+        n => n.parse::<u8>().ok().filter(|n| (3..=10).contains(n))? - 3,
+    };
+    let suit = match s {
+        "♦" | "d" => 0,
+        "♣" | "c" => 1,
+        "♥" | "h" => 2,
+        "♠" | "s" => 3,
+        _ => return None,
+    };
+    Some(rank * 4 + suit)
+}
+
+/// The cards of a set, ascending.
+pub fn cards(set: u64) -> impl Iterator<Item = u8> {
+    (0..DECK as u8).filter(move |c| set & (1 << c) != 0)
+}
+
+/// What a combination is; five-card hands in ascending category order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    Single,
+    Pair,
+    Triple,
+    Straight,
+    Flush,
+    FullHouse,
+    FourOfAKind,
+    StraightFlush,
+}
+
+impl Kind {
+    /// Cards in a combination of this kind.
+    pub fn size(self) -> usize {
+        match self {
+            Kind::Single => 1,
+            Kind::Pair => 2,
+            Kind::Triple => 3,
+            _ => 5,
+        }
+    }
+}
+
+/// A valid combination: its kind and its key within the kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Combo {
+    pub kind: Kind,
+    pub key: u8,
+}
+
+impl Combo {
+    /// Whether `self` may be played on `other`: the same number of cards and
+    /// higher (five-card hands: category first, then key).
+    pub fn beats(&self, other: &Combo) -> bool {
+        self.kind.size() == other.kind.size() && (self.kind, self.key) > (other.kind, other.key)
+    }
+}
+
+/// The combination `set` forms, if any.
+pub fn classify(set: u64) -> Option<Combo> {
+    let n = set.count_ones();
+    let top = 63 - set.leading_zeros() as u8;
+    let mut per_rank = [0u8; RANKS];
+    let mut per_suit = [0u8; 4];
+    for c in cards(set) {
+        per_rank[usize::from(rank(c))] += 1;
+        per_suit[usize::from(suit(c))] += 1;
+    }
+    let same_rank = per_rank.iter().any(|&k| k as u32 == n);
+    let combo = |kind, key| Some(Combo { kind, key });
+    match n {
+        1 => combo(Kind::Single, top),
+        2 if same_rank => combo(Kind::Pair, top),
+        3 if same_rank => combo(Kind::Triple, rank(top)),
+        5 => five(&per_rank, &per_suit, top),
+        _ => None,
+    }
+}
+
+fn five(per_rank: &[u8; RANKS], per_suit: &[u8; 4], top: u8) -> Option<Combo> {
+    let flush = per_suit.contains(&5);
+    let low = per_rank.iter().position(|&k| k > 0)?;
+    // Five distinct consecutive ranks, the highest an ace at most.
+    let straight = low + 4 < RANKS - 1 && per_rank[low..low + 5].iter().all(|&k| k == 1);
+    let with = |count: u8| per_rank.iter().position(|&k| k == count).map(|r| r as u8);
+    let (kind, key) = match (straight, flush) {
+        (true, true) => (Kind::StraightFlush, top),
+        (true, false) => (Kind::Straight, top),
+        (false, true) => (Kind::Flush, top),
+        _ => match (with(4), with(3), with(2)) {
+            (Some(quad), _, _) => (Kind::FourOfAKind, quad),
+            (None, Some(triple), Some(_)) => (Kind::FullHouse, triple),
+            _ => return None,
+        },
+    };
+    Some(Combo { kind, key })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(names: &str) -> u64 {
+        names
+            .split_whitespace()
+            .map(|n| 1u64 << parse(n).unwrap_or_else(|| panic!("card {n}")))
+            .fold(0, |a, b| a | b)
+    }
+
+    fn kind(names: &str) -> Option<Kind> {
+        classify(set(names)).map(|c| c.kind)
+    }
+
+    #[test]
+    fn names_round_trip_and_order_the_deck() {
+        assert_eq!(parse("3♦"), Some(0));
+        assert_eq!(parse("2♠"), Some(51));
+        assert_eq!(parse("10h"), Some(7 * 4 + 2));
+        assert_eq!(parse("1♦"), None);
+        assert_eq!(parse("Kx"), None);
+        for c in 0..52u8 {
+            assert_eq!(parse(&name(c)), Some(c));
+        }
+    }
+
+    #[test]
+    fn kinds_of_hand_worked_sets() {
+        assert_eq!(kind("7♣"), Some(Kind::Single));
+        assert_eq!(kind("9♦ 9♠"), Some(Kind::Pair));
+        assert_eq!(kind("9♦ 10♠"), None);
+        assert_eq!(kind("K♦ K♣ K♠"), Some(Kind::Triple));
+        assert_eq!(kind("3♦ 4♣ 5♥ 6♠ 7♦"), Some(Kind::Straight));
+        assert_eq!(kind("10♦ J♣ Q♥ K♠ A♦"), Some(Kind::Straight));
+        // A 2 ends no straight, and ranks do not wrap round.
+        assert_eq!(kind("J♦ Q♣ K♥ A♠ 2♦"), None);
+        assert_eq!(kind("A♦ 2♣ 3♥ 4♠ 5♦"), None);
+        assert_eq!(kind("3♥ 7♥ 9♥ J♥ 2♥"), Some(Kind::Flush));
+        assert_eq!(kind("5♦ 5♣ 5♠ 8♥ 8♠"), Some(Kind::FullHouse));
+        assert_eq!(kind("Q♦ Q♣ Q♥ Q♠ 3♦"), Some(Kind::FourOfAKind));
+        assert_eq!(kind("4♠ 5♠ 6♠ 7♠ 8♠"), Some(Kind::StraightFlush));
+        assert_eq!(kind("4♠ 5♠ 6♠ 7♠"), None);
+        assert_eq!(kind("4♠ 4♦ 6♠ 6♣ 8♥"), None);
+    }
+
+    #[test]
+    fn ranking_of_hand_worked_pairs_of_combinations() {
+        let beats = |a: &str, b: &str| classify(set(a)).unwrap().beats(&classify(set(b)).unwrap());
+        assert!(beats("3♠", "3♥"));
+        assert!(beats("2♦", "A♠"));
+        assert!(!beats("A♠", "2♦"));
+        // A pair: the top card decides, suit between equal ranks.
+        assert!(beats("9♦ 9♠", "9♣ 9♥"));
+        assert!(beats("10♦ 10♣", "9♥ 9♠"));
+        assert!(beats("4♦ 4♣ 4♥", "3♣ 3♥ 3♠"));
+        // Five cards: category first, then the key.
+        assert!(beats("3♥ 7♥ 9♥ J♥ K♥", "10♦ J♣ Q♥ K♠ A♠"));
+        assert!(beats("3♦ 3♣ 3♠ 4♥ 4♠", "5♠ 8♠ 9♠ J♠ 2♠"));
+        assert!(beats("4♦ 4♣ 4♥ 4♠ 3♦", "2♦ 2♣ 2♠ A♥ A♠"));
+        assert!(beats("3♦ 4♦ 5♦ 6♦ 7♦", "2♦ 2♣ 2♥ 2♠ A♠"));
+        assert!(beats("4♦ 5♣ 6♥ 7♠ 8♥", "4♠ 5♠ 6♥ 7♠ 8♦"));
+        assert!(beats("6♦ 6♣ 6♥ 3♦ 3♣", "5♦ 5♣ 5♥ A♦ A♠"));
+        // Different sizes never beat each other.
+        assert!(!beats("2♠", "3♦ 3♣"));
+        assert!(!beats("3♦ 3♣", "2♠"));
+    }
+}
