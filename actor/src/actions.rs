@@ -122,6 +122,22 @@ impl Actions {
         }
     }
 
+    /// Rows `from..` to the front (a game's carried overlap).
+    pub fn shift(&mut self, from: usize, e_len: usize) {
+        use crate::turns::shift_rows;
+        match self {
+            Actions::Discrete {
+                n, taken, masks, ..
+            } => {
+                shift_rows(taken, from, e_len);
+                if let Some(m) = masks {
+                    shift_rows(m, from, e_len * *n);
+                }
+            }
+            Actions::Continuous { dim, pre_tanh, .. } => shift_rows(pre_tanh, from, e_len * *dim),
+        }
+    }
+
     /// The batch's `actions` and `action_masks` tensors.
     pub fn encode(&self, t_len: usize, e_len: usize) -> (Tensor, Option<Tensor>) {
         match self {

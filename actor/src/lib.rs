@@ -8,6 +8,7 @@ mod actions;
 mod faults;
 mod metrics;
 mod rollout;
+mod turns;
 
 use rollout::{Rollout, RolloutSetup};
 use sebulba_core::distribution::ActionDist;

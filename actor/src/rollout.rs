@@ -1,7 +1,8 @@
 //! The rollout loop, on a blocking thread: E envs stepped in lockstep, one
 //! batched forward pass per step, T steps per batch. Buffers are allocated once
 //! and reused. The policy is refreshed between batches, so each batch carries
-//! exactly one policy version.
+//! exactly one policy version, except a game's carried overlap rows
+//! ([`crate::turns`]), which keep the log-probabilities they were acted with.
 
 use crate::actions::Actions;
 use rand::SeedableRng;
@@ -64,6 +65,8 @@ pub struct Rollout {
     lockstep_broken: bool,
     /// Env failures since the last batch sent.
     faults: crate::faults::Faults,
+    /// Whose move each row is, for a game.
+    turns: Option<crate::turns::Turns>,
 }
 
 impl Rollout {
@@ -81,6 +84,8 @@ impl Rollout {
         let policy = InferencePolicy::new(&setup.env, &setup.network, setup.device)
             .map_err(|e| e.to_string())?;
         let rng = StdRng::seed_from_u64(setup.seed ^ 0xAC70_12AC);
+        let rows = setup.num_steps + setup.env.overlap_rows();
+        let turns = crate::turns::Turns::new(venv.as_ref(), rows);
         Ok(Self {
             setup,
             venv,
@@ -95,6 +100,7 @@ impl Rollout {
             weights_trace: Default::default(),
             lockstep_broken: false,
             faults: Default::default(),
+            turns,
         })
     }
 
@@ -180,7 +186,8 @@ impl Rollout {
         }
     }
 
-    /// Acts one rollout of T steps into `buf`; an env failure ends it early.
+    /// Acts one rollout into `buf`: its rows after the carried ones (T, or
+    /// T + K the first time for a game); an env failure ends it early.
     fn act(
         &mut self,
         actions: &mut Actions,
@@ -189,8 +196,11 @@ impl Rollout {
         mut returns: Option<&mut DiscountedReturn>,
     ) -> Result<(), EnvError> {
         let e_len = self.setup.num_envs;
-        buf.start();
-        for t in 0..self.setup.num_steps {
+        let first = buf.start();
+        for t in first..buf.rows {
+            if let Some(turns) = &mut self.turns {
+                turns.record_movers(t, self.venv.as_ref());
+            }
             let head = self.policy.head(&buf.obs, e_len);
             let log_probs = buf.log_probs_at(t);
             let batch = actions
@@ -200,19 +210,58 @@ impl Rollout {
                     reason: e.to_string(),
                 })?;
             if let Err(e) = self.venv.step(batch, step_out) {
-                buf.steps_lost = (t * e_len) as u64;
+                buf.steps_lost = ((t - first) * e_len) as u64;
                 return Err(e);
             }
             buf.record(t, step_out, returns.as_deref_mut());
+            if let Some(turns) = &mut self.turns {
+                turns.credit(t, step_out, &mut buf.rewards);
+            }
+        }
+        if let Some(turns) = &mut self.turns {
+            turns.record_movers(buf.rows, self.venv.as_ref());
         }
         Ok(())
+    }
+
+    /// After a rollout an env failure ended: nothing of it is sent, the env
+    /// is replaced, the credit goes back for the next rollout, and the next
+    /// one starts afresh (a game's carried rows are dropped with it).
+    fn recover(
+        &mut self,
+        e: EnvError,
+        buf: &mut Buffers,
+        returns: Option<&mut DiscountedReturn>,
+    ) -> Result<(), EnvError> {
+        let lost = std::mem::take(&mut buf.steps_lost);
+        let venv = self.venv.as_mut();
+        self.faults.recover(e, venv, lost, &mut buf.obs, returns)?;
+        buf.carried = 0;
+        if let Some(turns) = &mut self.turns {
+            turns.restart();
+        }
+        self.setup.metrics.env_restarts.increment(1);
+        self.credits.add_permits(1);
+        Ok(())
+    }
+
+    /// After a batch is sent: a game's overlap rows become the next
+    /// batch's first rows.
+    fn carry_overlap(&mut self, actions: &mut Actions, buf: &mut Buffers) {
+        let t_len = self.setup.num_steps;
+        if let Some(turns) = &mut self.turns {
+            turns.shift(t_len);
+            actions.shift(t_len, self.setup.num_envs);
+            buf.shift(t_len);
+        }
     }
 
     /// Produces batches until stopped or the stream goes away; returns env steps taken.
     pub fn run(mut self) -> Result<u64, EnvError> {
         let (t_len, e_len) = (self.setup.num_steps, self.setup.num_envs);
-        let mut actions = Actions::new(&self.setup.dist, self.venv.as_ref(), t_len);
-        let mut buf = Buffers::new(t_len, e_len, self.setup.env.obs_dim);
+        let rows = t_len + self.setup.env.overlap_rows();
+        let mut actions = Actions::new(&self.setup.dist, self.venv.as_ref(), rows);
+        let mut buf = Buffers::new(t_len, rows, e_len, self.setup.env.obs_dim);
         // Kept with the envs, from their first step to the last.
         let mut returns = self
             .setup
@@ -252,14 +301,7 @@ impl Rollout {
             let guard = act.enter();
             let acting = std::time::Instant::now();
             if let Err(e) = self.act(&mut actions, &mut buf, &mut step_out, returns.as_mut()) {
-                // Nothing of this rollout is sent: the env is replaced and
-                // the credit goes back for the next rollout.
-                let lost = std::mem::take(&mut buf.steps_lost);
-                let venv = self.venv.as_mut();
-                self.faults
-                    .recover(e, venv, lost, &mut buf.obs, returns.as_mut())?;
-                m.env_restarts.increment(1);
-                self.credits.add_permits(1);
+                self.recover(e, &mut buf, returns.as_mut())?;
                 continue;
             }
             self.faults.succeeded();
@@ -268,12 +310,14 @@ impl Rollout {
             m.env_steps.increment((t_len * e_len) as u64);
             m.episodes.increment(buf.episodes.len() as u64);
             m.version.set(version as f64);
-            let (actions_tensor, action_masks) = actions.encode(t_len, e_len);
+            let (actions_tensor, action_masks) = actions.encode(rows, e_len);
             drop(guard);
             let send = info_span!(parent: &span, "send", sequence);
             let mut batch = buf.batch(&self.setup.actor_id, sequence, version, returns.is_some());
             batch.actions = Some(actions_tensor);
             batch.action_masks = action_masks;
+            batch.player_ids = self.turns.as_ref().map(|t| t.encode());
+            self.carry_overlap(&mut actions, &mut buf);
             batch.trace_context = sebulba_transport::trace::context_map(&send);
             batch.env_faults = self.faults.take();
             sequence += 1;
@@ -297,12 +341,17 @@ impl Rollout {
     }
 }
 
-/// One rollout's arrays, reused from rollout to rollout: T+1 observation rows
-/// (row 0 is where the last rollout ended), per-step log-probabilities,
+/// One rollout's arrays, reused from rollout to rollout: R+1 observation rows
+/// (R = T, or T + K for a game; row 0 is where the last rollout ended, or
+/// the first carried row), per-step log-probabilities,
 /// rewards, discounted returns and episode-end flags, the true final
 /// observation of each truncated step, and the episodes that finished.
 struct Buffers {
     t_len: usize,
+    /// Rows per batch: T plus a game's overlap.
+    rows: usize,
+    /// Rows at the front already acted (a game's overlap of the last batch).
+    carried: usize,
     e_len: usize,
     d: usize,
     /// The current observation of every env, `[E * obs_dim]`.
@@ -321,14 +370,16 @@ struct Buffers {
 }
 
 impl Buffers {
-    fn new(t_len: usize, e_len: usize, d: usize) -> Self {
-        let n = t_len * e_len;
+    fn new(t_len: usize, rows: usize, e_len: usize, d: usize) -> Self {
+        let n = rows * e_len;
         Self {
             t_len,
+            rows,
+            carried: 0,
             e_len,
             d,
             obs: vec![0.0; e_len * d],
-            obs_rows: vec![0.0; (t_len + 1) * e_len * d],
+            obs_rows: vec![0.0; (rows + 1) * e_len * d],
             log_probs: vec![0.0; n],
             rewards: vec![0.0; n],
             returns: vec![0.0; n],
@@ -340,12 +391,30 @@ impl Buffers {
         }
     }
 
-    /// A new rollout starts from the current observations.
-    fn start(&mut self) {
+    /// A new rollout starts from the current observations, after the
+    /// carried rows; returns its first row to act.
+    fn start(&mut self) -> usize {
         let k = self.e_len * self.d;
-        self.obs_rows[..k].copy_from_slice(&self.obs);
+        if self.carried == 0 {
+            self.obs_rows[..k].copy_from_slice(&self.obs);
+        }
         self.final_obs.clear();
         self.episodes.clear();
+        self.carried
+    }
+
+    /// Rows `from..` (and the observation row after them) to the front,
+    /// as the next rollout's carried rows.
+    fn shift(&mut self, from: usize) {
+        use crate::turns::shift_rows;
+        let e = self.e_len;
+        shift_rows(&mut self.obs_rows, from, e * self.d);
+        shift_rows(&mut self.log_probs, from, e);
+        shift_rows(&mut self.rewards, from, e);
+        shift_rows(&mut self.returns, from, e);
+        shift_rows(&mut self.terminated, from, e);
+        shift_rows(&mut self.truncated, from, e);
+        self.carried = self.rows - from;
     }
 
     fn log_probs_at(&mut self, t: usize) -> &mut [f32] {
@@ -391,20 +460,21 @@ impl Buffers {
         with_returns: bool,
     ) -> TrajectoryBatch {
         let (t, e, d) = (self.t_len, self.e_len, self.d);
+        let r = self.rows;
         TrajectoryBatch {
             actor_id: actor_id.to_string(),
             sequence,
             policy_version: version,
             num_steps: t as u32,
             num_envs: e as u32,
-            observations: Some(encode_f32(&[t + 1, e, d], &self.obs_rows)),
-            log_probs: Some(encode_f32(&[t, e], &self.log_probs)),
-            rewards: Some(encode_f32(&[t, e], &self.rewards)),
-            terminated: Some(encode_u8(&[t, e], &self.terminated)),
-            truncated: Some(encode_u8(&[t, e], &self.truncated)),
+            observations: Some(encode_f32(&[r + 1, e, d], &self.obs_rows)),
+            log_probs: Some(encode_f32(&[r, e], &self.log_probs)),
+            rewards: Some(encode_f32(&[r, e], &self.rewards)),
+            terminated: Some(encode_u8(&[r, e], &self.terminated)),
+            truncated: Some(encode_u8(&[r, e], &self.truncated)),
             final_observations: Some(encode_f32(&[self.final_obs.len() / d, d], &self.final_obs)),
             episodes: self.episodes.clone(),
-            discounted_returns: with_returns.then(|| encode_f32(&[t, e], &self.returns)),
+            discounted_returns: with_returns.then(|| encode_f32(&[r, e], &self.returns)),
             ..Default::default()
         }
     }

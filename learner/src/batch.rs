@@ -26,12 +26,35 @@ pub struct DecodedBatch {
     pub discounted_returns: Vec<f32>,
     pub episode_returns: Vec<f64>,
     pub episode_lengths: Vec<u32>,
+    /// A turn-based game's seats and overlap rows (`None` for one player).
+    pub game: Option<GameRows>,
     /// Where the ack goes once the update loop takes the batch. Acking on dequeue
     /// (not on arrival) is the actors' flow control: an actor holds at most its
     /// credit of batches the learner has not started on, so none goes stale.
     pub ack_to: Option<AckSender>,
     /// The batch's journey through the learner, for tracing.
     pub trace: BatchTrace,
+}
+
+/// What a batch of a P-player game carries beyond its T trained rows (the
+/// overlap of K = P - 1 moves, see `gae_players`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GameRows {
+    /// `[(T + K + 1) * E]`: the seat to move at each observation row.
+    pub player_ids: Vec<u8>,
+    /// `[K * E * obs_dim]`: observation rows T+1..=T+K.
+    pub overlap_observations: Vec<f32>,
+    /// `[K * E]`: the overlap moves that ended a game.
+    pub overlap_terminated: Vec<u8>,
+}
+
+impl GameRows {
+    /// `terminated` over all `T + K + 1` rows, given the trained rows' flags
+    /// (the last observation row has no move yet: 0).
+    pub fn all_terminated(&self, trained: &[u8]) -> Vec<u8> {
+        let e = self.player_ids.len() - trained.len() - self.overlap_terminated.len();
+        [trained, &self.overlap_terminated, &vec![0; e]].concat()
+    }
 }
 
 /// Tracing state that travels with a queued batch: the `queue_wait` span is

@@ -9,6 +9,8 @@ use tonic::Code;
 
 use crate::batch::{BatchActions, BatchTrace, DecodedBatch};
 
+mod game;
+
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{message}")]
 pub struct Rejection {
@@ -104,7 +106,10 @@ impl Expect<'_> {
     /// over, plus 64 KiB for ids, episode stats and trace context. Anything
     /// larger is refused before a byte of it is decoded.
     pub fn max_batch_bytes(&self) -> usize {
-        let (t, e, d) = (self.num_steps, self.num_envs, self.env.obs_dim);
+        // A game's batch carries its overlap rows too (and player ids, 4
+        // bytes a row, inside `per_step`'s margin).
+        let t = self.num_steps + self.env.overlap_rows();
+        let (e, d) = (self.num_envs, self.env.obs_dim);
         let steps = t.saturating_mul(e);
         let (act, masks) = match &self.env.action_space {
             ActionSpace::Discrete { n } => (4, *n),
@@ -133,13 +138,15 @@ impl Expect<'_> {
 pub fn decode_batch(b: &TrajectoryBatch, expect: &Expect<'_>) -> Result<DecodedBatch, Rejection> {
     check_envelope(b, expect)?;
     let (t, e) = (b.num_steps as usize, b.num_envs as usize);
+    // A game's per-step arrays carry its overlap rows: R = T + K.
+    let r = t + expect.env.overlap_rows();
     let d = expect.env.obs_dim as u32;
-    let (tu, eu) = (t as u32, e as u32);
-    let observations = decode_f32(b.observations.as_ref(), "observations", &[tu + 1, eu, d])?;
+    let (ru, eu) = (r as u32, e as u32);
+    let mut observations = decode_f32(b.observations.as_ref(), "observations", &[ru + 1, eu, d])?;
     check_bounded("observations", &observations, MAX_MAGNITUDE)?;
-    let actions = decode_actions(b, &expect.env.action_space)?;
-    let action_masks = decode_masks(b, &expect.env.action_space, &actions)?;
-    let log_probs = decode_f32(b.log_probs.as_ref(), "log_probs", &[tu, eu])?;
+    let mut actions = decode_actions(b, &expect.env.action_space, ru)?;
+    let mut action_masks = decode_masks(b, &expect.env.action_space, &actions, ru)?;
+    let mut log_probs = decode_f32(b.log_probs.as_ref(), "log_probs", &[ru, eu])?;
     check_bounded("log_probs", &log_probs, MAX_LOG_PROB)?;
     // A probability is at most 1; a density (continuous actions) may exceed it.
     let discrete = matches!(actions, BatchActions::Discrete(_));
@@ -153,25 +160,34 @@ pub fn decode_batch(b: &TrajectoryBatch, expect: &Expect<'_>) -> Result<DecodedB
             ),
         ));
     }
-    let rewards = decode_f32(b.rewards.as_ref(), "rewards", &[tu, eu])?;
+    let mut rewards = decode_f32(b.rewards.as_ref(), "rewards", &[ru, eu])?;
     check_bounded("rewards", &rewards, MAX_MAGNITUDE)?;
-    let terminated = decode_u8(b.terminated.as_ref(), "terminated", &[tu, eu])?;
+    let mut terminated = decode_u8(b.terminated.as_ref(), "terminated", &[ru, eu])?;
     check_flags("terminated", &terminated)?;
-    let truncated = decode_u8(b.truncated.as_ref(), "truncated", &[tu, eu])?;
+    let mut truncated = decode_u8(b.truncated.as_ref(), "truncated", &[ru, eu])?;
     check_flags("truncated", &truncated)?;
     let k = truncated.iter().filter(|&&x| x == 1).count() as u32;
     let final_observations =
         decode_f32(b.final_observations.as_ref(), "final_observations", &[k, d])?;
     check_bounded("final_observations", &final_observations, MAX_MAGNITUDE)?;
-    let discounted_returns = decode_returns(b, expect, tu, eu)?;
-    if b.player_ids.is_some() {
-        return Err(reject(
-            Code::FailedPrecondition,
-            "spec",
-            "field `player_ids`: this run's environment has one player",
-        ));
-    }
-    let (episode_returns, episode_lengths) = decode_episodes(b)?;
+    let discounted_returns = decode_returns(b, expect, ru, eu)?;
+    let (episode_returns, episode_lengths) = decode_episodes(b, r)?;
+    let split = game::Split {
+        observations: &mut observations,
+        actions: &mut actions,
+        action_masks: &mut action_masks,
+        log_probs: &mut log_probs,
+        rewards: &mut rewards,
+        terminated: &mut terminated,
+        truncated: &mut truncated,
+    };
+    let rows = game::Rows {
+        t,
+        r,
+        e,
+        d: d as usize,
+    };
+    let game = game::decode_game(b, expect.env.players, &rows, split)?;
     Ok(DecodedBatch {
         actor_id: b.actor_id.clone(),
         sequence: b.sequence,
@@ -189,6 +205,7 @@ pub fn decode_batch(b: &TrajectoryBatch, expect: &Expect<'_>) -> Result<DecodedB
         discounted_returns,
         episode_returns,
         episode_lengths,
+        game,
         ack_to: None,
         trace: BatchTrace::default(),
     })
@@ -254,8 +271,13 @@ fn check_envelope(b: &TrajectoryBatch, expect: &Expect<'_>) -> Result<(), Reject
     Ok(())
 }
 
-fn decode_actions(b: &TrajectoryBatch, space: &ActionSpace) -> Result<BatchActions, Rejection> {
-    let (tu, eu) = (b.num_steps, b.num_envs);
+/// The actions of `rows` steps.
+fn decode_actions(
+    b: &TrajectoryBatch,
+    space: &ActionSpace,
+    rows: u32,
+) -> Result<BatchActions, Rejection> {
+    let (tu, eu) = (rows, b.num_envs);
     match space {
         ActionSpace::Discrete { n } => {
             let a = decode_i32(b.actions.as_ref(), "actions", &[tu, eu])?;
@@ -285,8 +307,9 @@ fn decode_masks(
     b: &TrajectoryBatch,
     space: &ActionSpace,
     actions: &BatchActions,
+    rows: u32,
 ) -> Result<Option<Vec<u8>>, Rejection> {
-    let (tu, eu) = (b.num_steps, b.num_envs);
+    let (tu, eu) = (rows, b.num_envs);
     let (m, n, taken) = match (&b.action_masks, space, actions) {
         (None, _, _) => return Ok(None),
         (Some(m), ActionSpace::Discrete { n }, BatchActions::Discrete(taken)) => (m, *n, taken),
@@ -321,9 +344,9 @@ fn decode_masks(
 }
 
 /// Finished-episode statistics: finite returns, lengths of at least one step.
-fn decode_episodes(b: &TrajectoryBatch) -> Result<(Vec<f64>, Vec<u32>), Rejection> {
+fn decode_episodes(b: &TrajectoryBatch, rows: usize) -> Result<(Vec<f64>, Vec<u32>), Rejection> {
     // An episode ends at a step: more of them than steps cannot be.
-    let steps = b.num_steps as usize * b.num_envs as usize;
+    let steps = rows * b.num_envs as usize;
     if b.episodes.len() > steps {
         return Err(reject(
             Code::InvalidArgument,
@@ -364,134 +387,4 @@ fn decode_episodes(b: &TrajectoryBatch) -> Result<(Vec<f64>, Vec<u32>), Rejectio
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use sebulba_proto::{encode_f32, encode_i32, encode_u8};
-    use sebulba_testkit::{Dims, malformations, set_flags, valid_batch};
-
-    fn spec() -> EnvSpec {
-        sebulba_core::env::env_spec("CartPole-v1").unwrap()
-    }
-
-    /// A 2x2 CartPole batch at version 3 with one termination and one
-    /// truncation (and its final observation).
-    fn good() -> TrajectoryBatch {
-        let mut b = valid_batch(&spec(), 2, 2, "a-0", 0, 3);
-        set_flags(&mut b, 4, &[0, 0, 1, 0], &[0, 1, 0, 0]);
-        b
-    }
-
-    fn expect(s: &EnvSpec) -> Expect<'_> {
-        Expect {
-            env: s,
-            num_steps: 2,
-            num_envs: 2,
-            current_version: 3,
-            scaled_rewards: false,
-        }
-    }
-
-    #[test]
-    fn a_good_batch_decodes() {
-        let s = spec();
-        let d = decode_batch(&good(), &expect(&s)).unwrap();
-        assert_eq!(d.final_observations.len(), 4);
-        assert_eq!(d.env_steps(), 4);
-        assert_eq!(d.terminated, [0, 0, 1, 0]);
-    }
-
-    #[test]
-    fn each_rule_names_its_field() {
-        let s = spec();
-        let dims = Dims::of(&s, 2, 2);
-        for m in malformations() {
-            let mut b = valid_batch(&s, 2, 2, "a-0", 0, 3);
-            (m.apply)(&mut b, dims);
-            let r = decode_batch(&b, &expect(&s)).unwrap_err();
-            assert!(r.message.contains(m.field), "{}: {}", m.field, r.message);
-            assert_eq!(
-                (r.reason, r.code),
-                (m.reason, m.code),
-                "{}: {}",
-                m.field,
-                r.message
-            );
-        }
-        // Masks that allow nothing at a step.
-        let mut b = good();
-        b.action_masks = Some(encode_u8(&[2, 2, 2], &[1, 1, 0, 0, 1, 1, 1, 1]));
-        let r = decode_batch(&b, &expect(&s)).unwrap_err();
-        assert!(
-            r.message.contains("allows no action") && r.reason == "mask",
-            "{}",
-            r.message
-        );
-    }
-
-    #[test]
-    fn masks_and_continuous_actions_decode() {
-        let s = spec();
-        let mut b = good();
-        // Every step took action 1 (see `good`).
-        b.action_masks = Some(encode_u8(&[2, 2, 2], &[0, 1, 1, 1, 1, 1, 0, 1]));
-        let d = decode_batch(&b, &expect(&s)).unwrap();
-        assert_eq!(
-            d.action_masks.as_deref(),
-            Some(&[0, 1, 1, 1, 1, 1, 0, 1][..])
-        );
-
-        let p = sebulba_core::env::env_spec("Pendulum-v1").unwrap();
-        let mut b = good();
-        b.observations = Some(encode_f32(&[3, 2, 3], &[0.1; 18]));
-        b.final_observations = Some(encode_f32(&[1, 3], &[0.2; 3]));
-        b.actions = Some(encode_f32(&[2, 2, 1], &[0.5, -3.0, 9.0, 0.0]));
-        // A density can exceed 1: positive log-probabilities are fine here.
-        b.log_probs = Some(encode_f32(&[2, 2], &[1.5, -0.2, 0.3, 2.0]));
-        let d = decode_batch(&b, &expect(&p)).unwrap();
-        assert_eq!(
-            d.actions,
-            BatchActions::Continuous(vec![0.5, -3.0, 9.0, 0.0])
-        );
-        b.actions = Some(encode_f32(&[2, 2, 1], &[0.5, f32::NAN, 9.0, 0.0]));
-        let r = decode_batch(&b, &expect(&p)).unwrap_err();
-        assert!(
-            r.message.contains("`actions`") && r.reason == "non_finite",
-            "{}",
-            r.message
-        );
-        b.actions = Some(encode_i32(&[2, 2], &[0; 4]));
-        assert_eq!(decode_batch(&b, &expect(&p)).unwrap_err().reason, "shape");
-    }
-
-    #[test]
-    fn a_run_that_scales_rewards_needs_every_steps_discounted_return() {
-        let s = spec();
-        let scaled = Expect {
-            scaled_rewards: true,
-            ..expect(&s)
-        };
-        let mut b = good();
-        let r = decode_batch(&b, &scaled).unwrap_err();
-        assert!(r.message.contains("`discounted_returns`"), "{}", r.message);
-        b.discounted_returns = Some(encode_f32(&[2, 2], &[1.0, 2.0, 1.5, 3.0]));
-        let d = decode_batch(&b, &scaled).unwrap();
-        assert_eq!(d.discounted_returns, [1.0, 2.0, 1.5, 3.0]);
-        for (bad, reason) in [
-            (encode_f32(&[2, 1], &[1.0, 2.0]), "shape"),
-            (
-                encode_f32(&[2, 2], &[1.0, f32::NAN, 1.5, 3.0]),
-                "non_finite",
-            ),
-            (encode_f32(&[2, 2], &[1.0, 2e9, 1.5, 3.0]), "out_of_range"),
-        ] {
-            b.discounted_returns = Some(bad);
-            let r = decode_batch(&b, &scaled).unwrap_err();
-            assert!(
-                r.message.contains("`discounted_returns`") && r.reason == reason,
-                "{reason}: {} ({})",
-                r.message,
-                r.reason
-            );
-        }
-    }
-}
+mod tests;

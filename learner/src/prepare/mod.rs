@@ -6,9 +6,10 @@
 //! whole update. The observation statistics the values use are the ones the actors
 //! acted with; [`fold_obs_stats`] moves them on after SGD (`update::step`).
 
-use crate::batch::{BatchActions, DecodedBatch};
+use crate::batch::{BatchActions, DecodedBatch, GameRows};
 use crate::data::{UpdateData, normalize};
 use crate::gae;
+use crate::gae_players::{PlayerGaeInput, compute_player_gae};
 use crate::ppo::Ppo;
 use crate::reward_scale::RewardScaler;
 use crate::summary::Lag;
@@ -178,10 +179,13 @@ impl Collected {
     ) {
         let te = b.num_steps * b.num_envs;
         let d = self.data.obs_dim;
-        // One forward pass: the T+1 rows, then the final observations.
-        let rows = [b.observations.as_slice(), &b.final_observations].concat();
+        // One forward pass: the T+1 rows, a game's overlap rows, then the
+        // final observations.
+        let overlap: &[f32] = b.game.as_ref().map_or(&[], |g| &g.overlap_observations);
+        let rows = [b.observations.as_slice(), overlap, &b.final_observations].concat();
         let values = ppo.values(&rows);
-        let (v, finals) = values.split_at(te + b.num_envs);
+        let k = b.game.as_ref().map_or(0, |g| g.overlap_terminated.len());
+        let (v, finals) = values.split_at(te + b.num_envs + k);
         let mut final_values = vec![0.0f32; te];
         let truncated = b.truncated.iter().enumerate().filter(|(_, t)| **t == 1);
         for ((i, _), &fv) in truncated.zip(finals) {
@@ -200,41 +204,62 @@ impl Collected {
         let (mut adv, mut ret) = (vec![0.0f32; te], vec![0.0f32; te]);
         let mut weights = vec![1.0f32; te];
         let p = &cfg.ppo;
-        let corrected = (lag > 0 && p.lag_correction == LagCorrection::Vtrace).then(|| {
-            // pi: the policy this update starts from. Its log-probabilities
-            // replace the batch's as the PPO ratio's reference.
-            let obs = &b.observations[..te * d];
-            let log_pi = ppo.log_probs(obs, &b.actions, b.action_masks.as_deref());
-            let log_ratios: Vec<f32> = log_pi
-                .iter()
-                .zip(&b.log_probs)
-                .map(|(p, m)| p - m)
-                .collect();
-            let params = VtraceParams {
-                gamma: p.gamma,
-                lambda: p.gae_lambda,
-                rho_clip: p.vtrace_rho_clip,
-                c_clip: p.vtrace_c_clip,
-            };
-            let out = VtraceOut {
-                advantages: &mut adv,
-                returns: &mut ret,
-                weights: &mut weights,
-            };
-            compute_vtrace(&input, &log_ratios, params, out);
-            log_pi
-        });
-        if corrected.is_none() {
+        // Games: per-player GAE (config refuses V-trace for them).
+        let game = b.game.is_some();
+        let corrected =
+            (!game && lag > 0 && p.lag_correction == LagCorrection::Vtrace).then(|| {
+                // pi: the policy this update starts from. Its log-probabilities
+                // replace the batch's as the PPO ratio's reference.
+                let obs = &b.observations[..te * d];
+                let log_pi = ppo.log_probs(obs, &b.actions, b.action_masks.as_deref());
+                let log_ratios: Vec<f32> = log_pi
+                    .iter()
+                    .zip(&b.log_probs)
+                    .map(|(p, m)| p - m)
+                    .collect();
+                let params = VtraceParams {
+                    gamma: p.gamma,
+                    lambda: p.gae_lambda,
+                    rho_clip: p.vtrace_rho_clip,
+                    c_clip: p.vtrace_c_clip,
+                };
+                let out = VtraceOut {
+                    advantages: &mut adv,
+                    returns: &mut ret,
+                    weights: &mut weights,
+                };
+                compute_vtrace(&input, &log_ratios, params, out);
+                log_pi
+            });
+        if let Some(g) = &b.game {
+            player_gae(b, g, &scaled, v, p, &mut adv, &mut ret);
+        } else if corrected.is_none() {
             gae::compute_gae(&input, p.gamma, p.gae_lambda, &mut adv, &mut ret);
         }
         self.lag_corrected += usize::from(corrected.is_some());
         if p.lag_correction == LagCorrection::Vtrace {
             self.weights.extend_from_slice(&weights);
         }
+        let log_probs = corrected.as_deref().unwrap_or(&b.log_probs);
+        self.append(b, &adv, &ret, v, log_probs);
+    }
+
+    /// Appends batch `b`'s trained samples with their advantages, returns,
+    /// values and behaviour log-probabilities.
+    fn append(
+        &mut self,
+        b: &DecodedBatch,
+        adv: &[f32],
+        ret: &[f32],
+        values: &[f32],
+        log_probs: &[f32],
+    ) {
+        let te = b.num_steps * b.num_envs;
+        let d = self.data.obs_dim;
         let out = &mut self.data;
-        out.advantages.extend_from_slice(&adv);
-        out.returns.extend_from_slice(&ret);
-        out.old_values.extend_from_slice(&v[..te]);
+        out.advantages.extend_from_slice(adv);
+        out.returns.extend_from_slice(ret);
+        out.old_values.extend_from_slice(&values[..te]);
         out.observations
             .extend_from_slice(&b.observations[..te * d]);
         match (&mut out.actions, &b.actions) {
@@ -250,10 +275,43 @@ impl Collected {
                 None => all.extend(std::iter::repeat_n(1u8, te * w)),
             }
         }
-        out.old_log_probs
-            .extend_from_slice(corrected.as_deref().unwrap_or(&b.log_probs));
+        out.old_log_probs.extend_from_slice(log_probs);
         self.episode_returns.extend_from_slice(&b.episode_returns);
         self.episode_lengths.extend_from_slice(&b.episode_lengths);
+    }
+}
+
+/// Advantages and returns of a game's batch: each player's moves bootstrap
+/// from its own next move (`gae_players`), over the trained rows and the
+/// overlap. Validation ran the same recursion, so it cannot fail here; if it
+/// ever did, the batch's advantages stay 0 and the error is logged.
+fn player_gae(
+    b: &DecodedBatch,
+    g: &GameRows,
+    scaled_rewards: &[f32],
+    values: &[f32],
+    p: &sebulba_core::config::PpoConfig,
+    adv: &mut [f32],
+    ret: &mut [f32],
+) {
+    let n = g.player_ids.len();
+    let mut rewards = scaled_rewards.to_vec();
+    rewards.resize(n, 0.0);
+    let terminated = g.all_terminated(&b.terminated);
+    let input = PlayerGaeInput {
+        trained_rows: b.num_steps,
+        rows: n / b.num_envs.max(1),
+        num_envs: b.num_envs,
+        players: usize::from(g.player_ids.iter().copied().max().unwrap_or(0)) + 1,
+        player_ids: &g.player_ids,
+        rewards: &rewards,
+        terminated: &terminated,
+        values: &values[..n],
+    };
+    if let Err(e) = compute_player_gae(&input, p.gamma, p.gae_lambda, adv, ret) {
+        tracing::error!(actor = %b.actor_id, sequence = b.sequence, "per-player GAE: {e}");
+        adv.fill(0.0);
+        ret.copy_from_slice(&values[..adv.len()]);
     }
 }
 

@@ -41,6 +41,7 @@ fn batch(actor: &str, seed: u32) -> DecodedBatch {
         discounted_returns: vec![],
         episode_returns: vec![],
         episode_lengths: vec![],
+        game: None,
         ack_to: None,
         trace: Default::default(),
     }

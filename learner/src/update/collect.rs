@@ -182,6 +182,7 @@ mod tests {
             discounted_returns: returns.to_vec(),
             episode_returns: vec![],
             episode_lengths: vec![],
+            game: None,
             ack_to: None,
             trace: Default::default(),
         }

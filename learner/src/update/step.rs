@@ -100,6 +100,7 @@ mod tests {
             discounted_returns: vec![],
             episode_returns: vec![],
             episode_lengths: vec![],
+            game: None,
             ack_to: None,
             trace: Default::default(),
         }

@@ -1,0 +1,173 @@
+//! What a batch of a turn-based game must also satisfy (see the proto's
+//! `TrajectoryBatch` notes): seats in range, moving in turn within a game,
+//! nothing truncated; then it is split into the T trained rows every
+//! other part of the learner reads and the overlap that only bootstraps.
+
+use super::{Rejection, reject};
+use crate::batch::{BatchActions, GameRows};
+use crate::gae_players::{PlayerGaeError, PlayerGaeInput, compute_player_gae};
+use sebulba_proto::{TrajectoryBatch, decode_i32};
+use tonic::Code;
+
+/// The batch's rows as decoded, `R = T + K` per-step rows (`R + 1`
+/// observation rows), before the split.
+pub(super) struct Rows {
+    pub t: usize,
+    pub r: usize,
+    pub e: usize,
+    pub d: usize,
+}
+
+/// For a game, checks what a game's batch must also satisfy and splits off
+/// its overlap; for one player, refuses `player_ids`.
+pub(super) fn decode_game(
+    b: &TrajectoryBatch,
+    players: usize,
+    rows: &Rows,
+    mut split: Split<'_>,
+) -> Result<Option<GameRows>, Rejection> {
+    if players <= 1 {
+        if b.player_ids.is_some() {
+            return Err(reject(
+                Code::FailedPrecondition,
+                "spec",
+                "field `player_ids`: this run's environment has one player",
+            ));
+        }
+        return Ok(None);
+    }
+    if split.action_masks.is_none() {
+        return Err(reject(
+            Code::InvalidArgument,
+            "shape",
+            "field `action_masks` is missing: a game's moves are masked to the legal ones",
+        ));
+    }
+    let ids = decode_player_ids(b, rows, players, split.terminated, split.truncated)?;
+    let game = self::split(&mut split, rows, ids);
+    check_bootstrap(&game, rows, players, split.terminated)?;
+    Ok(Some(game))
+}
+
+/// `player_ids` `[R+1, E]`: each a seat of the game, seat after seat
+/// within a game; and no truncation.
+fn decode_player_ids(
+    b: &TrajectoryBatch,
+    rows: &Rows,
+    players: usize,
+    terminated: &[u8],
+    truncated: &[u8],
+) -> Result<Vec<u8>, Rejection> {
+    let (r, e) = (rows.r, rows.e);
+    if let Some(i) = truncated.iter().position(|&x| x != 0) {
+        return Err(reject(
+            Code::InvalidArgument,
+            "out_of_range",
+            format!("field `truncated`: flat index {i} is set, but a game is never truncated"),
+        ));
+    }
+    let Some(t) = b.player_ids.as_ref() else {
+        return Err(reject(
+            Code::InvalidArgument,
+            "shape",
+            format!(
+                "field `player_ids` is missing: this run's environment is a game of {players} players"
+            ),
+        ));
+    };
+    let ids = decode_i32(Some(t), "player_ids", &[r as u32 + 1, e as u32])?;
+    if let Some(i) = ids.iter().position(|&p| p < 0 || p as usize >= players) {
+        return Err(reject(
+            Code::InvalidArgument,
+            "out_of_range",
+            format!(
+                "field `player_ids`: {} at flat index {i} is not a seat (0..{players})",
+                ids[i]
+            ),
+        ));
+    }
+    for row in 0..r {
+        for env in 0..e {
+            let (now, next) = (ids[row * e + env], ids[(row + 1) * e + env]);
+            let in_turn = next as usize == (now as usize + 1) % players;
+            if terminated[row * e + env] == 0 && !in_turn {
+                return Err(reject(
+                    Code::InvalidArgument,
+                    "out_of_range",
+                    format!(
+                        "field `player_ids`: row {}, env {env}: seat {next} moves after seat {now} in the same game (seats move in turn)",
+                        row + 1
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(ids.into_iter().map(|p| p as u8).collect())
+}
+
+/// Checks every trained move can be bootstrapped (its player's next move or
+/// the game's end is in the batch), as the update will compute it.
+fn check_bootstrap(
+    game: &GameRows,
+    rows: &Rows,
+    players: usize,
+    terminated_trained: &[u8],
+) -> Result<(), Rejection> {
+    let n = (rows.r + 1) * rows.e;
+    let terminated = game.all_terminated(terminated_trained);
+    let zeros = vec![0.0f32; n];
+    let input = PlayerGaeInput {
+        trained_rows: rows.t,
+        rows: rows.r + 1,
+        num_envs: rows.e,
+        players,
+        player_ids: &game.player_ids,
+        rewards: &zeros,
+        terminated: &terminated,
+        values: &zeros,
+    };
+    let (mut adv, mut ret) = (vec![0.0; rows.t * rows.e], vec![0.0; rows.t * rows.e]);
+    compute_player_gae(&input, 0.0, 0.0, &mut adv, &mut ret).map_err(|e| match e {
+        PlayerGaeError::BadPlayer { .. } | PlayerGaeError::NoBootstrap { .. } => {
+            reject(Code::InvalidArgument, "out_of_range", e.to_string())
+        }
+    })
+}
+
+/// Arrays decoded with R rows, cut to the T trained rows; the overlap's
+/// observations and game ends go to the returned [`GameRows`].
+pub(super) struct Split<'a> {
+    pub observations: &'a mut Vec<f32>,
+    pub actions: &'a mut BatchActions,
+    pub action_masks: &'a mut Option<Vec<u8>>,
+    pub log_probs: &'a mut Vec<f32>,
+    pub rewards: &'a mut Vec<f32>,
+    pub terminated: &'a mut Vec<u8>,
+    pub truncated: &'a mut Vec<u8>,
+}
+
+fn split(s: &mut Split<'_>, rows: &Rows, player_ids: Vec<u8>) -> GameRows {
+    let (t, e, d) = (rows.t, rows.e, rows.d);
+    let te = t * e;
+    let overlap_observations = s.observations.split_off((t + 1) * e * d);
+    let overlap_terminated = s.terminated.split_off(te);
+    s.truncated.truncate(te);
+    s.rewards.truncate(te);
+    s.log_probs.truncate(te);
+    match &mut *s.actions {
+        BatchActions::Discrete(a) => a.truncate(te),
+        BatchActions::Continuous(a) => {
+            let w = a.len() / (rows.r * e).max(1);
+            a.truncate(te * w);
+        }
+    }
+    if let Some(m) = &mut *s.action_masks {
+        let w = m.len() / (rows.r * e).max(1);
+        m.truncate(te * w);
+    }
+    GameRows {
+        player_ids,
+        overlap_observations,
+        overlap_terminated,
+    }
+}

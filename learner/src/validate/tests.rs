@@ -1,0 +1,195 @@
+use super::*;
+use sebulba_proto::{encode_f32, encode_i32, encode_u8};
+use sebulba_testkit::{Dims, malformations, set_flags, valid_batch};
+
+fn spec() -> EnvSpec {
+    sebulba_core::env::env_spec("CartPole-v1").unwrap()
+}
+
+/// A 2x2 CartPole batch at version 3 with one termination and one
+/// truncation (and its final observation).
+fn good() -> TrajectoryBatch {
+    let mut b = valid_batch(&spec(), 2, 2, "a-0", 0, 3);
+    set_flags(&mut b, 4, &[0, 0, 1, 0], &[0, 1, 0, 0]);
+    b
+}
+
+fn expect(s: &EnvSpec) -> Expect<'_> {
+    Expect {
+        env: s,
+        num_steps: 2,
+        num_envs: 2,
+        current_version: 3,
+        scaled_rewards: false,
+    }
+}
+
+#[test]
+fn a_good_batch_decodes() {
+    let s = spec();
+    let d = decode_batch(&good(), &expect(&s)).unwrap();
+    assert_eq!(d.final_observations.len(), 4);
+    assert_eq!(d.env_steps(), 4);
+    assert_eq!(d.terminated, [0, 0, 1, 0]);
+}
+
+#[test]
+fn each_rule_names_its_field() {
+    let s = spec();
+    let dims = Dims::of(&s, 2, 2);
+    for m in malformations() {
+        let mut b = valid_batch(&s, 2, 2, "a-0", 0, 3);
+        (m.apply)(&mut b, dims);
+        let r = decode_batch(&b, &expect(&s)).unwrap_err();
+        assert!(r.message.contains(m.field), "{}: {}", m.field, r.message);
+        assert_eq!(
+            (r.reason, r.code),
+            (m.reason, m.code),
+            "{}: {}",
+            m.field,
+            r.message
+        );
+    }
+    // Masks that allow nothing at a step.
+    let mut b = good();
+    b.action_masks = Some(encode_u8(&[2, 2, 2], &[1, 1, 0, 0, 1, 1, 1, 1]));
+    let r = decode_batch(&b, &expect(&s)).unwrap_err();
+    assert!(
+        r.message.contains("allows no action") && r.reason == "mask",
+        "{}",
+        r.message
+    );
+}
+
+#[test]
+fn masks_and_continuous_actions_decode() {
+    let s = spec();
+    let mut b = good();
+    // Every step took action 1 (see `good`).
+    b.action_masks = Some(encode_u8(&[2, 2, 2], &[0, 1, 1, 1, 1, 1, 0, 1]));
+    let d = decode_batch(&b, &expect(&s)).unwrap();
+    assert_eq!(
+        d.action_masks.as_deref(),
+        Some(&[0, 1, 1, 1, 1, 1, 0, 1][..])
+    );
+
+    let p = sebulba_core::env::env_spec("Pendulum-v1").unwrap();
+    let mut b = good();
+    b.observations = Some(encode_f32(&[3, 2, 3], &[0.1; 18]));
+    b.final_observations = Some(encode_f32(&[1, 3], &[0.2; 3]));
+    b.actions = Some(encode_f32(&[2, 2, 1], &[0.5, -3.0, 9.0, 0.0]));
+    // A density can exceed 1: positive log-probabilities are fine here.
+    b.log_probs = Some(encode_f32(&[2, 2], &[1.5, -0.2, 0.3, 2.0]));
+    let d = decode_batch(&b, &expect(&p)).unwrap();
+    assert_eq!(
+        d.actions,
+        BatchActions::Continuous(vec![0.5, -3.0, 9.0, 0.0])
+    );
+    b.actions = Some(encode_f32(&[2, 2, 1], &[0.5, f32::NAN, 9.0, 0.0]));
+    let r = decode_batch(&b, &expect(&p)).unwrap_err();
+    assert!(
+        r.message.contains("`actions`") && r.reason == "non_finite",
+        "{}",
+        r.message
+    );
+    b.actions = Some(encode_i32(&[2, 2], &[0; 4]));
+    assert_eq!(decode_batch(&b, &expect(&p)).unwrap_err().reason, "shape");
+}
+
+#[test]
+fn a_run_that_scales_rewards_needs_every_steps_discounted_return() {
+    let s = spec();
+    let scaled = Expect {
+        scaled_rewards: true,
+        ..expect(&s)
+    };
+    let mut b = good();
+    let r = decode_batch(&b, &scaled).unwrap_err();
+    assert!(r.message.contains("`discounted_returns`"), "{}", r.message);
+    b.discounted_returns = Some(encode_f32(&[2, 2], &[1.0, 2.0, 1.5, 3.0]));
+    let d = decode_batch(&b, &scaled).unwrap();
+    assert_eq!(d.discounted_returns, [1.0, 2.0, 1.5, 3.0]);
+    for (bad, reason) in [
+        (encode_f32(&[2, 1], &[1.0, 2.0]), "shape"),
+        (
+            encode_f32(&[2, 2], &[1.0, f32::NAN, 1.5, 3.0]),
+            "non_finite",
+        ),
+        (encode_f32(&[2, 2], &[1.0, 2e9, 1.5, 3.0]), "out_of_range"),
+    ] {
+        b.discounted_returns = Some(bad);
+        let r = decode_batch(&b, &scaled).unwrap_err();
+        assert!(
+            r.message.contains("`discounted_returns`") && r.reason == reason,
+            "{reason}: {} ({})",
+            r.message,
+            r.reason
+        );
+    }
+}
+
+/// A Nim batch (2 seats: K = 1 overlap row) of T = 2 moves in E = 2 envs:
+/// R = 3 step rows, 4 observation rows; env 1's game ends at row 1 and its
+/// next game starts with seat 0 again.
+fn game_batch() -> TrajectoryBatch {
+    let s = sebulba_core::env::env_spec("Nim-v0").unwrap();
+    let (r, e, d, n) = (3, 2, s.obs_dim, s.action_space.dim());
+    let mut b = valid_batch(&s, 2, 2, "a-0", 0, 3);
+    b.observations = Some(encode_f32(&[r + 1, e, d], &vec![0.0; (r + 1) * e * d]));
+    b.actions = Some(encode_i32(&[r, e], &vec![0; r * e]));
+    b.action_masks = Some(encode_u8(&[r, e, n], &vec![1; r * e * n]));
+    b.log_probs = Some(encode_f32(&[r, e], &vec![-1.0; r * e]));
+    b.rewards = Some(encode_f32(&[r, e], &[0.0, 0.0, 0.0, 1.0, 0.0, 0.0]));
+    b.terminated = Some(encode_u8(&[r, e], &[0, 0, 0, 1, 0, 0]));
+    b.truncated = Some(encode_u8(&[r, e], &[0; 6]));
+    // Row-major [row, env]: env 0 seats 0,1,0,1; env 1 seats 1,0 | 0,1.
+    b.player_ids = Some(encode_i32(&[r + 1, e], &[0, 1, 1, 0, 0, 0, 1, 1]));
+    b
+}
+
+#[test]
+fn a_game_batch_is_split_into_trained_rows_and_overlap() {
+    let s = sebulba_core::env::env_spec("Nim-v0").unwrap();
+    let d = decode_batch(&game_batch(), &expect(&s)).expect("valid");
+    let (t, e, od) = (2, 2, s.obs_dim);
+    assert_eq!(d.observations.len(), (t + 1) * e * od);
+    assert_eq!(d.rewards, [0.0, 0.0, 0.0, 1.0]);
+    assert_eq!(d.log_probs.len(), t * e);
+    assert_eq!(d.action_masks.as_ref().map(Vec::len), Some(t * e * 28));
+    let g = d.game.as_ref().expect("game rows");
+    assert_eq!(g.player_ids, [0, 1, 1, 0, 0, 0, 1, 1]);
+    assert_eq!(g.overlap_observations.len(), e * od);
+    assert_eq!(g.overlap_terminated, [0, 0]);
+    assert_eq!(g.all_terminated(&d.terminated), [0, 0, 0, 1, 0, 0, 0, 0]);
+}
+
+#[test]
+fn a_game_batch_breaking_the_turn_order_or_the_seats_is_refused() {
+    let s = sebulba_core::env::env_spec("Nim-v0").unwrap();
+    let refused = |b: TrajectoryBatch, field: &str| {
+        let err = decode_batch(&b, &expect(&s)).expect_err(field);
+        assert!(err.message.contains(field), "{field}: {}", err.message);
+    };
+    let mut b = game_batch();
+    b.player_ids = None;
+    refused(b, "`player_ids` is missing");
+    let mut b = game_batch();
+    // Env 0 moves twice in a row at rows 1-2 within one game.
+    b.player_ids = Some(encode_i32(&[4, 2], &[0, 1, 1, 0, 1, 0, 0, 1]));
+    refused(b, "seats move in turn");
+    let mut b = game_batch();
+    b.player_ids = Some(encode_i32(&[4, 2], &[0, 1, 1, 0, 0, 0, 1, 2]));
+    refused(b, "not a seat");
+    let mut b = game_batch();
+    b.player_ids = Some(encode_i32(&[3, 2], &[0; 6]));
+    refused(b, "player_ids");
+    let mut b = game_batch();
+    b.truncated = Some(encode_u8(&[3, 2], &[0, 0, 0, 0, 1, 0]));
+    b.final_observations = Some(encode_f32(&[1, 32], &[0.0; 32]));
+    refused(b, "never truncated");
+    let mut b = game_batch();
+    b.action_masks = None;
+    refused(b, "`action_masks` is missing");
+    // T rows only, as a one-player batch would have them.
+    refused(valid_batch(&s, 2, 2, "a-0", 0, 3), "observations");
+}
