@@ -4,9 +4,12 @@
 //! `best.safetensors`; each score is filed with the parameter server too.
 
 mod episodes;
+mod games;
 mod metrics;
+mod versions;
 
 pub use episodes::{EpisodeResults, play_episodes};
+pub use games::{MatchResult, Opponent, play_match, wilson_interval};
 use sebulba_core::files::write_atomic;
 use sebulba_core::policy::{InferencePolicy, network_from_wire};
 use sebulba_core::tensorboard::{self, MirroredLines};
@@ -89,6 +92,10 @@ impl Output {
     }
 }
 
+/// One evaluation. For a turn-based game, the `return_*` fields are the
+/// win/loss of the evaluated seat in the match against the greedy player
+/// (`return_mean` is that win rate: the number a run is ranked by, and
+/// `best.safetensors` follows), and `matches` has every match in full.
 #[derive(Debug, Clone, Serialize)]
 pub struct EvalLine {
     pub version: u64,
@@ -107,6 +114,9 @@ pub struct EvalLine {
     /// Envs replaced after they failed mid-episode (Python envs; absent when 0).
     #[serde(skip_serializing_if = "is_zero")]
     pub env_restarts: u64,
+    /// A game's matches: against random, greedy, and an earlier checkpoint.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub matches: Vec<MatchResult>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -172,6 +182,8 @@ struct Evaluator<'a> {
     client: ParameterServerClient<SecureChannel>,
     /// Kept across versions of the same network (reloaded in place).
     policy: Option<InferencePolicy>,
+    /// A game's earlier versions, the checkpoint opponents.
+    earlier: versions::Earlier,
     /// The run of the versions evaluated.
     run: String,
     last: Option<u64>,
@@ -191,6 +203,7 @@ impl<'a> Evaluator<'a> {
             out: None,
             client,
             policy: None,
+            earlier: Default::default(),
             run: String::new(),
             last: None,
             best: f64::NEG_INFINITY,
@@ -220,6 +233,7 @@ impl<'a> Evaluator<'a> {
         info!(run = %run_id, dir = %dir.display(), ?last, "following run");
         self.out = Some((out, dir));
         (self.run, self.last, self.best) = (run_id.to_string(), last, best);
+        self.earlier = Default::default();
         Ok(true)
     }
 
@@ -261,18 +275,33 @@ impl<'a> Evaluator<'a> {
         let t0 = Instant::now();
         let span = info_span!("evaluate", version = w.version, episodes);
         sebulba_transport::trace::set_parent_from_map(&span, &w.trace_context);
+        let game =
+            sebulba_core::env::env_spec_with(&w.env_id, &w.env_kwargs).is_ok_and(|s| s.is_game());
+        let earlier = if game {
+            self.earlier.opponent_for(w)?
+        } else {
+            None
+        };
         let (p, results) = tokio::task::spawn_blocking(move || {
             let _e = span.enter();
-            let r = play_episodes(&p, &env_id, &env_kwargs, episodes, seed);
+            let r = if game {
+                games::play_matches(&p, earlier.as_ref(), &env_id, &env_kwargs, episodes, seed)
+            } else {
+                play_episodes(&p, &env_id, &env_kwargs, episodes, seed).map(|r| (r, Vec::new()))
+            };
             (p, r)
         })
         .await
         .map_err(|e| EvaluatorError::Task(e.to_string()))?;
-        self.policy = Some(p);
-        let results = results.map_err(|e| EvaluatorError::BadWeights {
+        let bad = |e: episodes::PlayError| EvaluatorError::BadWeights {
             version: w.version,
             reason: e.to_string(),
-        })?;
+        };
+        let (results, matches) = results.map_err(bad)?;
+        if game {
+            self.earlier.keep(w.version, &w.safetensors);
+        }
+        self.policy = Some(p);
         self.last = Some(w.version);
         // The learner's training clock when it published this version (what
         // curves against wall time want); this evaluator's own clock only for
@@ -282,12 +311,9 @@ impl<'a> Evaluator<'a> {
         } else {
             self.started.elapsed().as_secs_f64()
         };
-        Ok(Some(EvalLine::new(
-            w,
-            &results,
-            t0.elapsed().as_secs_f64(),
-            wall,
-        )))
+        let mut line = EvalLine::new(w, &results, t0.elapsed().as_secs_f64(), wall);
+        line.matches = matches;
+        Ok(Some(line))
     }
 
     /// Writes the line to `eval.jsonl`, keeps the best weights, and files the
@@ -322,6 +348,7 @@ impl<'a> Evaluator<'a> {
             episodes: line.episodes as u32,
             r#final: line.r#final,
             run_id: w.run_id.clone(),
+            matches: line.matches.iter().map(MatchResult::to_wire).collect(),
         };
         metrics::evaluated(&line);
         let span = info_span!("report_eval", version = line.version);
@@ -351,6 +378,7 @@ impl EvalLine {
             eval_seconds,
             wall_seconds,
             env_restarts: results.env_restarts,
+            matches: Vec::new(),
         }
     }
 }

@@ -197,6 +197,7 @@ mod tests {
                     best: Some(crate::evals::Score {
                         version: 5,
                         return_mean: -150.5,
+                        matches: Vec::new(),
                     }),
                     latest: None,
                 },

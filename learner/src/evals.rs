@@ -14,15 +14,45 @@ use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 /// One evaluation: the version scored and its mean deterministic return.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Score {
     pub version: u64,
     pub return_mean: f64,
+    /// A game's evaluation matches (empty for other envs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub matches: Vec<MatchScore>,
+}
+
+/// One evaluation match of a game, as `summary.json` shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MatchScore {
+    pub opponent: String,
+    pub games: u32,
+    pub wins: u32,
+    pub win_rate: f64,
+    /// 95% Wilson interval of the win rate.
+    pub win_rate_low: f64,
+    pub win_rate_high: f64,
+    pub mean_score: f64,
+}
+
+impl From<&sebulba_proto::GameMatch> for MatchScore {
+    fn from(m: &sebulba_proto::GameMatch) -> Self {
+        Self {
+            opponent: m.opponent.clone(),
+            games: m.games,
+            wins: m.wins,
+            win_rate: f64::from(m.wins) / f64::from(m.games.max(1)),
+            win_rate_low: m.win_rate_low,
+            win_rate_high: m.win_rate_high,
+            mean_score: m.mean_score,
+        }
+    }
 }
 
 /// The best (highest mean return; the earlier version on a tie) and the
 /// newest (highest version) evaluation seen.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Scores {
     pub best: Option<Score>,
     pub latest: Option<Score>,
@@ -39,27 +69,27 @@ impl Scores {
             s.return_mean > old.return_mean
                 || (s.return_mean == old.return_mean && s.version < old.version)
         };
-        if self.best.as_ref().is_none_or(better) {
-            self.best = Some(s);
-        }
-        if self
+        let newest = self
             .latest
             .as_ref()
-            .is_none_or(|old| s.version >= old.version)
-        {
+            .is_none_or(|old| s.version >= old.version);
+        if self.best.as_ref().is_none_or(better) {
+            self.best = Some(s.clone());
+        }
+        if newest {
             self.latest = Some(s);
         }
     }
 
     /// The evaluation of `version`, when it is the newest seen.
     pub fn of_version(&self, version: u64) -> Option<Score> {
-        self.latest.filter(|s| s.version == version)
+        self.latest.clone().filter(|s| s.version == version)
     }
 
     /// Mirrors the latest and best evaluation in the live metrics.
     pub fn export(&self) {
         let s = self;
-        for (which, score) in [("latest", s.latest), ("best", s.best)] {
+        for (which, score) in [("latest", &s.latest), ("best", &s.best)] {
             if let Some(score) = score {
                 gauge!("sebulba_learner_eval_return_mean", "which" => which).set(score.return_mean);
                 gauge!("sebulba_learner_eval_version", "which" => which).set(score.version as f64);
@@ -80,6 +110,7 @@ impl EvalBook {
             scores.record(Score {
                 version: r.version,
                 return_mean: r.return_mean,
+                matches: r.matches.iter().map(MatchScore::from).collect(),
             });
         }
         scores.export();
@@ -134,13 +165,13 @@ impl EvalBook {
     }
 
     pub fn scores(&self) -> Scores {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Starts from the scores a checkpoint saved (a resumed run).
     pub fn restore(&self, saved: Scores) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = saved;
         saved.export();
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = saved;
     }
 }
 
@@ -160,6 +191,7 @@ mod tests {
         Some(Score {
             version,
             return_mean,
+            matches: Vec::new(),
         })
     }
 

@@ -143,7 +143,7 @@ fn restore(shared: &Shared, resume: Option<&Checkpoint>) -> RunClock {
     match resume {
         Some(ck) => {
             shared.accounting.restore(&ck.meta.accounting);
-            shared.evals.restore(ck.meta.evals);
+            shared.evals.restore(ck.meta.evals.clone());
             RunClock::new(ck.meta.wall_seconds, ck.meta.segments.saturating_add(1))
         }
         None => RunClock::new(0.0, 1),
@@ -333,10 +333,9 @@ fn summarize(outcome: &LoopOutcome, clock: RunClock, shared: &Shared) -> Summary
     let cfg = &shared.config;
     let wall = clock.wall_seconds();
     let scores = shared.evals.scores();
-    let final_eval = scores
-        .of_version(outcome.final_version)
-        .map(|s| s.return_mean);
-    let (best, latest) = (scores.best, scores.latest);
+    let final_score = scores.of_version(outcome.final_version);
+    let final_eval = final_score.as_ref().map(|s| s.return_mean);
+    let (best, latest) = (scores.best.as_ref(), scores.latest.as_ref());
     let (batches, batches_per_actor) = shared.accounting.snapshot();
     Summary {
         run_id: shared.run_id.clone(),
@@ -352,6 +351,8 @@ fn summarize(outcome: &LoopOutcome, clock: RunClock, shared: &Shared) -> Summary
         final_eval_return_mean: final_eval,
         best_eval_return_mean: best.map(|r| r.return_mean),
         best_eval_version: best.map(|r| r.version),
+        final_eval_matches: final_score.map(|s| s.matches).unwrap_or_default(),
+        best_eval_matches: best.map(|s| s.matches.clone()).unwrap_or_default(),
         latest_eval_return_mean: latest.map(|r| r.return_mean),
         latest_eval_version: latest.map(|r| r.version),
         batches,

@@ -24,6 +24,12 @@ pub struct Summary {
     pub final_eval_return_mean: Option<f64>,
     pub best_eval_return_mean: Option<f64>,
     pub best_eval_version: Option<u64>,
+    /// A game's evaluation matches of the final and the best version (win
+    /// rates with 95% intervals, mean scores); absent for other envs.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub final_eval_matches: Vec<crate::evals::MatchScore>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub best_eval_matches: Vec<crate::evals::MatchScore>,
     /// The newest evaluation filed, whether or not the run completed.
     pub latest_eval_return_mean: Option<f64>,
     pub latest_eval_version: Option<u64>,

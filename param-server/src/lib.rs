@@ -125,6 +125,10 @@ impl ParameterServer for Service {
                 "fields `return_mean`/`return_std`: must be finite",
             ));
         }
+        if let Err(reason) = check_matches(&r.matches) {
+            metrics::reported(None);
+            return Err(Status::invalid_argument(reason));
+        }
         let return_mean = r.return_mean;
         self.store
             .report(r)
@@ -184,6 +188,36 @@ pub async fn run(
     sebulba_transport::grpc::serve_until(server, shutdown)
         .await
         .map_err(|e| ParamServerError::Transport(e.to_string()))
+}
+
+/// A game report's matches: few, named briefly, counts and rates that
+/// hold together.
+fn check_matches(matches: &[sebulba_proto::GameMatch]) -> Result<(), String> {
+    if matches.len() > 8 {
+        return Err(format!(
+            "field `matches`: {} entries, at most 8",
+            matches.len()
+        ));
+    }
+    for (i, m) in matches.iter().enumerate() {
+        let rate = |x: f64| x.is_finite() && (0.0..=1.0).contains(&x);
+        let bad = if m.opponent.len() > 64 {
+            "`opponent` is over 64 bytes"
+        } else if m.wins > m.games {
+            "`wins` is more than `games`"
+        } else if !rate(m.win_rate_low)
+            || !rate(m.win_rate_high)
+            || m.win_rate_low > m.win_rate_high
+        {
+            "`win_rate_low`/`win_rate_high` must be an interval within [0, 1]"
+        } else if !m.mean_score.is_finite() {
+            "`mean_score` must be finite"
+        } else {
+            continue;
+        };
+        return Err(format!("field `matches[{i}]`: {bad}"));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -417,5 +451,66 @@ mod tests {
         }
         assert_eq!(read, (500..total).collect::<Vec<_>>());
         assert_eq!(pages, MAX_EVAL_REPORTS.div_ceil(MAX_LISTED_REPORTS));
+    }
+
+    #[tokio::test]
+    async fn a_games_matches_are_checked_field_by_field() {
+        let svc = Service {
+            store: Arc::new(Store::default()),
+            gate: Gate::default(),
+        };
+        svc.publish(Request::new(w(0))).await.unwrap();
+        let good = sebulba_proto::GameMatch {
+            opponent: "greedy".into(),
+            games: 10,
+            wins: 4,
+            win_rate_low: 0.17,
+            win_rate_high: 0.69,
+            mean_score: -1.5,
+        };
+        let broken = [
+            sebulba_proto::GameMatch {
+                wins: 11,
+                ..good.clone()
+            },
+            sebulba_proto::GameMatch {
+                win_rate_high: f64::NAN,
+                ..good.clone()
+            },
+            sebulba_proto::GameMatch {
+                win_rate_low: 0.8,
+                ..good.clone()
+            },
+            sebulba_proto::GameMatch {
+                mean_score: f64::INFINITY,
+                ..good.clone()
+            },
+            sebulba_proto::GameMatch {
+                opponent: "x".repeat(65),
+                ..good.clone()
+            },
+        ];
+        for (i, m) in broken.into_iter().enumerate() {
+            let r = EvalReport {
+                version: 4,
+                run_id: "run-a".into(),
+                matches: vec![good.clone(), m],
+                ..Default::default()
+            };
+            let e = svc.report_eval(Request::new(r)).await.unwrap_err();
+            assert_eq!(e.code(), tonic::Code::InvalidArgument, "case {i}");
+            assert!(
+                e.message().contains("matches[1]"),
+                "case {i}: {}",
+                e.message()
+            );
+        }
+        let nine = EvalReport {
+            version: 4,
+            run_id: "run-a".into(),
+            matches: vec![good.clone(); 9],
+            ..Default::default()
+        };
+        assert!(svc.report_eval(Request::new(nine)).await.is_err());
     }
 }

@@ -1,0 +1,251 @@
+//! Scoring a version of a turn-based game: it plays `games` games against
+//! each fixed opponent, the opponent's policy in every other seat: uniformly
+//! random legal moves, the game's rule-based player (`TurnGame::rule_move`,
+//! documented per game), and an earlier checkpoint of the run. Game `i` of a
+//! match is dealt from the evaluation seed at table `i`, so every version
+//! and every opponent meets the same deals, and the evaluated seat is
+//! `i mod P`, so no seat's advantage (Big Two's lead, Nim's first move)
+//! favours it. The version plays greedily (the most probable legal move), as
+//! the earlier checkpoint does.
+
+use crate::episodes::{EpisodeResults, PlayError};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use sebulba_core::distribution::argmax;
+use sebulba_core::env::{ActionBatch, VectorEnv, game_normaliser};
+use sebulba_core::games::GameVecEnv;
+use sebulba_core::policy::InferencePolicy;
+use serde::{Deserialize, Serialize};
+
+/// Who sits in the other seats.
+#[derive(Clone, Copy)]
+pub enum Opponent<'a> {
+    Random,
+    Greedy,
+    /// An earlier version of the run (its version number, its policy).
+    Checkpoint(u64, &'a InferencePolicy),
+}
+
+impl Opponent<'_> {
+    fn name(&self) -> String {
+        match self {
+            Opponent::Random => "random".into(),
+            Opponent::Greedy => "greedy".into(),
+            Opponent::Checkpoint(v, _) => format!("checkpoint-{v}"),
+        }
+    }
+}
+
+/// One match's result, as `eval.jsonl` and `summary.json` carry it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MatchResult {
+    /// `random`, `greedy` or `checkpoint-<version>`.
+    pub opponent: String,
+    pub games: usize,
+    pub wins: usize,
+    pub win_rate: f64,
+    /// Wilson score interval of the win rate, 95%.
+    pub win_rate_low: f64,
+    pub win_rate_high: f64,
+    /// The evaluated seat's score per game, in the game's own units (Big
+    /// Two: cards; not divided by the training normaliser).
+    pub mean_score: f64,
+    /// Moves per game, all seats.
+    pub length_mean: f64,
+}
+
+impl MatchResult {
+    /// As an `EvalReport` carries it.
+    pub fn to_wire(&self) -> sebulba_proto::GameMatch {
+        let clamp = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        sebulba_proto::GameMatch {
+            opponent: self.opponent.clone(),
+            games: clamp(self.games),
+            wins: clamp(self.wins),
+            win_rate_low: self.win_rate_low,
+            win_rate_high: self.win_rate_high,
+            mean_score: self.mean_score,
+        }
+    }
+}
+
+/// The 95% Wilson score interval of `wins` in `n` trials: unlike the
+/// normal approximation it stays inside [0, 1] and is sound near 0 and 1.
+pub fn wilson_interval(wins: usize, n: usize) -> (f64, f64) {
+    if n == 0 {
+        return (0.0, 1.0);
+    }
+    let (z, n) = (1.959_963_984_540_054_f64, n as f64);
+    let p = wins as f64 / n;
+    let denom = 1.0 + z * z / n;
+    let centre = (p + z * z / (2.0 * n)) / denom;
+    let half = z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt() / denom;
+    ((centre - half).max(0.0), (centre + half).min(1.0))
+}
+
+/// The matches of one evaluation: against random, greedy and (when there is
+/// one) the earlier checkpoint; with the greedy match's games as episodes
+/// (return 1 for a win, 0 otherwise) for the evaluation's `return_*` fields.
+pub fn play_matches(
+    policy: &InferencePolicy,
+    earlier: Option<&(u64, InferencePolicy)>,
+    env_id: &str,
+    env_kwargs: &str,
+    games: usize,
+    seed: u64,
+) -> Result<(EpisodeResults, Vec<MatchResult>), PlayError> {
+    let mut opponents = vec![Opponent::Random, Opponent::Greedy];
+    if let Some((v, p)) = earlier {
+        opponents.push(Opponent::Checkpoint(*v, p));
+    }
+    let mut results = Vec::new();
+    let mut episodes = EpisodeResults::default();
+    for o in opponents {
+        let (m, played) = play_match(policy, o, env_id, env_kwargs, games, seed)?;
+        if matches!(o, Opponent::Greedy) {
+            episodes.returns = played
+                .iter()
+                .map(|(s, _)| f64::from(u8::from(*s > 0.0)))
+                .collect();
+            episodes.lengths = played.iter().map(|&(_, l)| l).collect();
+        }
+        results.push(m);
+    }
+    Ok((episodes, results))
+}
+
+/// Plays `games` games of `env_id` between `policy` (one seat) and
+/// `opponent` (the others); see the module docs. Returns the match and
+/// each game's (score, length).
+pub fn play_match(
+    policy: &InferencePolicy,
+    opponent: Opponent<'_>,
+    env_id: &str,
+    env_kwargs: &str,
+    games: usize,
+    seed: u64,
+) -> Result<(MatchResult, Vec<(f64, u32)>), PlayError> {
+    let normaliser = game_normaliser(env_id, env_kwargs)?;
+    let mut venv = GameVecEnv::new(env_id, games, seed, normaliser)?;
+    let spec = venv.spec().clone();
+    let (p, d, n) = (spec.players, spec.obs_dim, spec.action_space.dim());
+    let mut obs = vec![0.0f32; games * d];
+    venv.reset(&mut obs)?;
+    let mut out = venv.new_step_out();
+    let (mut movers, mut masks) = (vec![0u8; games], vec![0u8; games * n]);
+    let mut actions = vec![0u32; games];
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x0BB0_4E47);
+    let mut results: Vec<Option<(f64, u32)>> = vec![None; games];
+    let mut remaining = games;
+    while remaining > 0 {
+        venv.to_move(&mut movers);
+        venv.action_masks(&mut masks);
+        let ours: Vec<usize> = (0..games)
+            .filter(|&i| results[i].is_none() && usize::from(movers[i]) == i % p)
+            .collect();
+        greedy_moves(policy, &ours, &obs, &masks, d, n, &mut actions);
+        let theirs: Vec<usize> = (0..games)
+            .filter(|&i| results[i].is_some() || usize::from(movers[i]) != i % p)
+            .collect();
+        match opponent {
+            Opponent::Checkpoint(_, earlier) => {
+                greedy_moves(earlier, &theirs, &obs, &masks, d, n, &mut actions);
+            }
+            Opponent::Greedy => {
+                for &i in &theirs {
+                    actions[i] = venv.games()[i].rule_move() as u32;
+                }
+            }
+            Opponent::Random => {
+                for &i in &theirs {
+                    actions[i] = random_legal(&masks[i * n..(i + 1) * n], &mut rng);
+                }
+            }
+        }
+        venv.step(ActionBatch::Discrete(&actions), &mut out)?;
+        obs.copy_from_slice(&out.obs);
+        for ep in &out.episodes {
+            let i = ep.env_index;
+            if results[i].is_none() {
+                let score = f64::from(out.scores[i * p + i % p]) * normaliser;
+                results[i] = Some((score, ep.length));
+                remaining -= 1;
+            }
+        }
+    }
+    let played: Vec<(f64, u32)> = results.into_iter().flatten().collect();
+    Ok((summarise(opponent.name(), &played), played))
+}
+
+/// Each listed table's most probable legal move under `policy`, in one
+/// batched forward pass.
+fn greedy_moves(
+    policy: &InferencePolicy,
+    tables: &[usize],
+    obs: &[f32],
+    masks: &[u8],
+    d: usize,
+    n: usize,
+    actions: &mut [u32],
+) {
+    if tables.is_empty() {
+        return;
+    }
+    let rows: Vec<f32> = tables
+        .iter()
+        .flat_map(|&i| obs[i * d..(i + 1) * d].iter().copied())
+        .collect();
+    let head = policy.head(&rows, tables.len());
+    for (k, &i) in tables.iter().enumerate() {
+        let valid = &masks[i * n..(i + 1) * n];
+        actions[i] = argmax(&head[k * n..(k + 1) * n], Some(valid)) as u32;
+    }
+}
+
+fn random_legal(mask: &[u8], rng: &mut StdRng) -> u32 {
+    let legal = mask.iter().filter(|&&m| m != 0).count().max(1);
+    let pick = rng.random_range(0..legal);
+    mask.iter()
+        .enumerate()
+        .filter(|&(_, &m)| m != 0)
+        .nth(pick)
+        .map_or(0, |(a, _)| a as u32)
+}
+
+fn summarise(opponent: String, played: &[(f64, u32)]) -> MatchResult {
+    let games = played.len();
+    // A game's winner is the one seat with a positive score (zero-sum).
+    let wins = played.iter().filter(|(s, _)| *s > 0.0).count();
+    let (low, high) = wilson_interval(wins, games);
+    let g = games.max(1) as f64;
+    MatchResult {
+        opponent,
+        games,
+        wins,
+        win_rate: wins as f64 / g,
+        win_rate_low: low,
+        win_rate_high: high,
+        mean_score: played.iter().map(|(s, _)| s).sum::<f64>() / g,
+        length_mean: played.iter().map(|&(_, l)| f64::from(l)).sum::<f64>() / g,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wilson_intervals_of_hand_worked_counts() {
+        // 50 of 100: p = .5, z^2/n = .0384; centre .5, half
+        // 1.96 * sqrt(.0025 + .0000960) / 1.0384 = .0962: [.4038, .5962].
+        let (lo, hi) = wilson_interval(50, 100);
+        assert!(
+            (lo - 0.4038).abs() < 1e-3 && (hi - 0.5962).abs() < 1e-3,
+            "{lo} {hi}"
+        );
+        // 0 of 10: [0, z^2/(n + z^2)] = [0, .2775].
+        let (lo, hi) = wilson_interval(0, 10);
+        assert!(lo == 0.0 && (hi - 0.2775).abs() < 1e-3, "{lo} {hi}");
+        assert_eq!(wilson_interval(0, 0), (0.0, 1.0));
+    }
+}
