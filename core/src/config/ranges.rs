@@ -294,9 +294,9 @@ mod tests {
 
     #[test]
     fn every_preset_is_inside_the_ranges() {
-        for id in crate::env::ENV_IDS {
+        for id in [crate::env::ENV_IDS, crate::env::games::GAME_IDS].concat() {
             let c = RunConfig::preset(id).expect("preset");
-            check(&c).unwrap_or_else(|e| panic!("{id}: {e}"));
+            c.validate().unwrap_or_else(|e| panic!("{id}: {e}"));
         }
     }
 }

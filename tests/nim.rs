@@ -1,0 +1,110 @@
+//! Self-play on a game whose optimal strategy is known, through the user's
+//! path: `sebulba local --env Nim-v0` trains two seats sharing one network
+//! (per-player GAE over the batch overlap, legal-move masks, end-of-game
+//! scores credited to each player's last move). The learned policy, played
+//! greedily, must pick one of Bouton's winning moves (leave nim-sum 0) in
+//! most positions that have one: a broken turn order, credit or bootstrap
+//! leaves it near the chance rate.
+
+mod common;
+use common::*;
+use sebulba_core::config::RunConfig;
+use sebulba_core::devices::DeviceKind;
+use sebulba_core::env::env_spec;
+use sebulba_core::games::TurnGame;
+use sebulba_core::games::nim::{ACTIONS, Nim, START};
+use sebulba_core::policy::InferencePolicy;
+
+/// Every position of the board (heaps up to 1, 3, 5, 7) with a winning move: (the game, Bouton's moves, legal moves).
+fn winnable_positions() -> Vec<(Nim, Vec<usize>, usize)> {
+    let mut out = Vec::new();
+    for a in 0..=START[0] {
+        for b in 0..=START[1] {
+            for c in 0..=START[2] {
+                for d in 0..=START[3] {
+                    let g = Nim::new([a, b, c, d]);
+                    let wins = g.winning_moves();
+                    if !wins.is_empty() {
+                        let legal = usize::from(a + b + c + d);
+                        out.push((g, wins, legal));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn self_play_learns_bouton_moves_in_nim() {
+    let run = run_local("local-nim", &["--env", "Nim-v0", "--seed", "1"]);
+    let summary = read_json(&run.join("summary.json"));
+    assert_accounted(&summary);
+
+    let config = RunConfig::resolve(None, Some(&run.join("config.toml")), &[]).expect("config");
+    let spec = env_spec("Nim-v0").expect("spec");
+    let mut policy = InferencePolicy::new(&spec, &config.network, DeviceKind::Cpu).expect("policy");
+    let weights = std::fs::read(run.join("final.safetensors")).expect("final weights");
+    policy.load(1, weights).expect("load");
+
+    let positions = winnable_positions();
+    let d = spec.obs_dim;
+    let mut obs = vec![0.0f32; positions.len() * d];
+    for ((g, _, _), o) in positions.iter().zip(obs.chunks_exact_mut(d)) {
+        g.observe(0, o);
+    }
+    let logits = policy.head(&obs, positions.len());
+    let (mut optimal, mut chance) = (0usize, 0.0f64);
+    let mut mask = vec![false; ACTIONS];
+    for ((g, wins, legal), l) in positions.iter().zip(logits.chunks_exact(ACTIONS)) {
+        g.legal_mask(&mut mask);
+        let best = (0..ACTIONS)
+            .filter(|&a| mask[a])
+            .max_by(|&x, &y| l[x].total_cmp(&l[y]))
+            .expect("a legal move");
+        optimal += usize::from(wins.contains(&best));
+        chance += wins.len() as f64 / *legal as f64;
+    }
+    let n = positions.len();
+    let rate = optimal as f64 / n as f64;
+    eprintln!(
+        "greedy policy: a winning move in {optimal}/{n} positions ({:.1}%); uniform random: {:.1}%",
+        100.0 * rate,
+        100.0 * chance / n as f64
+    );
+    // Seeds 1-3 of the preset: 86-87%.
+    assert!(rate >= 0.7, "only {:.1}% optimal", 100.0 * rate);
+
+    // The evaluator's matches: 1,000 games against each opponent, win rates
+    // with 95% intervals, in eval.jsonl and summary.json.
+    let evals = read_jsonl(&run.join("eval.jsonl"));
+    let last = evals.last().expect("evaluations");
+    assert_eq!(last["final"], true);
+    let matches = last["matches"].as_array().expect("matches");
+    let names: Vec<&str> = matches
+        .iter()
+        .filter_map(|m| m["opponent"].as_str())
+        .collect();
+    assert_eq!(names[..2], ["random", "greedy"], "{names:?}");
+    assert!(names[2].starts_with("checkpoint-"), "{names:?}");
+    for m in matches {
+        assert_eq!(m["games"], 1000, "{m}");
+        let (lo, rate, hi) = (
+            m["win_rate_low"].as_f64().expect("low"),
+            m["win_rate"].as_f64().expect("rate"),
+            m["win_rate_high"].as_f64().expect("high"),
+        );
+        assert!(lo <= rate && rate <= hi && hi - lo < 0.07, "{m}");
+    }
+    let vs_random = matches[0]["win_rate"].as_f64().expect("rate");
+    assert!(vs_random >= 0.75, "{vs_random} against random");
+    assert_eq!(
+        last["return_mean"], matches[1]["win_rate"],
+        "ranked by the greedy match"
+    );
+    assert_eq!(
+        summary["final_eval_matches"].as_array().map(Vec::len),
+        Some(3),
+        "{summary}"
+    );
+}
