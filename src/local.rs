@@ -114,9 +114,9 @@ fn spawn_roles(
         let opts = sebulba_evaluator::EvaluatorOptions {
             param_server: p.ps_url.to_string(),
             output: sebulba_evaluator::Output::Dir(run_dir.to_path_buf()),
-            interval: config.eval.interval,
-            episodes: config.eval.episodes,
-            final_episodes: config.eval.final_episodes,
+            interval: Some(config.eval.interval),
+            episodes: Some(config.eval.episodes),
+            final_episodes: Some(config.eval.final_episodes),
             seed: config.run.seed,
             device: sebulba_core::devices::DeviceKind::Cpu,
             security: p.security.clone(),

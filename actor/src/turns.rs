@@ -21,6 +21,8 @@ pub(crate) struct Turns {
     /// The first row of each env's current game in the buffer (0 when it
     /// began before the buffer's first row).
     game_start: Vec<usize>,
+    /// The env's answer to `to_move`, reused step to step.
+    scratch: Vec<u8>,
 }
 
 impl Turns {
@@ -34,15 +36,15 @@ impl Turns {
             e_len,
             ids: vec![0; (rows + 1) * e_len],
             game_start: vec![0; e_len],
+            scratch: probe.clone(),
         })
     }
 
     /// Notes who moves at observation row `t`.
     pub(crate) fn record_movers(&mut self, t: usize, venv: &dyn VectorEnv) {
         let e = self.e_len;
-        let mut ids = vec![0u8; e];
-        venv.to_move(&mut ids);
-        for (slot, id) in self.ids[t * e..(t + 1) * e].iter_mut().zip(ids) {
+        venv.to_move(&mut self.scratch);
+        for (slot, &id) in self.ids[t * e..(t + 1) * e].iter_mut().zip(&self.scratch) {
             *slot = i32::from(id);
         }
     }
@@ -108,6 +110,7 @@ mod tests {
             e_len: 1,
             ids: ids.to_vec(),
             game_start: vec![0],
+            scratch: vec![0],
         }
     }
 

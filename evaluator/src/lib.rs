@@ -41,17 +41,62 @@ pub struct EvaluatorOptions {
     pub param_server: String,
     /// Where `eval.jsonl` and `best.safetensors` go.
     pub output: Output,
-    /// Evaluate when the version is at least this many past the last evaluated one.
-    pub interval: u64,
-    pub episodes: usize,
+    /// Evaluate when the version is at least this many past the last
+    /// evaluated one (`None`: [`Schedule::default_for`] the run's env).
+    pub interval: Option<u64>,
+    /// Episodes (a game: games per match) per evaluation.
+    pub episodes: Option<usize>,
     /// Episodes for the run's final version.
-    pub final_episodes: usize,
+    pub final_episodes: Option<usize>,
     /// The run seed; evaluation envs use `eval_seed(seed)`, the same start states for every version.
     pub seed: u64,
     /// Inference device (`cpu`, or `cuda:N` with the `cuda` feature).
     pub device: sebulba_core::devices::DeviceKind,
     /// The read-only token is sent on every call; TLS when a CA is given.
     pub security: Security,
+}
+
+/// How often and how long an evaluator scores a run's versions.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Schedule {
+    pub interval: u64,
+    pub episodes: usize,
+    pub final_episodes: usize,
+}
+
+impl Schedule {
+    /// What an evaluator started without the run's settings uses: a
+    /// turn-based game plays matches of 1,000 games every 100 versions
+    /// (narrow win-rate intervals); anything else 10 episodes every 10
+    /// versions, 100 for the final one.
+    pub fn default_for(env_id: &str) -> Self {
+        if sebulba_core::env::games::GAME_IDS.contains(&env_id) {
+            Self {
+                interval: 100,
+                episodes: 1000,
+                final_episodes: 1000,
+            }
+        } else {
+            Self {
+                interval: 10,
+                episodes: 10,
+                final_episodes: 100,
+            }
+        }
+    }
+}
+
+impl EvaluatorOptions {
+    /// The schedule for a run of `env_id`: the options given, the env's
+    /// defaults for the rest.
+    pub fn schedule(&self, env_id: &str) -> Schedule {
+        let d = Schedule::default_for(env_id);
+        Schedule {
+            interval: self.interval.unwrap_or(d.interval),
+            episodes: self.episodes.unwrap_or(d.episodes),
+            final_episodes: self.final_episodes.unwrap_or(d.final_episodes),
+        }
+    }
 }
 
 /// The newest version and the best return in an `eval.jsonl` (none, and
@@ -156,7 +201,8 @@ pub async fn run(
         if w.run_id != ev.run && !ev.follow_run(&w.run_id)? {
             continue;
         }
-        let due = w.r#final || ev.last.is_none_or(|l| w.version >= l + opts.interval);
+        let interval = opts.schedule(&w.env_id).interval;
+        let due = w.r#final || ev.last.is_none_or(|l| w.version >= l + interval);
         if !due || ev.last == Some(w.version) {
             continue;
         }
@@ -265,10 +311,11 @@ impl<'a> Evaluator<'a> {
             self.policy = Some(p);
             return Ok(None);
         }
+        let schedule = self.opts.schedule(&w.env_id);
         let episodes = if w.r#final {
-            self.opts.final_episodes
+            schedule.final_episodes
         } else {
-            self.opts.episodes
+            schedule.episodes
         };
         let seed = sebulba_core::config::eval_seed(self.opts.seed);
         let (env_id, env_kwargs) = (w.env_id.clone(), w.env_kwargs.clone());
@@ -405,5 +452,35 @@ async fn report_eval(
             _ = tokio::time::sleep(Duration::from_millis(250)) => {}
             _ = shutdown.cancelled() => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_games_schedule_defaults_to_matches_of_a_thousand_games_and_options_win() {
+        let opts = |episodes| EvaluatorOptions {
+            param_server: String::new(),
+            output: Output::Dir(PathBuf::new()),
+            interval: None,
+            episodes,
+            final_episodes: None,
+            seed: 1,
+            device: sebulba_core::devices::DeviceKind::Cpu,
+            security: Security::default(),
+        };
+        let game = opts(None).schedule("BigTwo-v0");
+        assert_eq!(
+            (game.interval, game.episodes, game.final_episodes),
+            (100, 1000, 1000)
+        );
+        let other = opts(None).schedule("CartPole-v1");
+        assert_eq!(
+            (other.interval, other.episodes, other.final_episodes),
+            (10, 10, 100)
+        );
+        assert_eq!(opts(Some(3)).schedule("Nim-v0").episodes, 3);
     }
 }

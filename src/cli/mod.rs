@@ -405,14 +405,17 @@ pub struct EvaluatorArgs {
     #[arg(long, env = "SEBULBA_RUNS_ROOT", conflicts_with = "run_dir")]
     pub runs_root: Option<PathBuf>,
     /// Evaluate every this many versions (the final version always).
-    #[arg(long, env = "SEBULBA_EVAL_INTERVAL", default_value_t = 10, value_parser = within::<u64>("eval.interval"))]
-    pub interval: u64,
-    /// Deterministic episodes per evaluation.
-    #[arg(long, env = "SEBULBA_EVAL_EPISODES", default_value_t = 10, value_parser = within::<usize>("eval.episodes"))]
-    pub episodes: usize,
-    /// Deterministic episodes for the run's final version.
-    #[arg(long, env = "SEBULBA_EVAL_FINAL_EPISODES", default_value_t = 100, value_parser = within::<usize>("eval.final_episodes"))]
-    pub final_episodes: usize,
+    /// Default 10; 100 for a turn-based game.
+    #[arg(long, env = "SEBULBA_EVAL_INTERVAL", value_parser = within::<u64>("eval.interval"))]
+    pub interval: Option<u64>,
+    /// Deterministic episodes per evaluation (a game: games against each
+    /// opponent). Default 10; 1,000 for a turn-based game.
+    #[arg(long, env = "SEBULBA_EVAL_EPISODES", value_parser = within::<usize>("eval.episodes"))]
+    pub episodes: Option<usize>,
+    /// Deterministic episodes for the run's final version. Default 100;
+    /// 1,000 for a turn-based game.
+    #[arg(long, env = "SEBULBA_EVAL_FINAL_EPISODES", value_parser = within::<usize>("eval.final_episodes"))]
+    pub final_episodes: Option<usize>,
     /// The run seed (evaluation envs derive theirs from it).
     #[arg(long, env = "SEBULBA_SEED", default_value_t = 1)]
     pub seed: u64,
