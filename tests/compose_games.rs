@@ -12,7 +12,6 @@ mod common;
 use common::compose::*;
 use common::*;
 use std::path::Path;
-use std::process::Command;
 use std::time::Instant;
 
 #[test]
@@ -39,22 +38,7 @@ fn compose_cluster_trains_big_two() {
         ],
     };
     run(&mut cluster.cmd(&["up", "-d", "--scale", "actor=2"]));
-    let learner = cluster.containers("learner").pop().expect("a learner");
-    let code = stdout(Command::new("docker").args(["wait", &learner]));
-    assert_eq!(
-        code,
-        "0",
-        "learner exit code; log:\n{}",
-        cluster.logs("learner")
-    );
-    let run_id = logged_run_id(&cluster.logs("learner"));
-    copy_out(
-        &learner,
-        &format!("/runs/{run_id}/summary.json"),
-        &dir.join("summary.json"),
-    );
-    let summary = read_json(&dir.join("summary.json"));
-    eprintln!("summary: {summary:#}");
+    let summary = cluster.finished_summary(&dir);
     assert_eq!(summary["env_id"], "BigTwo-v0");
     assert!(summary["env_steps"].as_u64().expect("env_steps") >= 16_384);
     assert_accounted(&summary);

@@ -13,7 +13,6 @@ mod common;
 use common::compose::*;
 use common::*;
 use std::path::Path;
-use std::process::Command;
 use std::time::Instant;
 
 #[test]
@@ -46,23 +45,7 @@ fn compose_cluster_trains_a_gymnasium_env() {
         ],
     };
     run(&mut cluster.cmd(&["up", "-d", "--scale", "actor=2"]));
-    let learner = cluster.containers("learner").pop().expect("a learner");
-    let code = stdout(Command::new("docker").args(["wait", &learner]));
-    assert_eq!(
-        code,
-        "0",
-        "learner exit code; log:\n{}",
-        cluster.logs("learner")
-    );
-    let log = cluster.logs("learner");
-    let run_id = logged_run_id(&log);
-    copy_out(
-        &learner,
-        &format!("/runs/{run_id}/summary.json"),
-        &dir.join("summary.json"),
-    );
-    let summary = read_json(&dir.join("summary.json"));
-    eprintln!("summary: {summary:#}");
+    let summary = cluster.finished_summary(&dir);
     assert_eq!(summary["env_id"], "gym:CartPole-v1");
     assert!(summary["env_steps"].as_u64().expect("env_steps") >= 150_000);
     assert_accounted(&summary);

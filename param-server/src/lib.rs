@@ -125,10 +125,6 @@ impl ParameterServer for Service {
                 "fields `return_mean`/`return_std`: must be finite",
             ));
         }
-        if let Err(reason) = check_matches(&r.matches) {
-            metrics::reported(None);
-            return Err(Status::invalid_argument(reason));
-        }
         let return_mean = r.return_mean;
         self.store
             .report(r)
@@ -188,36 +184,6 @@ pub async fn run(
     sebulba_transport::grpc::serve_until(server, shutdown)
         .await
         .map_err(|e| ParamServerError::Transport(e.to_string()))
-}
-
-/// A game report's matches: few, named briefly, counts and rates that
-/// hold together.
-fn check_matches(matches: &[sebulba_proto::GameMatch]) -> Result<(), String> {
-    if matches.len() > 8 {
-        return Err(format!(
-            "field `matches`: {} entries, at most 8",
-            matches.len()
-        ));
-    }
-    for (i, m) in matches.iter().enumerate() {
-        let rate = |x: f64| x.is_finite() && (0.0..=1.0).contains(&x);
-        let bad = if m.opponent.len() > 64 {
-            "`opponent` is over 64 bytes"
-        } else if m.wins > m.games {
-            "`wins` is more than `games`"
-        } else if !rate(m.win_rate_low)
-            || !rate(m.win_rate_high)
-            || m.win_rate_low > m.win_rate_high
-        {
-            "`win_rate_low`/`win_rate_high` must be an interval within [0, 1]"
-        } else if !m.mean_score.is_finite() {
-            "`mean_score` must be finite"
-        } else {
-            continue;
-        };
-        return Err(format!("field `matches[{i}]`: {bad}"));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -56,6 +56,36 @@ fn check_weights(bytes: &[u8]) -> Result<(), Status> {
     Ok(())
 }
 
+/// A game report's matches: few, named briefly, counts and rates that
+/// hold together.
+fn check_matches(matches: &[sebulba_proto::GameMatch]) -> Result<(), String> {
+    if matches.len() > 8 {
+        return Err(format!(
+            "field `matches`: {} entries, at most 8",
+            matches.len()
+        ));
+    }
+    for (i, m) in matches.iter().enumerate() {
+        let rate = |x: f64| x.is_finite() && (0.0..=1.0).contains(&x);
+        let bad = if m.opponent.len() > 64 {
+            "`opponent` is over 64 bytes"
+        } else if m.wins > m.games {
+            "`wins` is more than `games`"
+        } else if !rate(m.win_rate_low)
+            || !rate(m.win_rate_high)
+            || m.win_rate_low > m.win_rate_high
+        {
+            "`win_rate_low`/`win_rate_high` must be an interval within [0, 1]"
+        } else if !m.mean_score.is_finite() {
+            "`mean_score` must be finite"
+        } else {
+            continue;
+        };
+        return Err(format!("field `matches[{i}]`: {bad}"));
+    }
+    Ok(())
+}
+
 /// The weights and evaluation reports of one run: the one being trained.
 pub struct Store {
     /// The run the versions and reports belong to ("" before the first publish).
@@ -153,8 +183,9 @@ impl Store {
         self.latest.receiver_count()
     }
 
-    /// Files an evaluation report of the run held.
+    /// Files an evaluation report of the run held (its game matches checked).
     pub fn report(&self, r: EvalReport) -> Result<(), Status> {
+        check_matches(&r.matches).map_err(Status::invalid_argument)?;
         let run = self.current_run();
         if r.run_id != *run {
             return Err(Status::failed_precondition(format!(

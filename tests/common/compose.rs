@@ -123,6 +123,25 @@ impl Cluster {
         let o = run(&mut self.cmd(&["logs", "--no-color", service]));
         String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
     }
+
+    /// Waits for the learner to exit (it must succeed) and returns the run's
+    /// `summary.json`, copied out of its container into `dir`.
+    pub fn finished_summary(&self, dir: &Path) -> serde_json::Value {
+        let learner = self.containers("learner").pop().expect("a learner");
+        let code = stdout(Command::new("docker").args(["wait", &learner]));
+        assert_eq!(
+            code,
+            "0",
+            "learner exit code; log:\n{}",
+            self.logs("learner")
+        );
+        let run_id = super::logged_run_id(&self.logs("learner"));
+        let path = dir.join("summary.json");
+        copy_out(&learner, &format!("/runs/{run_id}/summary.json"), &path);
+        let summary = super::read_json(&path);
+        eprintln!("summary: {summary:#}");
+        summary
+    }
 }
 
 /// Builds `tag` offline from the test's binary as the README shows
