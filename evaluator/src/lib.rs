@@ -322,8 +322,8 @@ impl<'a> Evaluator<'a> {
         let t0 = Instant::now();
         let span = info_span!("evaluate", version = w.version, episodes);
         sebulba_transport::trace::set_parent_from_map(&span, &w.trace_context);
-        let game =
-            sebulba_core::env::env_spec_with(&w.env_id, &w.env_kwargs).is_ok_and(|s| s.is_game());
+        // Games are native ids: no spec (for a `gym:` id, a Python call) needed.
+        let game = sebulba_core::env::games::GAME_IDS.contains(&w.env_id.as_str());
         let earlier = if game {
             self.earlier.opponent_for(w)?
         } else {
