@@ -108,3 +108,50 @@ fn self_play_learns_bouton_moves_in_nim() {
         "{summary}"
     );
 }
+
+/// Self-play against past selves through `sebulba local`: once the
+/// parameter server's pool holds a version, about a quarter of the moves
+/// (one seat in two is past with probability 0.5, never both) are a past
+/// version's; they reach the learner flagged, are counted, and are not
+/// trained on: every update's samples plus its past moves are its moves.
+#[test]
+fn past_selves_take_seats_and_their_moves_are_counted_not_trained() {
+    let run = run_local(
+        "local-nim-past",
+        &[
+            "--env",
+            "Nim-v0",
+            "--seed",
+            "2",
+            "--set",
+            "run.total_steps=80000",
+            "--set",
+            "selfplay.past_fraction=0.5",
+            "--set",
+            "selfplay.past_stride=2",
+            "--set",
+            "eval.interval=100000",
+        ],
+    );
+    let summary = read_json(&run.join("summary.json"));
+    assert_accounted(&summary);
+    let config = RunConfig::resolve(None, Some(&run.join("config.toml")), &[]).expect("config");
+    let per_update = (config.env.rollout_length
+        * config.env.envs_per_actor
+        * config.learner.batches_per_update) as u64;
+    let lines = read_jsonl(&run.join("metrics.jsonl"));
+    let count =
+        |l: &serde_json::Value, k: &str| l[k].as_u64().unwrap_or_else(|| panic!("{k}: {l}"));
+    for l in &lines {
+        assert_eq!(
+            count(l, "samples") + count(l, "past_moves"),
+            per_update,
+            "{l}"
+        );
+    }
+    let late = &lines[lines.len() / 2..];
+    let past: u64 = late.iter().map(|l| count(l, "past_moves")).sum();
+    let share = past as f64 / (late.len() as u64 * per_update) as f64;
+    eprintln!("past moves in the second half: {:.1}%", 100.0 * share);
+    assert!((0.15..=0.35).contains(&share), "{share}");
+}

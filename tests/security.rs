@@ -16,8 +16,8 @@ use common::{
 use sebulba_proto::learner_client::LearnerClient;
 use sebulba_proto::parameter_server_client::ParameterServerClient;
 use sebulba_proto::{
-    EvalReport, JoinRequest, LatestRequest, ListEvalsRequest, PROTOCOL_VERSION, Role, WatchRequest,
-    Weights,
+    EvalReport, JoinRequest, LatestRequest, ListEvalsRequest, PROTOCOL_VERSION, PastRequest, Role,
+    VersionRequest, WatchRequest, Weights,
 };
 use sebulba_transport::grpc::{MAX_MESSAGE_BYTES, channel};
 use sebulba_transport::security::{Class, Security, Tls, Tokens};
@@ -115,6 +115,18 @@ async fn call_everything(
         (
             "ListEvals",
             code(p.list_evals(ListEvalsRequest::default()).await.map(|_| ())),
+        ),
+        (
+            "PastVersions",
+            code(p.past_versions(PastRequest::default()).await.map(|_| ())),
+        ),
+        (
+            // Let through, it names no run held: that refusal counts as passing.
+            "Version",
+            match code(p.version(VersionRequest::default()).await.map(|_| ())) {
+                Code::FailedPrecondition => Code::Ok,
+                c => c,
+            },
         ),
         (
             "Join(actor)",

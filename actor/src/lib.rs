@@ -5,9 +5,12 @@
 //! with the weights it has.
 
 mod actions;
+mod buffers;
 mod faults;
 mod metrics;
+mod pool;
 mod rollout;
+mod selfplay;
 mod turns;
 
 use rollout::{Rollout, RolloutSetup};
@@ -188,7 +191,7 @@ async fn session(
     *joined = Some(spec.run_id.clone());
     let env = sebulba_core::env::env_spec_with(&spec.env_id, &spec.env_kwargs)
         .map_err(|e| ActorError::Fatal(e.to_string()))?;
-    let network = network_from_wire(&spec.network.unwrap_or_default())
+    let network = network_from_wire(&spec.network.clone().unwrap_or_default())
         .map_err(|e| ActorError::Fatal(e.to_string()))?;
     let dist = ActionDist::new(&env.action_space, &network);
     let span = info_span!("actor", id = %actor_id);
@@ -212,6 +215,7 @@ async fn session(
         min_version: Arc::new(AtomicU64::new(0)),
     };
     let stop = shutdown.child_token();
+    let past = follow_past(opts, &spec, &env, &stop)?;
     let setup = RolloutSetup {
         actor_id,
         env,
@@ -227,6 +231,7 @@ async fn session(
             .then_some(spec.reward_gamma),
         lockstep: spec.lockstep,
         metrics: metrics.clone(),
+        past,
     };
     let rollout = Rollout::new(
         setup,
@@ -249,6 +254,35 @@ async fn session(
         Err(e) => return Err(ActorError::Fatal(format!("rollout thread: {e}"))),
     }
     outcome
+}
+
+/// For a game whose run seats past selves (`RunSpec.past_fraction > 0`):
+/// the fraction and the pool, followed from the parameter server until
+/// `stop` fires.
+fn follow_past(
+    opts: &ActorOptions,
+    spec: &RunSpec,
+    env: &sebulba_core::env::EnvSpec,
+    stop: &CancellationToken,
+) -> Result<Option<(f64, watch::Receiver<pool::Pool>)>, ActorError> {
+    let f = spec.past_fraction;
+    if !(0.0..=1.0).contains(&f) {
+        return Err(ActorError::Fatal(format!(
+            "run spec field `past_fraction`: {f} is outside [0, 1]"
+        )));
+    }
+    if f == 0.0 || !env.is_game() {
+        return Ok(None);
+    }
+    let (tx, rx) = watch::channel(pool::Pool::default());
+    tokio::spawn(pool::follow_pool(
+        opts.param_server.clone(),
+        opts.security.clone(),
+        spec.run_id.clone(),
+        tx,
+        stop.clone(),
+    ));
+    Ok(Some((f, rx)))
 }
 
 /// Joins the run: this actor's id and the run spec, or `None` when the run

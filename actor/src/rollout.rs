@@ -5,6 +5,7 @@
 //! ([`crate::turns`]), which keep the log-probabilities they were acted with.
 
 use crate::actions::Actions;
+use crate::buffers::Buffers;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use sebulba_core::config::NetworkConfig;
@@ -14,7 +15,7 @@ use sebulba_core::env::{
     DiscountedReturn, EnvError, EnvSpec, VecStepOut, VectorEnv, make_vector_env,
 };
 use sebulba_core::policy::InferencePolicy;
-use sebulba_proto::{EpisodeStats, TrajectoryBatch, Weights, encode_f32, encode_u8};
+use sebulba_proto::{TrajectoryBatch, Weights};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use tokio::sync::{Semaphore, mpsc, watch};
@@ -43,6 +44,9 @@ pub struct RolloutSetup {
     pub lockstep: Option<sebulba_proto::Lockstep>,
     /// This actor's live metrics.
     pub(crate) metrics: crate::metrics::ActorMetrics,
+    /// Self-play against past selves: `selfplay.past_fraction` and the pool
+    /// followed from the parameter server (`None`: every seat is the newest).
+    pub(crate) past: Option<(f64, tokio::sync::watch::Receiver<crate::pool::Pool>)>,
 }
 
 pub struct Rollout {
@@ -67,6 +71,8 @@ pub struct Rollout {
     faults: crate::faults::Faults,
     /// Whose move each row is, for a game.
     turns: Option<crate::turns::Turns>,
+    /// Which seats past versions play, for a game with past selves.
+    selfplay: Option<crate::selfplay::SelfPlay>,
 }
 
 impl Rollout {
@@ -86,6 +92,15 @@ impl Rollout {
         let rng = StdRng::seed_from_u64(setup.seed ^ 0xAC70_12AC);
         let rows = setup.num_steps + setup.env.overlap_rows();
         let turns = crate::turns::Turns::new(venv.as_ref(), rows);
+        let selfplay = match (&turns, setup.past.clone()) {
+            (Some(_), Some((fraction, pool))) if fraction > 0.0 => {
+                let past = InferencePolicy::new(&setup.env, &setup.network, setup.device)
+                    .map_err(|e| e.to_string())?;
+                let sizes = (setup.env.players, setup.num_envs, rows);
+                Some(crate::selfplay::SelfPlay::new(fraction, sizes, past, pool))
+            }
+            _ => None,
+        };
         Ok(Self {
             setup,
             venv,
@@ -101,6 +116,7 @@ impl Rollout {
             lockstep_broken: false,
             faults: Default::default(),
             turns,
+            selfplay,
         })
     }
 
@@ -146,8 +162,12 @@ impl Rollout {
         })
     }
 
-    /// Loads the newest weights if they are newer than the ones in use.
+    /// Loads the newest weights if they are newer than the ones in use, and
+    /// draws the past version this rollout's past seats act with.
     fn refresh_policy(&mut self) {
+        if let Some(sp) = &mut self.selfplay {
+            sp.draw(&mut self.rng);
+        }
         let newest = self.weights.borrow_and_update().clone();
         if let Some(w) = newest
             && w.run_id == self.setup.run_id
@@ -201,7 +221,10 @@ impl Rollout {
             if let Some(turns) = &mut self.turns {
                 turns.record_movers(t, self.venv.as_ref());
             }
-            let head = self.policy.head(&buf.obs, e_len);
+            let mut head = self.policy.head(&buf.obs, e_len);
+            if let (Some(sp), Some(turns)) = (&mut self.selfplay, &self.turns) {
+                sp.act(t, turns.movers(t), &buf.obs, &mut head);
+            }
             let log_probs = buf.log_probs_at(t);
             let batch = actions
                 .sample(t, &head, self.venv.as_ref(), log_probs, &mut self.rng)
@@ -216,6 +239,11 @@ impl Rollout {
             buf.record(t, step_out, returns.as_deref_mut());
             if let Some(turns) = &mut self.turns {
                 turns.credit(t, step_out, &mut buf.rewards);
+            }
+            if let Some(sp) = &mut self.selfplay {
+                for e in (0..e_len).filter(|&e| step_out.terminated[e]) {
+                    sp.new_game(e, &mut self.rng);
+                }
             }
         }
         if let Some(turns) = &mut self.turns {
@@ -240,6 +268,9 @@ impl Rollout {
         if let Some(turns) = &mut self.turns {
             turns.restart();
         }
+        if let Some(sp) = &mut self.selfplay {
+            sp.new_games(&mut self.rng);
+        }
         self.setup.metrics.env_restarts.increment(1);
         self.credits.add_permits(1);
         Ok(())
@@ -254,6 +285,18 @@ impl Rollout {
             actions.shift(t_len, self.setup.num_envs);
             buf.shift(t_len);
         }
+        if let Some(sp) = &mut self.selfplay {
+            sp.shift(t_len);
+        }
+    }
+
+    /// Resets every env (each starts a new game, seated anew).
+    fn reset(&mut self, obs: &mut [f32]) -> Result<(), EnvError> {
+        self.venv.reset(obs)?;
+        if let Some(sp) = &mut self.selfplay {
+            sp.new_games(&mut self.rng);
+        }
+        Ok(())
     }
 
     /// Produces batches until stopped or the stream goes away; returns env steps taken.
@@ -267,7 +310,7 @@ impl Rollout {
             .setup
             .reward_gamma
             .map(|gamma| DiscountedReturn::new(gamma, e_len));
-        self.venv.reset(&mut buf.obs)?;
+        self.reset(&mut buf.obs)?;
         let mut step_out: VecStepOut = self.venv.new_step_out();
         let mut sequence = 0u64;
         let mut env_steps = 0u64;
@@ -317,6 +360,7 @@ impl Rollout {
             batch.actions = Some(actions_tensor);
             batch.action_masks = action_masks;
             batch.player_ids = self.turns.as_ref().map(|t| t.encode());
+            batch.past_moves = self.selfplay.as_ref().map(|s| s.encode());
             self.carry_overlap(&mut actions, &mut buf);
             batch.trace_context = sebulba_transport::trace::context_map(&send);
             batch.env_faults = self.faults.take();
@@ -338,144 +382,5 @@ impl Rollout {
             }
         }
         Ok(env_steps)
-    }
-}
-
-/// One rollout's arrays, reused from rollout to rollout: R+1 observation rows
-/// (R = T, or T + K for a game; row 0 is where the last rollout ended, or
-/// the first carried row), per-step log-probabilities,
-/// rewards, discounted returns and episode-end flags, the true final
-/// observation of each truncated step, and the episodes that finished.
-struct Buffers {
-    t_len: usize,
-    /// Rows per batch: T plus a game's overlap.
-    rows: usize,
-    /// Rows at the front already acted (a game's overlap of the last batch).
-    carried: usize,
-    e_len: usize,
-    d: usize,
-    /// The current observation of every env, `[E * obs_dim]`.
-    obs: Vec<f32>,
-    obs_rows: Vec<f32>,
-    log_probs: Vec<f32>,
-    rewards: Vec<f32>,
-    /// Each env's running discounted return after each step (reward scaling).
-    returns: Vec<f32>,
-    terminated: Vec<u8>,
-    truncated: Vec<u8>,
-    final_obs: Vec<f32>,
-    episodes: Vec<EpisodeStats>,
-    /// Env steps taken by a rollout an env failure ended (not sent).
-    steps_lost: u64,
-}
-
-impl Buffers {
-    fn new(t_len: usize, rows: usize, e_len: usize, d: usize) -> Self {
-        let n = rows * e_len;
-        Self {
-            t_len,
-            rows,
-            carried: 0,
-            e_len,
-            d,
-            obs: vec![0.0; e_len * d],
-            obs_rows: vec![0.0; (rows + 1) * e_len * d],
-            log_probs: vec![0.0; n],
-            rewards: vec![0.0; n],
-            returns: vec![0.0; n],
-            terminated: vec![0; n],
-            truncated: vec![0; n],
-            final_obs: Vec::new(),
-            episodes: Vec::new(),
-            steps_lost: 0,
-        }
-    }
-
-    /// A new rollout starts from the current observations, after the
-    /// carried rows; returns its first row to act.
-    fn start(&mut self) -> usize {
-        let k = self.e_len * self.d;
-        if self.carried == 0 {
-            self.obs_rows[..k].copy_from_slice(&self.obs);
-        }
-        self.final_obs.clear();
-        self.episodes.clear();
-        self.carried
-    }
-
-    /// Rows `from..` (and the observation row after them) to the front,
-    /// as the next rollout's carried rows.
-    fn shift(&mut self, from: usize) {
-        use crate::turns::shift_rows;
-        let e = self.e_len;
-        shift_rows(&mut self.obs_rows, from, e * self.d);
-        shift_rows(&mut self.log_probs, from, e);
-        shift_rows(&mut self.rewards, from, e);
-        shift_rows(&mut self.returns, from, e);
-        shift_rows(&mut self.terminated, from, e);
-        shift_rows(&mut self.truncated, from, e);
-        self.carried = self.rows - from;
-    }
-
-    fn log_probs_at(&mut self, t: usize) -> &mut [f32] {
-        &mut self.log_probs[t * self.e_len..(t + 1) * self.e_len]
-    }
-
-    /// What step `t` of every env returned, and the returns it makes.
-    fn record(&mut self, t: usize, out: &VecStepOut, returns: Option<&mut DiscountedReturn>) {
-        let (e_len, d) = (self.e_len, self.d);
-        let row = t * e_len;
-        self.rewards[row..row + e_len].copy_from_slice(&out.reward);
-        if let Some(g) = returns {
-            g.step(
-                &out.reward,
-                &out.terminated,
-                &mut self.returns[row..row + e_len],
-            );
-        }
-        for e in 0..e_len {
-            self.terminated[row + e] = out.terminated[e] as u8;
-            self.truncated[row + e] = out.truncated[e] as u8;
-            if out.truncated[e] {
-                self.final_obs
-                    .extend_from_slice(&out.final_obs[e * d..(e + 1) * d]);
-            }
-        }
-        self.episodes
-            .extend(out.episodes.iter().map(|s| EpisodeStats {
-                episode_return: s.episode_return,
-                length: s.length,
-            }));
-        self.obs.copy_from_slice(&out.obs);
-        self.obs_rows[(t + 1) * e_len * d..(t + 2) * e_len * d].copy_from_slice(&self.obs);
-    }
-
-    /// The rollout as a batch (without actions, masks and trace context);
-    /// with the discounted returns when `with_returns`.
-    fn batch(
-        &self,
-        actor_id: &str,
-        sequence: u64,
-        version: u64,
-        with_returns: bool,
-    ) -> TrajectoryBatch {
-        let (t, e, d) = (self.t_len, self.e_len, self.d);
-        let r = self.rows;
-        TrajectoryBatch {
-            actor_id: actor_id.to_string(),
-            sequence,
-            policy_version: version,
-            num_steps: t as u32,
-            num_envs: e as u32,
-            observations: Some(encode_f32(&[r + 1, e, d], &self.obs_rows)),
-            log_probs: Some(encode_f32(&[r, e], &self.log_probs)),
-            rewards: Some(encode_f32(&[r, e], &self.rewards)),
-            terminated: Some(encode_u8(&[r, e], &self.terminated)),
-            truncated: Some(encode_u8(&[r, e], &self.truncated)),
-            final_observations: Some(encode_f32(&[self.final_obs.len() / d, d], &self.final_obs)),
-            episodes: self.episodes.clone(),
-            discounted_returns: with_returns.then(|| encode_f32(&[r, e], &self.returns)),
-            ..Default::default()
-        }
     }
 }

@@ -49,6 +49,11 @@ impl Turns {
         }
     }
 
+    /// The seat to move in each env at observation row `t`.
+    pub(crate) fn movers(&self, t: usize) -> &[i32] {
+        &self.ids[t * self.e_len..(t + 1) * self.e_len]
+    }
+
     /// Credits the scores of the games that ended with row `t`'s moves to
     /// each player's last move in that game (`rewards` is `[rows * E]`).
     pub(crate) fn credit(&mut self, t: usize, out: &VecStepOut, rewards: &mut [f32]) {

@@ -46,6 +46,9 @@ pub struct GameRows {
     pub overlap_observations: Vec<f32>,
     /// `[K * E]`: the overlap moves that ended a game.
     pub overlap_terminated: Vec<u8>,
+    /// `[T * E]`: 1 where a past version made the trained row's move (not
+    /// trained on); empty when none did.
+    pub past_moves: Vec<u8>,
 }
 
 impl GameRows {

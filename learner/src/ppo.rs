@@ -233,7 +233,9 @@ impl<B: AutodiffBackend> Ppo<B> {
     }
 
     /// Epochs x minibatches of PPO over `data` at learning rate `lr` and ratio
-    /// clip range `clip`.
+    /// clip range `clip`. With fewer samples than one per replica of every
+    /// minibatch (a game whose moves were nearly all made by past versions)
+    /// it takes no step, says so, and reports `minibatch_steps = 0`.
     pub fn update(
         &mut self,
         data: &UpdateData,
@@ -242,6 +244,15 @@ impl<B: AutodiffBackend> Ppo<B> {
         clip: f64,
     ) -> Result<PpoStats, EngineError> {
         let n = data.len();
+        let needed = cfg.minibatches.max(1) * self.engine.replicas().len().max(1);
+        if n < needed {
+            tracing::warn!(
+                samples = n,
+                needed,
+                "too few samples for ppo.minibatches over the learner's devices: no step this update"
+            );
+            return Ok(PpoStats::default().into_means(lr, clip));
+        }
         let mb_size = n / cfg.minibatches;
         let mut order: Vec<usize> = (0..n).collect();
         let mut stats = PpoStats::default();

@@ -190,6 +190,7 @@ async fn serve(
         num_envs: shared.config.env.envs_per_actor,
         current_version: 0,
         scaled_rewards: shared.config.ppo.scale_rewards,
+        past_selves: shared.config.selfplay.past_fraction > 0.0,
     }
     .max_batch_bytes();
     let service = LearnerService {

@@ -50,6 +50,7 @@ impl LearnerService {
             },
             lockstep: None,
             env_kwargs: c.env.kwargs_json(),
+            past_fraction: c.selfplay.past_fraction,
         }
     }
 
@@ -104,6 +105,7 @@ impl LearnerService {
             num_envs: shared.config.env.envs_per_actor,
             current_version: version,
             scaled_rewards: shared.config.ppo.scale_rewards,
+            past_selves: shared.config.selfplay.past_fraction > 0.0,
         };
         // Not `span.enter()`: a guard held across the `.await` below would leave
         // the span entered on a worker thread while this task is parked.

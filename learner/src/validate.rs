@@ -43,6 +43,9 @@ pub struct Expect<'a> {
     pub current_version: u64,
     /// The run scales rewards: every batch carries `discounted_returns`.
     pub scaled_rewards: bool,
+    /// Some seats of a game are played by past versions
+    /// (`selfplay.past_fraction > 0`): batches may carry `past_moves`.
+    pub past_selves: bool,
 }
 
 fn check_finite(field: &str, values: &[f32]) -> Result<(), Rejection> {
@@ -187,7 +190,7 @@ pub fn decode_batch(b: &TrajectoryBatch, expect: &Expect<'_>) -> Result<DecodedB
         e,
         d: d as usize,
     };
-    let game = game::decode_game(b, expect.env.players, &rows, split)?;
+    let game = game::decode_game(b, (expect.env.players, expect.past_selves), &rows, split)?;
     Ok(DecodedBatch {
         actor_id: b.actor_id.clone(),
         sequence: b.sequence,

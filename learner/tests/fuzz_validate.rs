@@ -26,6 +26,7 @@ fn expect(env: &EnvSpec) -> Expect<'_> {
         num_envs: E,
         current_version: VERSION,
         scaled_rewards: false,
+        past_selves: false,
     }
 }
 

@@ -13,6 +13,11 @@ use tracing::info;
 /// Versions kept for `Latest` lookups beyond the newest (older ones are evicted).
 pub(crate) const KEEP_VERSIONS: u64 = 4;
 
+/// The most past versions a run's self-play pool holds, whatever its
+/// `past_keep` asks, and the most bytes they may take together.
+pub const MAX_PAST_VERSIONS: usize = 32;
+pub const MAX_PAST_BYTES: usize = 1 << 30;
+
 /// How far past the newest version of its run a publish may jump. The learner
 /// publishes consecutive versions; a jump beyond this is a stray or hostile
 /// client, which must not push the run's versions out of its learner's reach.
@@ -95,6 +100,8 @@ pub struct Store {
     latest: watch::Sender<Option<Arc<Weights>>>,
     /// Reports by version: the newest `MAX_EVAL_REPORTS` are kept.
     evals: std::sync::Mutex<BTreeMap<u64, EvalReport>>,
+    /// Past versions kept for self-play (`Weights.past_keep`), by version.
+    pool: std::sync::Mutex<BTreeMap<u64, Arc<Weights>>>,
 }
 
 impl Default for Store {
@@ -104,6 +111,7 @@ impl Default for Store {
             versions: DashMap::new(),
             latest: watch::channel(None).0,
             evals: Default::default(),
+            pool: Default::default(),
         }
     }
 }
@@ -115,6 +123,55 @@ impl Store {
 
     fn reports_held(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, EvalReport>> {
         self.evals.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn pool_held(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Arc<Weights>>> {
+        self.pool.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Adds `w` to the self-play pool when its version is on the stride,
+    /// then trims the pool to the newest `past_keep` (at most
+    /// [`MAX_PAST_VERSIONS`], [`MAX_PAST_BYTES`]); `past_keep = 0` empties it.
+    fn keep_past(&self, w: &Arc<Weights>) {
+        let mut pool = self.pool_held();
+        let keep = (w.past_keep as usize).min(MAX_PAST_VERSIONS);
+        if keep > 0 && w.past_stride > 0 && w.version.is_multiple_of(w.past_stride) {
+            pool.insert(w.version, w.clone());
+        }
+        let bytes = |p: &BTreeMap<u64, Arc<Weights>>| {
+            p.values().map(|w| w.safetensors.len()).sum::<usize>()
+        };
+        while pool.len() > keep || bytes(&pool) > MAX_PAST_BYTES {
+            pool.pop_first();
+        }
+    }
+
+    /// The versions in `run_id`'s self-play pool, oldest first (none if
+    /// another run is held).
+    pub fn past_versions(&self, run_id: &str) -> Vec<u64> {
+        let run = self.current_run();
+        if run_id != *run {
+            return Vec::new();
+        }
+        self.pool_held().keys().copied().collect()
+    }
+
+    /// Version `v` of `run_id`, if held: in the pool or among the newest.
+    pub fn version(&self, run_id: &str, v: u64) -> Result<Arc<Weights>, Status> {
+        let run = self.current_run();
+        if run_id != *run {
+            return Err(Status::failed_precondition(format!(
+                "field `run_id`: `{run_id}` is not the run this server holds (`{}`)",
+                *run
+            )));
+        }
+        if let Some(w) = self.pool_held().get(&v) {
+            return Ok(w.clone());
+        }
+        self.versions
+            .get(&v)
+            .map(|w| w.clone())
+            .ok_or_else(|| Status::not_found(format!("field `version`: {v} is not held")))
     }
 
     /// Stores `w`: a version newer than (and not far past) its run's newest, or
@@ -145,6 +202,7 @@ impl Store {
             }
             self.versions.clear();
             self.reports_held().clear();
+            self.pool_held().clear();
             self.latest.send_replace(None);
             *run = w.run_id.clone();
         }
@@ -164,6 +222,7 @@ impl Store {
         }
         let (v, w) = (w.version, Arc::new(w));
         self.latest.send_replace(Some(w.clone()));
+        self.keep_past(&w);
         self.versions.insert(v, w);
         self.versions.retain(|&k, _| k + KEEP_VERSIONS >= v);
         Ok(v)

@@ -63,6 +63,7 @@ impl Learner for Sink {
                     num_envs: e,
                     current_version: u64::MAX,
                     scaled_rewards: false,
+                    past_selves: false,
                 };
                 let decoded =
                     decode_batch(&b, &expect).map_err(|r| Status::new(r.code, r.message))?;

@@ -50,6 +50,8 @@ pub struct RunConfig {
     pub learner: LearnerConfig,
     pub actor: ActorConfig,
     pub eval: EvalConfig,
+    #[serde(default)]
+    pub selfplay: SelfPlayConfig,
 }
 
 impl RunConfig {
@@ -129,6 +131,20 @@ impl RunConfig {
         let spec = crate::env::env_spec_with(&self.env.id, &self.env.kwargs_json())?;
         if spec.is_game() {
             self.check_game()?;
+        } else if self.selfplay.past_fraction > 0.0 {
+            return bad(
+                "selfplay.past_fraction",
+                &format!(
+                    "`{}` has one player: past selves need a turn-based game",
+                    self.env.id
+                ),
+            );
+        }
+        if self.selfplay.past_fraction > 0.0 && self.run.deterministic {
+            return bad(
+                "selfplay.past_fraction",
+                "a deterministic run cannot seat past versions: the pool reaches actors as it is published, not in lockstep",
+            );
         }
         if self.network.init_std <= self.network.min_std {
             return bad(
@@ -295,6 +311,35 @@ mod tests {
             RunConfig::resolve(None, None, &["novalue".into()]),
             Err(ConfigError::BadOverride(_))
         ));
+    }
+
+    /// Past selves need a game, and no lockstep; a run file written before
+    /// the section existed reads as none.
+    #[test]
+    fn past_selves_are_refused_where_they_cannot_apply() {
+        let set = |id: &str, sets: &[&str]| {
+            let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+            RunConfig::resolve(Some(id), None, &sets)
+        };
+        let c = set("Nim-v0", &["selfplay.past_fraction=0.2"]).unwrap();
+        assert_eq!(c.selfplay.past_fraction, 0.2);
+        for (id, sets) in [
+            ("CartPole-v1", &["selfplay.past_fraction=0.2"][..]),
+            (
+                "Nim-v0",
+                &["selfplay.past_fraction=0.2", "run.deterministic=true"][..],
+            ),
+            ("Nim-v0", &["selfplay.past_fraction=1.5"][..]),
+        ] {
+            let e = set(id, sets).unwrap_err();
+            assert!(e.to_string().contains("`selfplay.past_fraction`"), "{e}");
+        }
+        let e = set("Nim-v0", &["selfplay.past_versions=0"]).unwrap_err();
+        assert!(e.to_string().contains("`selfplay.past_versions`"), "{e}");
+        let old = RunConfig::preset("Nim-v0").unwrap().to_toml();
+        let i = old.find("[selfplay]").expect("section");
+        let c: RunConfig = toml::from_str(&old[..i]).unwrap();
+        assert_eq!(c.selfplay, SelfPlayConfig::default());
     }
 
     #[test]

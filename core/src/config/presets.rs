@@ -53,6 +53,7 @@ impl RunConfig {
                 episodes: 10,
                 final_episodes: 100,
             },
+            selfplay: SelfPlayConfig::default(),
         }
     }
 

@@ -89,6 +89,9 @@ pub const RANGES: &[Range] = &[
     int("eval.interval", 1.0, 1e6),
     int("eval.episodes", 1.0, 10_000.0),
     int("eval.final_episodes", 1.0, 10_000.0),
+    closed("selfplay.past_fraction", 0.0, 1.0),
+    int("selfplay.past_versions", 1.0, 32.0),
+    int("selfplay.past_stride", 1.0, 1e6),
 ];
 
 impl Range {
@@ -167,6 +170,12 @@ pub fn check(c: &RunConfig) -> Result<(), ConfigError> {
     int("eval.interval", c.eval.interval)?;
     int("eval.episodes", c.eval.episodes as u64)?;
     int("eval.final_episodes", c.eval.final_episodes as u64)?;
+    real("selfplay.past_fraction", c.selfplay.past_fraction)?;
+    int(
+        "selfplay.past_versions",
+        u64::from(c.selfplay.past_versions),
+    )?;
+    int("selfplay.past_stride", c.selfplay.past_stride)?;
     check_network_size(c)?;
     check_derived(c)
 }

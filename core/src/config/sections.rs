@@ -306,3 +306,29 @@ pub struct EvalConfig {
 fn hundred() -> usize {
     100
 }
+
+/// Self-play against past selves (turn-based games). OpenAI Five and
+/// AlphaStar keep some opponents from the past so the policy does not chase
+/// its own newest quirks and forget how to beat older play.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SelfPlayConfig {
+    /// At each game's start, every seat but one (chosen at random) is played
+    /// by a past version with this probability; 0: every seat acts with the
+    /// newest weights. Moves of past seats are not trained on.
+    pub past_fraction: f64,
+    /// The pool: the parameter server keeps this many past versions...
+    pub past_versions: u32,
+    /// ...namely the newest versions divisible by this stride.
+    pub past_stride: u64,
+}
+
+impl Default for SelfPlayConfig {
+    fn default() -> Self {
+        Self {
+            past_fraction: 0.0,
+            past_versions: 8,
+            past_stride: 20,
+        }
+    }
+}

@@ -46,6 +46,8 @@ pub struct Prepared {
     pub reward_scale: f32,
     /// Batches whose advantages and targets V-trace corrected for their lag.
     pub lag_corrected: usize,
+    /// A game's moves made by past versions: left out of the training data.
+    pub past_moves: u64,
 }
 
 pub fn prepare<B: AutodiffBackend>(
@@ -85,6 +87,7 @@ pub fn prepare<B: AutodiffBackend>(
         episode_lengths: out.episode_lengths,
         reward_scale,
         lag_corrected: out.lag_corrected,
+        past_moves: out.past_moves,
     }
 }
 
@@ -127,6 +130,7 @@ struct Collected {
     episode_returns: Vec<f64>,
     episode_lengths: Vec<u32>,
     lag_corrected: usize,
+    past_moves: u64,
     /// Policy-loss weights, kept under `ppo.lag_correction = vtrace`.
     weights: Vec<f32>,
 }
@@ -162,6 +166,7 @@ impl Collected {
             episode_returns: Vec::new(),
             episode_lengths: Vec::new(),
             lag_corrected: 0,
+            past_moves: 0,
             weights: Vec::new(),
         }
     }
@@ -245,7 +250,8 @@ impl Collected {
     }
 
     /// Appends batch `b`'s trained samples with their advantages, returns,
-    /// values and behaviour log-probabilities.
+    /// values and behaviour log-probabilities: every row but a game's moves
+    /// made by past versions (counted in `past_moves`).
     fn append(
         &mut self,
         b: &DecodedBatch,
@@ -256,28 +262,50 @@ impl Collected {
     ) {
         let te = b.num_steps * b.num_envs;
         let d = self.data.obs_dim;
+        let past = b.game.as_ref().map_or(&[][..], |g| &g.past_moves);
+        self.past_moves += count(past) as u64;
         let out = &mut self.data;
-        out.advantages.extend_from_slice(adv);
-        out.returns.extend_from_slice(ret);
-        out.old_values.extend_from_slice(&values[..te]);
-        out.observations
-            .extend_from_slice(&b.observations[..te * d]);
+        extend_rows(&mut out.advantages, adv, 1, past);
+        extend_rows(&mut out.returns, ret, 1, past);
+        extend_rows(&mut out.old_values, &values[..te], 1, past);
+        extend_rows(&mut out.observations, &b.observations[..te * d], d, past);
         match (&mut out.actions, &b.actions) {
-            (BatchActions::Discrete(all), BatchActions::Discrete(a)) => all.extend_from_slice(a),
+            (BatchActions::Discrete(all), BatchActions::Discrete(a)) => {
+                extend_rows(all, a, 1, past)
+            }
             (BatchActions::Continuous(all), BatchActions::Continuous(a)) => {
-                all.extend_from_slice(a)
+                extend_rows(all, a, a.len() / te.max(1), past)
             }
             _ => unreachable!("every batch of a run has the run's action space"),
         }
         if let (Some(all), Some(w)) = (&mut out.masks, self.mask_width) {
             match &b.action_masks {
-                Some(m) => all.extend_from_slice(m),
-                None => all.extend(std::iter::repeat_n(1u8, te * w)),
+                Some(m) => extend_rows(all, m, w, past),
+                None => all.extend(std::iter::repeat_n(1u8, (te - count(past)) * w)),
             }
         }
-        out.old_log_probs.extend_from_slice(log_probs);
+        extend_rows(&mut out.old_log_probs, log_probs, 1, past);
         self.episode_returns.extend_from_slice(&b.episode_returns);
         self.episode_lengths.extend_from_slice(&b.episode_lengths);
+    }
+}
+
+/// Moves flagged in `past`.
+fn count(past: &[u8]) -> usize {
+    past.iter().filter(|&&x| x == 1).count()
+}
+
+/// Appends the rows of `src` (`width` values each) not flagged in `past`
+/// (every row when `past` is empty).
+fn extend_rows<T: Copy>(out: &mut Vec<T>, src: &[T], width: usize, past: &[u8]) {
+    if past.is_empty() {
+        out.extend_from_slice(src);
+        return;
+    }
+    for (row, &p) in src.chunks_exact(width.max(1)).zip(past) {
+        if p == 0 {
+            out.extend_from_slice(row);
+        }
     }
 }
 

@@ -310,7 +310,11 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
         }
         self.ctx.live.set_lag(prepared.lag.mean);
         crate::metrics::progress(at.updates, at.version, at.env_steps, wall);
-        crate::metrics::update(t0.elapsed().as_secs_f64(), line.episode_return_mean());
+        crate::metrics::update(
+            t0.elapsed().as_secs_f64(),
+            line.episode_return_mean(),
+            prepared.past_moves,
+        );
         self.ctx
             .metrics
             .write(&line)
@@ -399,6 +403,13 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
             run_id: self.ctx.shared.run_id.clone(),
             env_kwargs: c.env.kwargs_json(),
             wall_seconds: self.ctx.clock.wall_seconds(),
+            // The pool of past selves, when some seats play them.
+            past_keep: if c.selfplay.past_fraction > 0.0 {
+                c.selfplay.past_versions
+            } else {
+                0
+            },
+            past_stride: c.selfplay.past_stride,
             // Followers' weight refreshes continue this trace.
             trace_context: sebulba_transport::trace::context_map(&span),
         };

@@ -15,6 +15,8 @@ pub struct MetricsLine {
     wall_seconds: f64,
     steps_per_second: f64,
     samples: usize,
+    /// A game's moves made by past versions: not among the samples.
+    past_moves: u64,
     #[serde(flatten)]
     ppo: PpoStats,
     explained_variance: f64,
@@ -58,6 +60,7 @@ impl MetricsLine {
             wall_seconds,
             steps_per_second: at.env_steps as f64 / wall_seconds.max(1e-9),
             samples: prepared.data.len(),
+            past_moves: prepared.past_moves,
             ppo,
             explained_variance: prepared.explained_variance,
             policy_lag: prepared.lag,

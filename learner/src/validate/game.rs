@@ -3,10 +3,10 @@
 //! nothing truncated; then it is split into the T trained rows every
 //! other part of the learner reads and the overlap that only bootstraps.
 
-use super::{Rejection, reject};
+use super::{Rejection, check_flags, reject};
 use crate::batch::{BatchActions, GameRows};
 use crate::gae_players::{PlayerGaeError, PlayerGaeInput, compute_player_gae};
-use sebulba_proto::{TrajectoryBatch, decode_i32};
+use sebulba_proto::{TrajectoryBatch, decode_i32, decode_u8};
 use tonic::Code;
 
 /// The batch's rows as decoded, `R = T + K` per-step rows (`R + 1`
@@ -19,22 +19,27 @@ pub(super) struct Rows {
 }
 
 /// For a game, checks what a game's batch must also satisfy and splits off
-/// its overlap; for one player, refuses `player_ids`.
+/// its overlap; for one player, refuses `player_ids` and `past_moves`.
+/// `past_selves`: the run seats past versions (`selfplay.past_fraction > 0`).
 pub(super) fn decode_game(
     b: &TrajectoryBatch,
-    players: usize,
+    (players, past_selves): (usize, bool),
     rows: &Rows,
     mut split: Split<'_>,
 ) -> Result<Option<GameRows>, Rejection> {
     if players <= 1 {
-        if b.player_ids.is_some() {
-            return Err(reject(
-                Code::FailedPrecondition,
-                "spec",
-                "field `player_ids`: this run's environment has one player",
-            ));
-        }
-        return Ok(None);
+        let field = if b.player_ids.is_some() {
+            "player_ids"
+        } else if b.past_moves.is_some() {
+            "past_moves"
+        } else {
+            return Ok(None);
+        };
+        return Err(reject(
+            Code::FailedPrecondition,
+            "spec",
+            format!("field `{field}`: this run's environment has one player"),
+        ));
     }
     if split.action_masks.is_none() {
         return Err(reject(
@@ -44,7 +49,9 @@ pub(super) fn decode_game(
         ));
     }
     let ids = decode_player_ids(b, rows, players, split.terminated, split.truncated)?;
-    let game = self::split(&mut split, rows, ids);
+    let past_moves = decode_past_moves(b, rows, past_selves)?;
+    let mut game = self::split(&mut split, rows, ids);
+    game.past_moves = past_moves;
     check_bootstrap(&game, rows, players, split.terminated)?;
     Ok(Some(game))
 }
@@ -103,6 +110,33 @@ fn decode_player_ids(
         }
     }
     Ok(ids.into_iter().map(|p| p as u8).collect())
+}
+
+/// `past_moves` `[R, E]` of 0/1, cut to the T trained rows; empty when
+/// absent or all 0. Refused in a run that seats no past versions.
+fn decode_past_moves(
+    b: &TrajectoryBatch,
+    rows: &Rows,
+    past_selves: bool,
+) -> Result<Vec<u8>, Rejection> {
+    let Some(t) = b.past_moves.as_ref() else {
+        return Ok(Vec::new());
+    };
+    if !past_selves {
+        return Err(reject(
+            Code::FailedPrecondition,
+            "spec",
+            "field `past_moves`: this run seats no past versions (selfplay.past_fraction = 0)",
+        ));
+    }
+    let (r, e) = (rows.r as u32, rows.e as u32);
+    let mut past = decode_u8(Some(t), "past_moves", &[r, e])?;
+    check_flags("past_moves", &past)?;
+    past.truncate(rows.t * rows.e);
+    if past.iter().all(|&x| x == 0) {
+        past.clear();
+    }
+    Ok(past)
 }
 
 /// Checks every trained move can be bootstrapped (its player's next move or
@@ -169,5 +203,6 @@ fn split(s: &mut Split<'_>, rows: &Rows, player_ids: Vec<u8>) -> GameRows {
         player_ids,
         overlap_observations,
         overlap_terminated,
+        past_moves: Vec::new(),
     }
 }

@@ -21,6 +21,7 @@ fn expect(s: &EnvSpec) -> Expect<'_> {
         num_envs: 2,
         current_version: 3,
         scaled_rewards: false,
+        past_selves: false,
     }
 }
 
@@ -192,4 +193,41 @@ fn a_game_batch_breaking_the_turn_order_or_the_seats_is_refused() {
     refused(b, "`action_masks` is missing");
     // T rows only, as a one-player batch would have them.
     refused(valid_batch(&s, 2, 2, "a-0", 0, 3), "observations");
+}
+
+/// `past_moves` is cut to the trained rows; refused where the run seats
+/// no past versions, for one player, with a wrong shape or a value not 0/1.
+#[test]
+fn past_moves_are_kept_for_the_trained_rows_and_checked() {
+    let s = sebulba_core::env::env_spec("Nim-v0").unwrap();
+    let past = Expect {
+        past_selves: true,
+        ..expect(&s)
+    };
+    let mut b = game_batch();
+    b.past_moves = Some(encode_u8(&[3, 2], &[0, 1, 1, 0, 1, 1]));
+    let d = decode_batch(&b, &past).expect("valid");
+    assert_eq!(d.game.as_ref().unwrap().past_moves, [0, 1, 1, 0]);
+    // All 0 reads as none.
+    b.past_moves = Some(encode_u8(&[3, 2], &[0; 6]));
+    let d = decode_batch(&b, &past).expect("valid");
+    assert!(d.game.as_ref().unwrap().past_moves.is_empty());
+    let refused = |b: &TrajectoryBatch, e: &Expect<'_>, why: &str| {
+        let err = decode_batch(b, e).expect_err(why);
+        assert!(
+            err.message.contains("`past_moves`") && err.message.contains(why),
+            "{why}: {}",
+            err.message
+        );
+    };
+    b.past_moves = Some(encode_u8(&[3, 2], &[0, 2, 0, 0, 0, 0]));
+    refused(&b, &past, "not 0 or 1");
+    b.past_moves = Some(encode_u8(&[2, 2], &[0; 4]));
+    refused(&b, &past, "shape");
+    b.past_moves = Some(encode_u8(&[3, 2], &[0; 6]));
+    refused(&b, &expect(&s), "seats no past versions");
+    let one = spec();
+    let mut b = good();
+    b.past_moves = Some(encode_u8(&[2, 2], &[0; 4]));
+    refused(&b, &expect(&one), "one player");
 }

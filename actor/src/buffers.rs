@@ -1,0 +1,148 @@
+//! One rollout's arrays ([`Buffers`]), allocated once and reused.
+
+use sebulba_core::env::{DiscountedReturn, VecStepOut};
+use sebulba_proto::{EpisodeStats, TrajectoryBatch, encode_f32, encode_u8};
+
+/// One rollout's arrays, reused from rollout to rollout: R+1 observation rows
+/// (R = T, or T + K for a game; row 0 is where the last rollout ended, or
+/// the first carried row), per-step log-probabilities,
+/// rewards, discounted returns and episode-end flags, the true final
+/// observation of each truncated step, and the episodes that finished.
+pub(crate) struct Buffers {
+    t_len: usize,
+    /// Rows per batch: T plus a game's overlap.
+    pub(crate) rows: usize,
+    /// Rows at the front already acted (a game's overlap of the last batch).
+    pub(crate) carried: usize,
+    e_len: usize,
+    d: usize,
+    /// The current observation of every env, `[E * obs_dim]`.
+    pub(crate) obs: Vec<f32>,
+    obs_rows: Vec<f32>,
+    log_probs: Vec<f32>,
+    pub(crate) rewards: Vec<f32>,
+    /// Each env's running discounted return after each step (reward scaling).
+    returns: Vec<f32>,
+    terminated: Vec<u8>,
+    truncated: Vec<u8>,
+    final_obs: Vec<f32>,
+    pub(crate) episodes: Vec<EpisodeStats>,
+    /// Env steps taken by a rollout an env failure ended (not sent).
+    pub(crate) steps_lost: u64,
+}
+
+impl Buffers {
+    pub(crate) fn new(t_len: usize, rows: usize, e_len: usize, d: usize) -> Self {
+        let n = rows * e_len;
+        Self {
+            t_len,
+            rows,
+            carried: 0,
+            e_len,
+            d,
+            obs: vec![0.0; e_len * d],
+            obs_rows: vec![0.0; (rows + 1) * e_len * d],
+            log_probs: vec![0.0; n],
+            rewards: vec![0.0; n],
+            returns: vec![0.0; n],
+            terminated: vec![0; n],
+            truncated: vec![0; n],
+            final_obs: Vec::new(),
+            episodes: Vec::new(),
+            steps_lost: 0,
+        }
+    }
+
+    /// A new rollout starts from the current observations, after the
+    /// carried rows; returns its first row to act.
+    pub(crate) fn start(&mut self) -> usize {
+        let k = self.e_len * self.d;
+        if self.carried == 0 {
+            self.obs_rows[..k].copy_from_slice(&self.obs);
+        }
+        self.final_obs.clear();
+        self.episodes.clear();
+        self.carried
+    }
+
+    /// Rows `from..` (and the observation row after them) to the front,
+    /// as the next rollout's carried rows.
+    pub(crate) fn shift(&mut self, from: usize) {
+        use crate::turns::shift_rows;
+        let e = self.e_len;
+        shift_rows(&mut self.obs_rows, from, e * self.d);
+        shift_rows(&mut self.log_probs, from, e);
+        shift_rows(&mut self.rewards, from, e);
+        shift_rows(&mut self.returns, from, e);
+        shift_rows(&mut self.terminated, from, e);
+        shift_rows(&mut self.truncated, from, e);
+        self.carried = self.rows - from;
+    }
+
+    pub(crate) fn log_probs_at(&mut self, t: usize) -> &mut [f32] {
+        &mut self.log_probs[t * self.e_len..(t + 1) * self.e_len]
+    }
+
+    /// What step `t` of every env returned, and the returns it makes.
+    pub(crate) fn record(
+        &mut self,
+        t: usize,
+        out: &VecStepOut,
+        returns: Option<&mut DiscountedReturn>,
+    ) {
+        let (e_len, d) = (self.e_len, self.d);
+        let row = t * e_len;
+        self.rewards[row..row + e_len].copy_from_slice(&out.reward);
+        if let Some(g) = returns {
+            g.step(
+                &out.reward,
+                &out.terminated,
+                &mut self.returns[row..row + e_len],
+            );
+        }
+        for e in 0..e_len {
+            self.terminated[row + e] = out.terminated[e] as u8;
+            self.truncated[row + e] = out.truncated[e] as u8;
+            if out.truncated[e] {
+                self.final_obs
+                    .extend_from_slice(&out.final_obs[e * d..(e + 1) * d]);
+            }
+        }
+        self.episodes
+            .extend(out.episodes.iter().map(|s| EpisodeStats {
+                episode_return: s.episode_return,
+                length: s.length,
+            }));
+        self.obs.copy_from_slice(&out.obs);
+        self.obs_rows[(t + 1) * e_len * d..(t + 2) * e_len * d].copy_from_slice(&self.obs);
+    }
+
+    /// The rollout as a batch (without actions, masks and trace context);
+    /// with the discounted returns when `with_returns`.
+    pub(crate) fn batch(
+        &self,
+        actor_id: &str,
+        sequence: u64,
+        version: u64,
+        with_returns: bool,
+    ) -> TrajectoryBatch {
+        let (t, e, d) = (self.t_len, self.e_len, self.d);
+        let r = self.rows;
+        TrajectoryBatch {
+            actor_id: actor_id.to_string(),
+            sequence,
+            policy_version: version,
+            num_steps: t as u32,
+            num_envs: e as u32,
+            observations: Some(encode_f32(&[r + 1, e, d], &self.obs_rows)),
+            log_probs: Some(encode_f32(&[r, e], &self.log_probs)),
+            rewards: Some(encode_f32(&[r, e], &self.rewards)),
+            terminated: Some(encode_u8(&[r, e], &self.terminated)),
+            truncated: Some(encode_u8(&[r, e], &self.truncated)),
+            final_observations: Some(encode_f32(&[self.final_obs.len() / d, d], &self.final_obs)),
+            episodes: self.episodes.clone(),
+            discounted_returns: with_returns.then(|| encode_f32(&[r, e], &self.returns)),
+            ..Default::default()
+        }
+    }
+}
