@@ -263,7 +263,8 @@ impl Collected {
         let te = b.num_steps * b.num_envs;
         let d = self.data.obs_dim;
         let past = b.game.as_ref().map_or(&[][..], |g| &g.past_moves);
-        self.past_moves += count(past) as u64;
+        let dropped = count(past);
+        self.past_moves += dropped as u64;
         let out = &mut self.data;
         extend_rows(&mut out.advantages, adv, 1, past);
         extend_rows(&mut out.returns, ret, 1, past);
@@ -281,7 +282,7 @@ impl Collected {
         if let (Some(all), Some(w)) = (&mut out.masks, self.mask_width) {
             match &b.action_masks {
                 Some(m) => extend_rows(all, m, w, past),
-                None => all.extend(std::iter::repeat_n(1u8, (te - count(past)) * w)),
+                None => all.extend(std::iter::repeat_n(1u8, (te - dropped) * w)),
             }
         }
         extend_rows(&mut out.old_log_probs, log_probs, 1, past);
