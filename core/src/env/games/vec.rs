@@ -268,7 +268,7 @@ mod tests {
     #[test]
     fn big_two_spec_and_kwargs() {
         let s = env_spec_with("BigTwo-v0", "").expect("spec");
-        assert_eq!((s.players, s.obs_dim, s.action_space.dim()), (4, 210, 1365));
+        assert_eq!((s.players, s.obs_dim, s.action_space.dim()), (4, 496, 1365));
         assert_eq!(crate::env::env_spec("BigTwo-v0").expect("spec"), s);
         for bad in [
             r#"{"score_normaliser": 0}"#,
@@ -279,14 +279,14 @@ mod tests {
             assert!(err.to_string().contains("env.kwargs."), "{err}");
         }
         let mut v = make_vector_env("BigTwo-v0", "", 2, 1).expect("big two");
-        let mut obs = vec![0.0; 2 * 210];
+        let mut obs = vec![0.0; 2 * 496];
         v.reset(&mut obs).expect("reset");
         let mut ids = [9u8; 2];
         v.to_move(&mut ids);
         // The holder of the 3♦ (card 0) leads: its own hand shows it.
         for (i, &p) in ids.iter().enumerate() {
             assert!(p < 4);
-            assert_eq!(obs[i * 210], 1.0, "env {i}: the mover holds the 3♦");
+            assert_eq!(obs[i * 496], 1.0, "env {i}: the mover holds the 3♦");
         }
     }
 }
