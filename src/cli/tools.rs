@@ -30,8 +30,14 @@ pub struct PlotArgs {
     pub out: PathBuf,
     /// Plot the training episodes' mean return (`metrics.jsonl`) instead of
     /// the deterministic evaluations (`eval.jsonl`).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "opponent")]
     pub train: bool,
+    /// For a game: plot the win rate against this evaluation opponent
+    /// (`random`, `greedy`, or `checkpoint`, the earlier version), from
+    /// `eval.jsonl`'s matches. Without it a game plots `return_mean`, which
+    /// is the win rate against `greedy`.
+    #[arg(long)]
+    pub opponent: Option<String>,
     /// Title above the panels (default: the environments plotted).
     #[arg(long)]
     pub title: Option<String>,

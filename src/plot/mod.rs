@@ -37,14 +37,14 @@ pub fn run(args: &PlotArgs) -> anyhow::Result<()> {
     let runs = args
         .runs
         .iter()
-        .map(|d| load(d, args.train))
+        .map(|d| load(d, &Source::of(args)))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let settings = group(runs)?;
     let title = args.title.clone().unwrap_or_else(|| {
-        let what = if args.train {
-            "training episode return"
-        } else {
-            "evaluation return"
+        let what = match &args.opponent {
+            _ if args.train => "training episode return".to_string(),
+            Some(o) => format!("win rate against {o}"),
+            None => "evaluation return".to_string(),
         };
         let seeds = if settings.iter().any(|s| s.seeds > 1) {
             " (lines: mean over seeds; bands: lowest to highest seed)"
@@ -77,8 +77,63 @@ fn envs(settings: &[Setting]) -> String {
     names.join(", ")
 }
 
+/// Which figure a curve follows.
+enum Source {
+    /// `metrics.jsonl`'s `episode_return_mean`.
+    Train,
+    /// `eval.jsonl`'s `return_mean`.
+    Eval,
+    /// `eval.jsonl`'s `win_rate` of the match against this opponent (games).
+    Opponent(String),
+}
+
+impl Source {
+    fn of(args: &PlotArgs) -> Self {
+        match &args.opponent {
+            _ if args.train => Source::Train,
+            Some(o) => Source::Opponent(o.clone()),
+            None => Source::Eval,
+        }
+    }
+
+    fn file(&self) -> &'static str {
+        match self {
+            Source::Train => "metrics.jsonl",
+            _ => "eval.jsonl",
+        }
+    }
+
+    /// The figure of one line, if it has one. A match's opponent is named
+    /// `checkpoint-<version>`; `checkpoint` stands for any of them.
+    fn value(&self, line: &serde_json::Value) -> Option<f64> {
+        match self {
+            Source::Train => line["episode_return_mean"].as_f64(),
+            Source::Eval => line["return_mean"].as_f64(),
+            Source::Opponent(o) => line["matches"].as_array()?.iter().find_map(|m| {
+                let name = m["opponent"].as_str()?;
+                let hit = name == o || o == "checkpoint" && name.starts_with("checkpoint-");
+                hit.then(|| m["win_rate"].as_f64()).flatten()
+            }),
+        }
+    }
+
+    fn missing(&self, path: &Path) -> String {
+        match self {
+            Source::Train => format!("{}: no `episode_return_mean` to plot", path.display()),
+            Source::Eval => format!(
+                "{}: no `return_mean` to plot (--train plots the training episodes' returns instead)",
+                path.display()
+            ),
+            Source::Opponent(o) => format!(
+                "{}: no match against `{o}` to plot (a game's evaluations name their opponents in `matches`)",
+                path.display()
+            ),
+        }
+    }
+}
+
 /// A run directory's config (flattened to dotted keys) and its curve.
-fn load(dir: &Path, train: bool) -> anyhow::Result<Run> {
+fn load(dir: &Path, source: &Source) -> anyhow::Result<Run> {
     let config_path = dir.join("config.toml");
     let text = std::fs::read_to_string(&config_path)
         .with_context(|| format!("{}: not a run directory", config_path.display()))?;
@@ -87,12 +142,7 @@ fn load(dir: &Path, train: bool) -> anyhow::Result<Run> {
     let mut key = BTreeMap::new();
     flatten("", &toml::Value::Table(config), &mut key);
     key.remove("run.seed");
-    let (file, field) = if train {
-        ("metrics.jsonl", "episode_return_mean")
-    } else {
-        ("eval.jsonl", "return_mean")
-    };
-    let path = dir.join(file);
+    let path = dir.join(source.file());
     let text = std::fs::read_to_string(&path).with_context(|| format!("{}", path.display()))?;
     let mut steps = Vec::new();
     let mut wall = Vec::new();
@@ -100,7 +150,7 @@ fn load(dir: &Path, train: bool) -> anyhow::Result<Run> {
         let (Some(x), Some(t), Some(y)) = (
             v["env_steps"].as_f64(),
             v["wall_seconds"].as_f64(),
-            v[field].as_f64(),
+            source.value(&v),
         ) else {
             continue;
         };
@@ -108,12 +158,7 @@ fn load(dir: &Path, train: bool) -> anyhow::Result<Run> {
         wall.push((t, y));
     }
     if steps.is_empty() {
-        let hint = if train {
-            ""
-        } else {
-            " (--train plots the training episodes' returns instead)"
-        };
-        bail!("{}: no `{field}` to plot{hint}", path.display());
+        bail!("{}", source.missing(&path));
     }
     Ok(Run {
         dir: dir.to_path_buf(),
@@ -232,5 +277,25 @@ mod tests {
             ]
         );
         assert_eq!(envs(&s), "CartPole-v1");
+    }
+
+    #[test]
+    fn an_opponent_picks_its_match() {
+        let line: serde_json::Value = serde_json::from_str(
+            r#"{"return_mean": 0.3, "matches": [
+                {"opponent": "random", "win_rate": 0.8},
+                {"opponent": "greedy", "win_rate": 0.3},
+                {"opponent": "checkpoint-400", "win_rate": 0.55}]}"#,
+        )
+        .unwrap();
+        let of = |o: &str| Source::Opponent(o.into()).value(&line);
+        assert_eq!(of("random"), Some(0.8));
+        assert_eq!(of("greedy"), Some(0.3));
+        assert_eq!(of("checkpoint"), Some(0.55));
+        assert_eq!(of("checkpoint-400"), Some(0.55));
+        assert_eq!(of("nobody"), None);
+        assert_eq!(Source::Eval.value(&line), Some(0.3));
+        let no_matches: serde_json::Value = serde_json::from_str(r#"{"return_mean": 1}"#).unwrap();
+        assert_eq!(Source::Opponent("random".into()).value(&no_matches), None);
     }
 }
