@@ -85,9 +85,12 @@ pub fn network_to_wire(n: &NetworkConfig) -> sebulba_proto::NetworkSpec {
 
 /// The inference model on the backend of its device. On CPU, a network the
 /// fused forward pass covers acts through it (several times faster at actor
-/// batch sizes); the burn model still loads and checks each version.
+/// batch sizes) and loads each version straight from the safetensors bytes;
+/// burn runs the rest. (One per policy, made once: the variants' sizes do not matter.)
+#[allow(clippy::large_enum_variant)]
 enum Model {
-    Cpu(ActorCritic<CpuBackend>, Option<FusedPolicy>),
+    Fused(FusedPolicy),
+    Cpu(ActorCritic<CpuBackend>),
     #[cfg(feature = "cuda")]
     Cuda(ActorCritic<crate::CudaBackend>, burn_cuda::CudaDevice),
 }
@@ -109,8 +112,11 @@ impl InferencePolicy {
         let model = match device {
             DeviceKind::Cpu => {
                 let m = spec.init::<CpuBackend>(&Default::default());
-                let fused = fused_copy(&spec, &m)?;
-                Model::Cpu(m, fused)
+                if spec.network.fused_covers() {
+                    Model::Fused(FusedPolicy::of_model(&spec, &m).map_err(PolicyError::Fused)?)
+                } else {
+                    Model::Cpu(m)
+                }
             }
             #[cfg(feature = "cuda")]
             DeviceKind::Cuda(n) => {
@@ -139,16 +145,15 @@ impl InferencePolicy {
     /// Loads `bytes` as `version`; on error the previous weights stay in use.
     pub fn load(&mut self, version: u64, bytes: Vec<u8>) -> Result<(), PolicyError> {
         match &mut self.model {
+            Model::Fused(f) => *f = FusedPolicy::from_safetensors(&self.spec, &bytes)?,
             // Loaded into a copy of the current model (tensor handles are shared,
             // so the copy is cheap), not a freshly initialised one: an
             // orthogonal init per version cost a fifth of the CPU of a local
             // run. The copy is swapped in only when every tensor loaded.
-            Model::Cpu(m, fused) => {
+            Model::Cpu(m) => {
                 let mut next = m.clone();
                 load_into(&mut next, bytes)?;
-                let next_fused = fused_copy(&self.spec, &next)?;
                 *m = next;
-                *fused = next_fused;
             }
             #[cfg(feature = "cuda")]
             Model::Cuda(m, _) => {
@@ -164,25 +169,12 @@ impl InferencePolicy {
     /// Policy-head outputs `[n * head_dim]` for `n` observations `[n * obs_dim]`.
     pub fn head(&self, obs: &[f32], n: usize) -> Vec<f32> {
         match &self.model {
-            Model::Cpu(_, Some(fused)) => fused.head(obs, n),
-            Model::Cpu(m, None) => head_on(m, &self.spec, obs, n, &Default::default()),
+            Model::Fused(fused) => fused.head(obs, n),
+            Model::Cpu(m) => head_on(m, &self.spec, obs, n, &Default::default()),
             #[cfg(feature = "cuda")]
             Model::Cuda(m, dev) => head_on(m, &self.spec, obs, n, dev),
         }
     }
-}
-
-/// The fused copy of `m`, where it covers the network.
-fn fused_copy(
-    spec: &ModelSpec,
-    m: &ActorCritic<CpuBackend>,
-) -> Result<Option<FusedPolicy>, PolicyError> {
-    if !spec.network.fused_covers() {
-        return Ok(None);
-    }
-    FusedPolicy::of_model(spec, m)
-        .map(Some)
-        .map_err(PolicyError::Fused)
 }
 
 fn head_on<B: Backend>(

@@ -17,6 +17,7 @@ use rand::{Rng, SeedableRng};
 use sebulba_core::config::{AdvantageNorm, PpoConfig, RunConfig};
 use sebulba_core::distribution::{ActionDist, log_softmax_row, tanh_normal_log_prob};
 use sebulba_core::model::{ActorCritic, ModelSpec, RunningMeanStd};
+use sebulba_core::weights::WeightsError;
 
 /// Averages over the minibatch steps of one update.
 #[derive(Debug, Default, Clone, Copy, serde::Serialize)]
@@ -83,6 +84,25 @@ pub struct Ppo<B: AutodiffBackend> {
     spec: ModelSpec,
 }
 
+/// The multiply-adds of a minibatch's forward pass from which `learner.threads
+/// = 0` splits it over every core: below it the hand-over between threads
+/// (tens of microseconds a step) eats what a second core saves, and in local
+/// mode the actors want that core. CartPole's CleanRL settings (128 rows of a
+/// 64x64 network, 1.2M) run faster on one thread end to end; Big Two's
+/// preset (512 rows of 256x256, 380M) gains from two.
+pub const AUTO_SPLIT_MACS: usize = 8_000_000;
+
+/// Threads for the fused engine when `learner.threads` is 0: every core this
+/// process may use when a minibatch of `rows` rows is worth splitting, else one.
+pub fn auto_threads(spec: &ModelSpec, rows: usize) -> usize {
+    // A row's forward pass multiplies each weight once.
+    let weights = sebulba_core::model::fused::net::Layout::new(spec).len;
+    if rows.saturating_mul(weights) < AUTO_SPLIT_MACS {
+        return 1;
+    }
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 impl<B: AutodiffBackend> Ppo<B> {
     /// A fresh model (backend RNG seeded with `seed`) on the burn engine over
     /// `devices`.
@@ -125,23 +145,38 @@ impl<B: AutodiffBackend> Ppo<B> {
         let mut ppo = Self::new(spec, &cfg.ppo, cfg.run.seed, devices)?;
         let net = &cfg.network;
         if cfg.learner.engine.use_fused(&cfg.learner.devices, net) {
-            ppo.use_fused()?;
+            let rows = cfg.samples_per_update() / cfg.ppo.minibatches.max(1);
+            let threads = match cfg.learner.threads {
+                0 => auto_threads(spec, rows),
+                n => n,
+            };
+            ppo.use_fused(threads)?;
         }
         Ok(ppo)
     }
 
     /// Switches to the fused CPU engine, starting from the current parameters
-    /// and Adam state.
-    pub fn use_fused(&mut self) -> Result<(), EngineError> {
+    /// and Adam state, its steps spread over up to `threads` threads.
+    pub fn use_fused(&mut self, threads: usize) -> Result<(), EngineError> {
         FusedEngine::<B>::check(&self.spec, self.engine.replicas().len())?;
         let home = self.engine.replicas()[0].fork_single();
-        self.engine = Box::new(FusedEngine::new(&self.spec, home)?);
+        self.engine = Box::new(FusedEngine::new(&self.spec, home, threads)?);
         Ok(())
     }
 
     /// Which engine takes the steps: `fused` or `burn`.
     pub fn engine(&self) -> &'static str {
         self.engine.name()
+    }
+
+    /// The current weights as safetensors bytes: what is published.
+    pub fn safetensors(&self) -> Result<Vec<u8>, WeightsError> {
+        self.engine.safetensors(&self.spec)
+    }
+
+    /// Threads a minibatch step may use.
+    pub fn threads(&self) -> usize {
+        self.engine.threads()
     }
 
     /// The published model (the first replica's; all are identical).

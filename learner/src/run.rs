@@ -271,7 +271,11 @@ impl OnBackend for SpawnLoop {
         let cfg = &ctx.shared.config;
         info!(devices = ?cfg.learner.devices, "learner replicas");
         let ppo = ppo::Ppo::<B>::for_run(&ctx.model_spec, cfg, devices)?;
-        info!(engine = ppo.engine(), "learner update engine");
+        info!(
+            engine = ppo.engine(),
+            threads = ppo.threads(),
+            "learner update engine"
+        );
         let final_path = ctx.run_dir.join("final.safetensors");
         let mut update_loop = UpdateLoop { ppo, ctx };
         let (done_tx, done_rx) = oneshot::channel();

@@ -22,6 +22,8 @@ pub struct LearnerBench {
     pub devices: Vec<String>,
     /// `fused` or `burn` (see `learner.engine`).
     pub engine: String,
+    /// Threads a minibatch step may use (`learner.threads`).
+    pub threads: usize,
     pub samples_per_update: usize,
     pub epochs: usize,
     pub minibatches: usize,
@@ -85,6 +87,7 @@ impl OnBackend for Bench<'_> {
             hidden: cfg.network.hidden.clone(),
             devices: cfg.learner.devices.clone(),
             engine: ppo.engine().to_string(),
+            threads: ppo.threads(),
             samples_per_update: samples,
             epochs: cfg.ppo.epochs,
             minibatches: cfg.ppo.minibatches,

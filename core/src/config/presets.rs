@@ -46,6 +46,7 @@ impl RunConfig {
                 final_eval_timeout_secs: 300,
                 checkpoint_interval: 10,
                 engine: LearnerEngine::Auto,
+                threads: 0,
             },
             actor: ActorConfig { send_queue: 1 },
             eval: EvalConfig {

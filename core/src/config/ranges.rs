@@ -85,6 +85,7 @@ pub const RANGES: &[Range] = &[
     int("learner.max_policy_lag", 0.0, 1e6),
     int("learner.final_eval_timeout_secs", 0.0, 86_400.0),
     int("learner.checkpoint_interval", 0.0, 1e9),
+    int("learner.threads", 0.0, 256.0),
     int("actor.send_queue", 1.0, 64.0),
     int("eval.interval", 1.0, 1e6),
     int("eval.episodes", 1.0, 10_000.0),
@@ -166,6 +167,7 @@ pub fn check(c: &RunConfig) -> Result<(), ConfigError> {
     int("learner.max_policy_lag", l.max_policy_lag)?;
     int("learner.final_eval_timeout_secs", l.final_eval_timeout_secs)?;
     int("learner.checkpoint_interval", l.checkpoint_interval)?;
+    int("learner.threads", l.threads as u64)?;
     int("actor.send_queue", c.actor.send_queue as u64)?;
     int("eval.interval", c.eval.interval)?;
     int("eval.episodes", c.eval.episodes as u64)?;

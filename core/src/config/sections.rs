@@ -256,6 +256,13 @@ pub struct LearnerConfig {
     /// LayerNorm; several times faster for small networks).
     #[serde(default)]
     pub engine: LearnerEngine,
+    /// Threads the fused engine spreads each minibatch step over (each takes
+    /// a share of the rows; the gradients are added). 0 (default) = auto:
+    /// one per core this process may use when a minibatch is worth splitting
+    /// (see `sebulba_learner::ppo::auto_threads`), else one. The burn engine
+    /// ignores it.
+    #[serde(default)]
+    pub threads: usize,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

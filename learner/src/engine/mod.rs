@@ -15,7 +15,8 @@ pub mod fused;
 use crate::data::{Minibatch, StepStats};
 use ::burn::tensor::backend::AutodiffBackend;
 use burn::Replica;
-use sebulba_core::model::RunningMeanStd;
+use sebulba_core::model::{ModelSpec, RunningMeanStd};
+use sebulba_core::weights::{WeightsError, to_safetensors};
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -43,6 +44,10 @@ pub struct EngineState {
 pub trait UpdateEngine<B: AutodiffBackend>: Send {
     /// `burn` or `fused`.
     fn name(&self) -> &'static str;
+    /// Threads a minibatch step may use (burn's own pool aside).
+    fn threads(&self) -> usize {
+        1
+    }
     /// State values of observation rows `obs` (`[rows * obs_dim]`).
     fn values(&mut self, obs: &[f32]) -> Vec<f32>;
     /// Policy-head outputs of observation rows `obs` (`[rows * head_dim]`):
@@ -50,6 +55,10 @@ pub trait UpdateEngine<B: AutodiffBackend>: Send {
     fn heads(&mut self, obs: &[f32]) -> Vec<f32>;
     /// The observation normaliser's statistics for the coming update.
     fn set_obs_stats(&mut self, stats: &RunningMeanStd);
+    /// The current weights as safetensors bytes (what is published).
+    fn safetensors(&self, spec: &ModelSpec) -> Result<Vec<u8>, WeightsError> {
+        to_safetensors(&self.replicas()[0].inference_model(), spec)
+    }
     /// One minibatch step: loss, gradient, global-norm clipping and an Adam
     /// step, unless the approximate KL is past `target_kl` (`stepped` false).
     fn step(&mut self, mb: &Minibatch<'_>) -> Result<StepStats, EngineError>;

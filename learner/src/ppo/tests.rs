@@ -526,7 +526,7 @@ fn at_zero_lag_the_first_steps_ratio_is_one_in_both_engines() {
         for fused in [false, true] {
             let mut ppo = Ppo::<B>::new(&s, &c, 3, vec![Default::default()]).unwrap();
             if fused {
-                ppo.use_fused().unwrap();
+                ppo.use_fused(1).unwrap();
             }
             data.old_log_probs = actor_log_probs(&ppo, env_id, &s, &data);
             let stats = ppo.update(&data, &c, 0.0, 0.2).unwrap();
@@ -558,7 +558,7 @@ fn non_finite_steps_are_skipped_and_leave_the_weights_finite() {
     let finite = |ppo: &Ppo<B>| flat_params(ppo.model()).iter().all(|x| x.is_finite());
     let (one, two) = one_and_two_devices(&s, &c, 5);
     let mut fused = Ppo::<B>::new(&s, &c, 5, vec![Default::default()]).unwrap();
-    fused.use_fused().unwrap();
+    fused.use_fused(1).unwrap();
     for (label, mut ppo) in [("burn x1", one), ("burn x2", two), ("fused", fused)] {
         // Every sample's return is NaN: nothing steps, nothing moves.
         let mut all_bad = toy_data(64);
@@ -610,4 +610,23 @@ fn a_state_with_a_non_finite_weight_is_refused() {
         panic!("refused");
     };
     assert!(e.to_string().contains("non-finite"), "{e}");
+}
+
+/// `learner.threads = 0` splits a step only where a minibatch is big enough:
+/// not CartPole's CleanRL minibatch of 128 rows of a 64x64 network, but Big
+/// Two's preset minibatch of 512 rows of 256x256.
+#[test]
+fn auto_threads_split_only_big_minibatches() {
+    let spec = |id: &str| {
+        let cfg = RunConfig::preset(id).unwrap();
+        let env = sebulba_core::env::env_spec(id).unwrap();
+        (ModelSpec::new(&env, &cfg.network), cfg)
+    };
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let (cartpole, _) = spec("CartPole-v1");
+    assert_eq!(crate::ppo::auto_threads(&cartpole, 128), 1);
+    let (bigtwo, cfg) = spec("BigTwo-v0");
+    let rows = cfg.samples_per_update() / cfg.ppo.minibatches;
+    assert_eq!(rows, 512);
+    assert_eq!(crate::ppo::auto_threads(&bigtwo, rows), cores);
 }

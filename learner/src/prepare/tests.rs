@@ -82,7 +82,7 @@ fn tanh_ppo(spec: &ModelSpec, cfg: &RunConfig, fused: bool) -> Ppo<CpuAutodiff> 
     let dev = Default::default();
     let mut ppo = Ppo::with_model(spec, tanh_critic(spec), &cfg.ppo, 5, vec![dev]).unwrap();
     if fused {
-        ppo.use_fused().unwrap();
+        ppo.use_fused(1).unwrap();
     }
     ppo
 }

@@ -20,7 +20,6 @@ use record::{Counters, MetricsLine};
 use sebulba_core::model::ModelSpec;
 use sebulba_core::policy::network_to_wire;
 use sebulba_core::tensorboard::MirroredLines;
-use sebulba_core::weights::to_safetensors;
 use sebulba_proto::Weights;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -378,10 +377,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
 
     /// safetensors bytes of the current weights.
     pub fn weights_bytes(&self) -> Result<Vec<u8>, LearnerError> {
-        Ok(to_safetensors(
-            &self.ppo.inference_model(),
-            &self.ctx.model_spec,
-        )?)
+        Ok(self.ppo.safetensors()?)
     }
 
     /// Publishes the current weights as version `at.version` (or above it,

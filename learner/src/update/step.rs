@@ -122,7 +122,7 @@ mod tests {
                 let spec = ModelSpec::new(&env, &cfg.network);
                 let mut ppo = Ppo::<B>::new(&spec, &cfg.ppo, 3, vec![Default::default()]).unwrap();
                 if fused {
-                    ppo.use_fused().unwrap();
+                    ppo.use_fused(1).unwrap();
                 }
                 let engine = ppo.engine();
                 let mut norms = Normalizers::new(&cfg, spec.obs_dim);

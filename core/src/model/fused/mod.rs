@@ -3,17 +3,21 @@
 //! per-operation overhead (tensor handles, allocations, an f64 libm tanh per
 //! element), while here a forward pass is a few matrix products and loops over
 //! reused buffers. The learner's fused engine adds the backward pass; actors
-//! and the evaluator act with [`FusedPolicy`]. The burn model stays the source of the weights (loading,
-//! publishing, checkpoints), and [`params`] copies between the two.
+//! and the evaluator act with [`FusedPolicy`]. Published weights go straight
+//! between safetensors bytes and the flat buffers ([`flat`]), in the file burn
+//! writes; the learner's burn model stays the source of checkpoints, and
+//! [`params`] copies between the two.
 //!
 //! Covered: MLP torsos (separate or shared, tanh or relu) without LayerNorm,
 //! with or without observation normalisation.
 
+pub mod flat;
 pub mod kernels;
 pub mod net;
 pub mod params;
 
 use crate::model::{ActorCritic, ModelSpec, OBS_NORM_EPS};
+use crate::weights::WeightsError;
 use burn::tensor::backend::Backend;
 use net::{Layout, Work};
 use std::sync::Mutex;
@@ -41,14 +45,11 @@ impl ObsScaler {
 
     /// The model's normaliser (`None` when it has none).
     pub fn of_model<B: Backend>(m: &ActorCritic<B>) -> Result<Option<Self>, String> {
-        m.obs_norm
+        let stats = flat::ObsStats::of_model(m)?;
+        Ok(m.obs_norm
             .as_ref()
-            .map(|n| {
-                let mean = params::floats(n.mean.val(), "obs_norm.mean")?;
-                let var = params::floats(n.var.val(), "obs_norm.var")?;
-                Ok(Self::new(&mean, &var, n.clip))
-            })
-            .transpose()
+            .zip(stats)
+            .map(|(n, s)| Self::new(&s.mean, &s.var, n.clip)))
     }
 
     /// `clip((x - mean) / std, +-clip)` over one row, in place.
@@ -79,6 +80,25 @@ impl FusedPolicy {
             layout,
             params,
             scaler: ObsScaler::of_model(model)?,
+            work: Mutex::new(Work::default()),
+        })
+    }
+
+    /// The weights in safetensors `bytes` (as published), read straight into
+    /// the flat buffers: every tensor checked for its shape and finiteness.
+    pub fn from_safetensors(spec: &ModelSpec, bytes: &[u8]) -> Result<Self, WeightsError> {
+        if !spec.network.fused_covers() {
+            return Err(WeightsError::Mismatch(
+                "LayerNorm networks run on burn".into(),
+            ));
+        }
+        let layout = Layout::new(spec);
+        let (params, stats) = flat::from_safetensors(&layout, spec.network.obs_norm, bytes)?;
+        let scaler = stats.map(|s| ObsScaler::new(&s.mean, &s.var, spec.network.obs_clip));
+        Ok(Self {
+            layout,
+            params,
+            scaler,
             work: Mutex::new(Work::default()),
         })
     }

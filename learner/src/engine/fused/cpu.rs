@@ -3,64 +3,81 @@
 //! the backward pass ([`super::backward`]), global-norm clipping and Adam. No
 //! burn here: [`super::FusedEngine`] keeps the burn model in step.
 
-use super::backward::{self, Grads};
-use super::heads;
-use crate::batch::BatchActions;
-use crate::data::{Minibatch, StepStats, UpdateData};
+use super::shard::{Shard, Shared, Sums};
+use crate::data::{Minibatch, StepStats};
 use sebulba_core::distribution::ActionDist;
 use sebulba_core::model::ModelSpec;
 use sebulba_core::model::fused::ObsScaler;
-use sebulba_core::model::fused::net::{self, Layout, Work};
+use sebulba_core::model::fused::net::{self, Layout};
 
 /// Adam's hyper-parameters: burn's defaults, with the run's epsilon.
 const BETA_1: f32 = 0.9;
 const BETA_2: f32 = 0.999;
 
+/// The fewest minibatch rows worth a thread of their own: below this the
+/// hand-over costs more than the rows' arithmetic saves.
+pub const MIN_SHARD_ROWS: usize = 32;
+
 pub struct Fused {
     layout: Layout,
     dist: ActionDist,
-    /// Parameters, gradients and Adam's moments, all in layout order.
+    /// Parameters and Adam's moments, in layout order.
     params: Vec<f32>,
-    grads: Vec<f32>,
     m1: Vec<f32>,
     m2: Vec<f32>,
     /// Adam steps taken.
     time: usize,
     /// Observation normaliser, when on.
     scaler: Option<ObsScaler>,
-    work: Work,
-    grad_work: Grads,
-    d_logp: Vec<f64>,
-    d_ent: Vec<f64>,
-    zeros: Vec<f32>,
+    /// One per thread; the first one's gradient is the step's (the others'
+    /// are added into it).
+    shards: Vec<Shard>,
+    /// The threads beyond the caller's (`None`: one thread).
+    pool: Option<rayon::ThreadPool>,
 }
 
 impl Fused {
     /// An engine with zero parameters and no Adam state: load them with
-    /// [`Fused::set_params`] and [`Fused::set_adam`].
-    pub fn new(spec: &ModelSpec) -> Self {
+    /// [`Fused::set_params`] and [`Fused::set_adam`]. A minibatch step is
+    /// spread over up to `threads` threads (the caller's and `threads - 1`
+    /// of a pool of its own); if the pool cannot be made it runs on one,
+    /// and says so.
+    pub fn new(spec: &ModelSpec, threads: usize) -> Self {
         let layout = Layout::new(spec);
         let n = layout.len;
-        let width = layout.head_dim;
+        let pool = (threads > 1)
+            .then(|| {
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads - 1)
+                    .thread_name(|i| format!("learner-shard-{}", i + 1))
+                    .build()
+                    .inspect_err(|e| {
+                        tracing::warn!(threads, error = %e, "no threads for the fused engine: one thread steps")
+                    })
+                    .ok()
+            })
+            .flatten();
+        let threads = pool.as_ref().map_or(1, |p| p.current_num_threads() + 1);
         Self {
+            shards: (0..threads).map(|_| Shard::new(&layout)).collect(),
             layout,
             dist: spec.dist(),
             params: vec![0.0; n],
-            grads: vec![0.0; n],
             m1: vec![0.0; n],
             m2: vec![0.0; n],
             time: 0,
             scaler: None,
-            work: Work::default(),
-            grad_work: Grads::default(),
-            d_logp: vec![0.0; width],
-            d_ent: vec![0.0; width],
-            zeros: vec![0.0; width],
+            pool,
         }
     }
 
     pub fn layout(&self) -> &Layout {
         &self.layout
+    }
+
+    /// Threads a minibatch step may use.
+    pub fn threads(&self) -> usize {
+        self.shards.len()
     }
 
     pub fn params(&self) -> &[f32] {
@@ -69,7 +86,7 @@ impl Fused {
 
     /// Gradients of the last step, before clipping.
     pub fn grads(&self) -> &[f32] {
-        &self.grads
+        &self.shards[0].grads
     }
 
     pub fn set_params(&mut self, p: Vec<f32>) {
@@ -92,41 +109,20 @@ impl Fused {
         self.scaler = scaler;
     }
 
-    /// Fills `work.x` with the (normalised) observations of `idx`.
-    fn gather_obs(&mut self, data: &UpdateData, idx: &[usize]) {
-        let d = data.obs_dim;
-        self.work.resize(&self.layout, idx.len());
-        for (row, &i) in self.work.x.chunks_exact_mut(d).zip(idx) {
-            row.copy_from_slice(&data.observations[i * d..(i + 1) * d]);
-            if let Some(s) = &self.scaler {
-                s.apply(row);
-            }
-        }
-    }
-
     /// State values of the observation rows `obs` (`[rows * obs_dim]`).
     pub fn values(&mut self, obs: &[f32]) -> Vec<f32> {
-        self.load_rows(obs);
-        net::value_forward(&self.layout, &self.params, &mut self.work);
-        self.work.value.clone()
+        let shard = &mut self.shards[0];
+        shard.load_rows(&self.layout, self.scaler.as_ref(), obs);
+        net::value_forward(&self.layout, &self.params, &mut shard.work);
+        shard.work.value.clone()
     }
 
     /// Policy-head outputs of the observation rows `obs`.
     pub fn heads(&mut self, obs: &[f32]) -> Vec<f32> {
-        self.load_rows(obs);
-        net::policy_forward(&self.layout, &self.params, &mut self.work);
-        self.work.head.clone()
-    }
-
-    /// Fills `work.x` with the (normalised) rows of `obs`.
-    fn load_rows(&mut self, obs: &[f32]) {
-        let d = self.layout.obs_dim;
-        let rows = obs.len() / d;
-        self.work.resize(&self.layout, rows);
-        self.work.x.copy_from_slice(&obs[..rows * d]);
-        if let Some(s) = &self.scaler {
-            self.work.x.chunks_exact_mut(d).for_each(|row| s.apply(row));
-        }
+        let shard = &mut self.shards[0];
+        shard.load_rows(&self.layout, self.scaler.as_ref(), obs);
+        net::policy_forward(&self.layout, &self.params, &mut shard.work);
+        shard.work.head.clone()
     }
 
     /// One minibatch step: the loss of the samples `mb.idx`, its gradient,
@@ -135,27 +131,9 @@ impl Fused {
     /// replica's step.
     pub fn step(&mut self, mb: &Minibatch<'_>) -> StepStats {
         let cfg = mb.cfg;
-        self.gather_obs(mb.data, mb.idx);
-        net::forward(&self.layout, &self.params, &mut self.work);
-        self.grad_work.resize(&self.layout, mb.idx.len());
-        let inv_m = 1.0 / mb.idx.len() as f64;
-        let mut sums = StepStats::default();
-        let mut clipped = 0usize;
-        for (k, &i) in mb.idx.iter().enumerate() {
-            let (eval, t) = self.sample_terms(mb, k, i);
-            sums.policy_loss += t.policy;
-            sums.value_loss += t.value;
-            sums.entropy += eval.entropy;
-            sums.approx_kl += t.approx_kl;
-            clipped += usize::from(t.clipped);
-            // total = policy - ent_coef * entropy + vf_coef * value, each a mean.
-            let hd = self.layout.head_dim;
-            let d_head = &mut self.grad_work.d_head[k * hd..(k + 1) * hd];
-            for ((g, &dl), &de) in d_head.iter_mut().zip(&self.d_logp).zip(&self.d_ent) {
-                *g = ((t.d_logp * dl - cfg.ent_coef * de) * inv_m) as f32;
-            }
-            self.grad_work.d_value[k] = (cfg.vf_coef * t.d_value * inv_m) as f32;
-        }
+        let m = mb.idx.len();
+        let inv_m = 1.0 / m as f64;
+        let sums = self.forward_backward(mb, inv_m);
         let approx_kl = sums.approx_kl * inv_m;
         if cfg.target_kl > 0.0 && approx_kl > cfg.target_kl {
             return StepStats {
@@ -163,14 +141,7 @@ impl Fused {
                 ..Default::default()
             };
         }
-        backward::backward(
-            &self.layout,
-            &self.params,
-            &mut self.grads,
-            &self.work,
-            &mut self.grad_work,
-        );
-        let grad_norm = self.clip_grads(cfg.max_grad_norm);
+        let grad_norm = clip_grads(&mut self.shards[0].grads, cfg.max_grad_norm);
         let loss = sums.policy_loss + sums.value_loss + sums.entropy;
         if !grad_norm.is_finite() || !loss.is_finite() {
             return StepStats::skipped_non_finite();
@@ -181,81 +152,47 @@ impl Fused {
             value_loss: sums.value_loss * inv_m,
             entropy: sums.entropy * inv_m,
             approx_kl,
-            clip_fraction: clipped as f64 * inv_m,
+            clip_fraction: sums.clipped as f64 * inv_m,
             grad_norm,
             stepped: true,
             non_finite: false,
         }
     }
 
-    /// Sample `i` (row `k` of the minibatch): its log-probability and entropy
-    /// with their gradients (into `d_logp`, `d_ent`) and its PPO loss terms.
-    fn sample_terms(
-        &mut self,
-        mb: &Minibatch<'_>,
-        k: usize,
-        i: usize,
-    ) -> (heads::Eval, heads::Terms) {
-        let (data, cfg) = (mb.data, mb.cfg);
-        let hd = self.layout.head_dim;
-        let head = &self.work.head[k * hd..(k + 1) * hd];
-        let eval = match (&self.dist, &data.actions) {
-            (ActionDist::Categorical { .. }, BatchActions::Discrete(a)) => {
-                let mask = data.masks.as_ref().map(|mk| &mk[i * hd..(i + 1) * hd]);
-                heads::categorical(head, a[i] as usize, mask, &mut self.d_logp, &mut self.d_ent)
-            }
-            (
-                ActionDist::TanhNormal {
-                    squash, min_std, ..
-                },
-                BatchActions::Continuous(u),
-            ) => {
-                let w = hd / 2;
-                // No noise given: the entropy estimate at the mean (as burn's path).
-                let eps = match mb.noise.get(k * w..(k + 1) * w) {
-                    Some(e) => e,
-                    None => &self.zeros[..w],
-                };
-                heads::tanh_normal(
-                    head,
-                    &u[i * w..(i + 1) * w],
-                    eps,
-                    *min_std as f64,
-                    squash,
-                    cfg.gaussian_entropy,
-                    &mut self.d_logp,
-                    &mut self.d_ent,
-                )
-            }
-            _ => unreachable!("update data is built for the run's action space"),
+    /// The minibatch's summed loss terms, and its gradient in the first
+    /// shard's buffer: its rows split into contiguous shards of at least
+    /// [`MIN_SHARD_ROWS`], one per thread, the gradients added up after.
+    fn forward_backward(&mut self, mb: &Minibatch<'_>, inv_m: f64) -> Sums {
+        let m = mb.idx.len();
+        let n = (m / MIN_SHARD_ROWS).clamp(1, self.shards.len());
+        let chunk = m.div_ceil(n);
+        let rows = |s: usize| s * chunk..((s + 1) * chunk).min(m);
+        let shared = Shared {
+            layout: &self.layout,
+            dist: &self.dist,
+            params: &self.params,
+            scaler: self.scaler.as_ref(),
+            mb,
+            inv_m,
         };
-        let terms = heads::ppo_terms(
-            eval.logp,
-            data.old_log_probs[i] as f64,
-            mb.adv[k] as f64,
-            self.work.value[k] as f64,
-            data.returns[i] as f64,
-            data.old_values[i] as f64,
-            mb.clip,
-            cfg.clip_value_loss.then_some(cfg.value_clip_coef),
-        );
-        (eval, terms)
-    }
-
-    /// Scales the gradients to global norm `max_norm` when above it (as
-    /// [`crate::engine::burn::clip_global_norm`]); returns the norm before.
-    fn clip_grads(&mut self, max_norm: f64) -> f64 {
-        let norm = self
-            .grads
-            .iter()
-            .map(|&g| g as f64 * g as f64)
-            .sum::<f64>()
-            .sqrt();
-        if norm > max_norm && norm.is_finite() {
-            let factor = (max_norm / (norm + 1e-6)) as f32;
-            self.grads.iter_mut().for_each(|g| *g *= factor);
+        let (first, rest) = self.shards[..n].split_at_mut(1);
+        match &self.pool {
+            Some(pool) if n > 1 => pool.in_place_scope(|scope| {
+                for (s, shard) in rest.iter_mut().enumerate() {
+                    let shared = &shared;
+                    scope.spawn(move |_| shard.run(shared, rows(s + 1)));
+                }
+                first[0].run(&shared, rows(0));
+            }),
+            _ => first[0].run(&shared, rows(0)),
         }
-        norm
+        let mut sums = first[0].sums;
+        for shard in rest.iter() {
+            sums.add(&shard.sums);
+            let total = first[0].grads.iter_mut();
+            total.zip(&shard.grads).for_each(|(g, &o)| *g += o);
+        }
+        sums
     }
 
     /// burn's Adam, term for term: `p -= lr * m * c / (sqrt(v) + eps * b2)` with
@@ -270,7 +207,7 @@ impl Fused {
         for (((p, &g), m), v) in self
             .params
             .iter_mut()
-            .zip(&self.grads)
+            .zip(&self.shards[0].grads)
             .zip(&mut self.m1)
             .zip(&mut self.m2)
         {
@@ -279,4 +216,19 @@ impl Fused {
             *p -= lr * (*m * combined / (v.sqrt() + eps));
         }
     }
+}
+
+/// Scales `grads` to global norm `max_norm` when above it (as
+/// [`crate::engine::burn::clip_global_norm`]); returns the norm before.
+fn clip_grads(grads: &mut [f32], max_norm: f64) -> f64 {
+    let norm = grads
+        .iter()
+        .map(|&g| g as f64 * g as f64)
+        .sum::<f64>()
+        .sqrt();
+    if norm > max_norm && norm.is_finite() {
+        let factor = (max_norm / (norm + 1e-6)) as f32;
+        grads.iter_mut().for_each(|g| *g *= factor);
+    }
+    norm
 }

@@ -38,22 +38,30 @@ pub fn categorical(
         }
     };
     let max = (0..z.len()).map(logit).fold(f64::NEG_INFINITY, f64::max);
-    let ln_sum = (0..z.len())
-        .map(|j| (logit(j) - max).exp())
-        .sum::<f64>()
-        .ln();
+    // One exponential per allowed action (a game's head is mostly masked):
+    // every masked logit adds the same term, zero unless all are masked.
+    let masked_term = (MASKED_LOGIT as f64 - max).exp();
+    let mut sum = 0.0;
+    for (j, e) in d_logp.iter_mut().enumerate().take(z.len()) {
+        // e^(logit - max), for now.
+        *e = if allowed(j) {
+            (z[j] as f64 - max).exp()
+        } else {
+            masked_term
+        };
+        sum += *e;
+    }
+    let ln_sum = sum.ln();
     let logp_j = |j: usize| logit(j) - max - ln_sum;
     let mut entropy = 0.0;
     for j in (0..z.len()).filter(|&j| allowed(j)) {
-        let lp = logp_j(j);
-        entropy -= lp.exp() * lp;
+        entropy -= d_logp[j] / sum * logp_j(j);
     }
     for j in 0..z.len() {
         if allowed(j) {
-            let lp = logp_j(j);
-            let p = lp.exp();
+            let p = d_logp[j] / sum;
             d_logp[j] = if j == a { 1.0 - p } else { -p };
-            d_ent[j] = -p * (lp + entropy);
+            d_ent[j] = -p * (logp_j(j) + entropy);
         } else {
             d_logp[j] = 0.0;
             d_ent[j] = 0.0;

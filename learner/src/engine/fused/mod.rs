@@ -11,6 +11,11 @@
 //! ([`burn_io`]), so publishing and checkpoints are the same whichever engine
 //! ran.
 //!
+//! A minibatch step is spread over `learner.threads` threads ([`shard`]): each
+//! takes a contiguous share of the rows and the gradients are added, the
+//! CPU's counterpart of burn's replicas and all-reduce, without copies of the
+//! parameters.
+//!
 //! What it covers: MLP torsos (separate or shared, tanh or relu, no LayerNorm),
 //! observation normalisation, categorical (masked) and tanh-normal heads, on a
 //! single CPU device. Anything else runs on burn.
@@ -19,21 +24,27 @@ mod backward;
 pub mod burn_io;
 mod cpu;
 mod heads;
+mod shard;
 
-pub use cpu::Fused;
+pub use cpu::{Fused, MIN_SHARD_ROWS};
 
 use super::burn::Replica;
 use super::{EngineError, EngineState, UpdateEngine};
 use crate::data::{Minibatch, StepStats};
 use burn::tensor::backend::AutodiffBackend;
+use sebulba_core::model::fused::flat::{self, ObsStats};
 use sebulba_core::model::fused::{ObsScaler, params};
 use sebulba_core::model::{ModelSpec, RunningMeanStd};
+use sebulba_core::weights::WeightsError;
 
 pub struct FusedEngine<B: AutodiffBackend> {
     cpu: Fused,
     /// Holds the burn model (after every update) and Adam state (when saved).
     home: Replica<B>,
-    obs_norm: Option<f64>,
+    spec: ModelSpec,
+    /// The normaliser's statistics, as the burn model holds them (published
+    /// with the weights); `None` without a normaliser.
+    obs: Option<ObsStats>,
 }
 
 impl<B: AutodiffBackend> FusedEngine<B> {
@@ -52,13 +63,15 @@ impl<B: AutodiffBackend> FusedEngine<B> {
         Ok(())
     }
 
-    /// The engine starting from `home`'s parameters and Adam state.
-    pub fn new(spec: &ModelSpec, home: Replica<B>) -> Result<Self, EngineError> {
+    /// The engine starting from `home`'s parameters and Adam state, stepping
+    /// on up to `threads` threads.
+    pub fn new(spec: &ModelSpec, home: Replica<B>, threads: usize) -> Result<Self, EngineError> {
         Self::check(spec, 1)?;
         let mut engine = Self {
-            cpu: Fused::new(spec),
+            cpu: Fused::new(spec, threads),
             home,
-            obs_norm: spec.network.obs_norm.then_some(spec.network.obs_clip),
+            spec: spec.clone(),
+            obs: None,
         };
         engine.load_from_home()?;
         Ok(engine)
@@ -71,14 +84,24 @@ impl<B: AutodiffBackend> FusedEngine<B> {
 
     /// Copies the burn model's parameters, normaliser and Adam state in.
     fn load_from_home(&mut self) -> Result<(), EngineError> {
-        let model = self.home.model();
-        let f = &mut self.cpu;
-        f.set_scaler(ObsScaler::of_model(model).map_err(record("observation normaliser"))?);
+        let obs =
+            ObsStats::of_model(self.home.model()).map_err(record("observation normaliser"))?;
+        self.set_obs(obs);
+        let (model, f) = (self.home.model(), &mut self.cpu);
         f.set_params(params::read_params(f.layout(), model).map_err(record("parameters"))?);
         let (m1, m2, time) = burn_io::read_adam(f.layout(), model, self.home.optim_record())
             .map_err(record("Adam state"))?;
         f.set_adam(m1, m2, time);
         Ok(())
+    }
+
+    /// The normaliser's statistics (`None`: the network has none), and the
+    /// scaler the steps apply from them.
+    fn set_obs(&mut self, obs: Option<ObsStats>) {
+        let clip = self.spec.network.obs_clip;
+        let scaler = obs.as_ref().map(|s| ObsScaler::new(&s.mean, &s.var, clip));
+        self.cpu.set_scaler(scaler);
+        self.obs = obs;
     }
 }
 
@@ -91,6 +114,10 @@ impl<B: AutodiffBackend> UpdateEngine<B> for FusedEngine<B> {
         "fused"
     }
 
+    fn threads(&self) -> usize {
+        self.cpu.threads()
+    }
+
     fn values(&mut self, obs: &[f32]) -> Vec<f32> {
         self.cpu.values(obs)
     }
@@ -101,10 +128,19 @@ impl<B: AutodiffBackend> UpdateEngine<B> for FusedEngine<B> {
 
     fn set_obs_stats(&mut self, stats: &RunningMeanStd) {
         self.home.set_obs_stats(stats);
-        if let Some(clip) = self.obs_norm {
-            let (mean, var) = (stats.mean_f32(), stats.var_f32());
-            self.cpu.set_scaler(Some(ObsScaler::new(&mean, &var, clip)));
+        if self.spec.network.obs_norm {
+            self.set_obs(Some(ObsStats {
+                mean: stats.mean_f32(),
+                var: stats.var_f32(),
+            }));
         }
+    }
+
+    /// Straight from the flat buffers: the file burn would write of the same
+    /// parameters, without building it from burn's tensors.
+    fn safetensors(&self, spec: &ModelSpec) -> Result<Vec<u8>, WeightsError> {
+        let f = &self.cpu;
+        flat::to_safetensors(spec, f.layout(), f.params(), self.obs.as_ref())
     }
 
     fn step(&mut self, mb: &Minibatch<'_>) -> Result<StepStats, EngineError> {

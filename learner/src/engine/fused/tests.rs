@@ -35,6 +35,7 @@ fn ppo_cfg() -> PpoConfig {
     c
 }
 
+#[derive(Clone)]
 struct Case {
     name: &'static str,
     spec: ModelSpec,
@@ -195,8 +196,8 @@ fn data(case: &Case, n: usize, seed: u64) -> UpdateData {
     data
 }
 
-fn fused_from(case: &Case, m: &ActorCritic<B>) -> Fused {
-    let mut f = Fused::new(&case.spec);
+fn fused_from(case: &Case, m: &ActorCritic<B>, threads: usize) -> Fused {
+    let mut f = Fused::new(&case.spec, threads);
     f.set_params(read_params(f.layout(), m).unwrap());
     f.set_scaler(ObsScaler::of_model(m).unwrap());
     f
@@ -204,10 +205,22 @@ fn fused_from(case: &Case, m: &ActorCritic<B>) -> Fused {
 
 /// PPO on one CPU device from a copy of `m`, on the fused engine when `fused`.
 fn on_cpu(spec: &ModelSpec, m: &ActorCritic<B>, cfg: &PpoConfig, seed: u64, fused: bool) -> Ppo<B> {
+    on_threads(spec, m, cfg, seed, if fused { 1 } else { 0 })
+}
+
+/// PPO from a copy of `m` on burn (`threads` 0) or on the fused engine with
+/// up to `threads` threads a step.
+fn on_threads(
+    spec: &ModelSpec,
+    m: &ActorCritic<B>,
+    cfg: &PpoConfig,
+    seed: u64,
+    threads: usize,
+) -> Ppo<B> {
     let mut ppo =
         Ppo::<B>::with_model(spec, m.clone(), cfg, seed, vec![Default::default()]).unwrap();
-    if fused {
-        ppo.use_fused().unwrap();
+    if threads > 0 {
+        ppo.use_fused(threads).unwrap();
     }
     ppo
 }
@@ -220,8 +233,9 @@ fn scalar(t: Tensor<Inner, 1>) -> f64 {
 // One case table and one comparison: it reads best whole.
 #[allow(clippy::too_many_lines)]
 fn every_gradient_and_loss_term_matches_burn_autodiff() {
-    for case in cases() {
-        let n = 64;
+    // One thread, and three taking 43, 43 and 42 of the 128 rows.
+    for (case, threads) in cases().into_iter().flat_map(|c| [(c.clone(), 1), (c, 3)]) {
+        let n = 256;
         let data = data(&case, n, 3);
         let m = model(&case, &data);
         let idx: Vec<usize> = (0..n).rev().step_by(2).collect();
@@ -257,7 +271,8 @@ fn every_gradient_and_loss_term_matches_burn_autodiff() {
         ];
         let grads = GradientsParams::from_grads(losses.total.backward(), &m);
 
-        let mut f = fused_from(&case, &m);
+        let mut f = fused_from(&case, &m, threads);
+        assert_eq!(f.threads(), threads);
         let s = f.step(&Minibatch {
             data: &data,
             idx: &idx,
@@ -280,7 +295,7 @@ fn every_gradient_and_loss_term_matches_burn_autodiff() {
         {
             assert!(
                 (g - w).abs() <= 2e-5 * (1.0 + w.abs()),
-                "{}: {what} {g} vs burn {w}",
+                "{} ({threads} threads): {what} {g} vs burn {w}",
                 case.name
             );
         }
@@ -304,7 +319,7 @@ fn every_gradient_and_loss_term_matches_burn_autodiff() {
             for (k, (o, b)) in ours.iter().zip(&burn).enumerate() {
                 assert!(
                     (o - b).abs() <= 1e-4 * scale,
-                    "{}: gradient of {shape:?} at {k}: fused {o} vs burn {b}",
+                    "{} ({threads} threads): gradient of {shape:?} at {k}: fused {o} vs burn {b}",
                     case.name
                 );
             }
@@ -336,34 +351,53 @@ fn whole_updates_follow_the_burn_engine() {
         cfg.adv_norm = AdvantageNorm::Minibatch;
         let mut burn = on_cpu(&case.spec, &m, &cfg, 11, false);
         let mut fused = on_cpu(&case.spec, &m, &cfg, 11, true);
+        // Two threads, each taking 32 of a minibatch's 64 rows.
+        let mut sharded = on_threads(&case.spec, &m, &cfg, 11, 2);
         assert_eq!((burn.engine(), fused.engine()), ("burn", "fused"));
         let layout = Layout::new(&case.spec);
         let start = flat(burn.model(), &layout);
         for _ in 0..2 {
             let a = burn.update(&data, &cfg, 3e-3, 0.2).unwrap();
             let b = fused.update(&data, &cfg, 3e-3, 0.2).unwrap();
+            let c = sharded.update(&data, &cfg, 3e-3, 0.2).unwrap();
             assert_eq!(a.minibatch_steps, b.minibatch_steps);
-            for (what, x, y) in [
-                ("policy", a.policy_loss, b.policy_loss),
-                ("value", a.value_loss, b.value_loss),
-                ("entropy", a.entropy, b.entropy),
-                ("grad norm", a.grad_norm, b.grad_norm),
+            assert_eq!(b.minibatch_steps, c.minibatch_steps);
+            for (what, x, y, z) in [
+                ("policy", a.policy_loss, b.policy_loss, c.policy_loss),
+                ("value", a.value_loss, b.value_loss, c.value_loss),
+                ("entropy", a.entropy, b.entropy, c.entropy),
+                ("grad norm", a.grad_norm, b.grad_norm, c.grad_norm),
             ] {
                 assert!(
                     (x - y).abs() <= 1e-3 * (1.0 + x.abs()),
                     "{}: {what} {x} vs {y}",
                     case.name
                 );
+                // Threads change only the order of the additions.
+                assert!(
+                    (y - z).abs() <= 1e-5 * (1.0 + y.abs()),
+                    "{}: {what} {y} on one thread vs {z} on two",
+                    case.name
+                );
             }
         }
         let (pa, pb) = (flat(burn.model(), &layout), flat(fused.model(), &layout));
+        let pc = flat(sharded.model(), &layout);
         let moved = max_diff(&pa, &start);
         assert!(moved > 1e-3, "{}: the update moved nothing", case.name);
+        for (what, p) in [("one thread", &pb), ("two threads", &pc)] {
+            assert!(
+                max_diff(&pa, p) < 0.02 * moved,
+                "{}: fused on {what} apart from burn by {} after moving {moved}",
+                case.name,
+                max_diff(&pa, p)
+            );
+        }
         assert!(
-            max_diff(&pa, &pb) < 0.02 * moved,
-            "{}: engines apart by {} after moving {moved}",
+            max_diff(&pb, &pc) < 1e-4 * moved,
+            "{}: one and two threads apart by {}",
             case.name,
-            max_diff(&pa, &pb)
+            max_diff(&pb, &pc)
         );
         // What is published is the fused engine's parameters.
         let published = flat(&fused.inference_model(), &layout);
@@ -394,7 +428,7 @@ fn adam_state_converts_to_burn_records_and_back() {
     let data = data(case, 128, 4);
     let m = model(case, &data);
     let home = Replica::new(m.clone(), case.cfg.adam_eps, Default::default(), None);
-    let mut engine = FusedEngine::<B>::new(&case.spec, home).unwrap();
+    let mut engine = FusedEngine::<B>::new(&case.spec, home, 1).unwrap();
     let idx: Vec<usize> = (0..data.len()).collect();
     let noise = vec![0.1; data.len() * case.spec.dist().action_width()];
     let mb = Minibatch {
@@ -475,7 +509,7 @@ fn unsupported_networks_are_refused_by_name() {
     assert!(e.contains("2 devices"), "{e}");
     let m = spec.init::<B>(&Default::default());
     let mut ppo = Ppo::<B>::with_model(&spec, m, &ppo_cfg(), 1, vec![Default::default()]).unwrap();
-    assert!(ppo.use_fused().is_err());
+    assert!(ppo.use_fused(1).is_err());
     assert_eq!(ppo.engine(), "burn");
     let _ = ppo.model().clone().into_record();
 }
@@ -545,7 +579,7 @@ fn a_masked_action_gets_zero_probability_and_zero_gradient_in_both_engines() {
         .into_data()
         .to_vec()
         .unwrap();
-    let mut f = fused_from(&case, &m);
+    let mut f = fused_from(&case, &m, 1);
     f.step(&Minibatch {
         data: &data,
         idx: &idx,
@@ -575,4 +609,52 @@ fn a_masked_action_gets_zero_probability_and_zero_gradient_in_both_engines() {
     log_softmax_row(&[0.3, -0.2, 9.0], Some(&[1, 1, 0]), &mut out);
     assert_eq!(out[2].exp(), 0.0);
     assert!((out[0].exp() + out[1].exp() - 1.0).abs() < 1e-6);
+}
+
+/// The tensors of a safetensors file by name: dtype, shape and bytes.
+fn tensors_of(bytes: &[u8]) -> Vec<(String, String, Vec<usize>, Vec<u8>)> {
+    let file = safetensors::SafeTensors::deserialize(bytes).unwrap();
+    let mut out: Vec<_> = file
+        .tensors()
+        .into_iter()
+        .map(|(n, t)| {
+            (
+                n,
+                format!("{:?}", t.dtype()),
+                t.shape().to_vec(),
+                t.data().to_vec(),
+            )
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// What the fused engine publishes straight from its flat buffers is the file
+/// burn writes of the same model: parameters after an update, and the
+/// normaliser's statistics set for it.
+#[test]
+fn published_weights_are_the_file_burn_writes_of_the_same_model() {
+    for case in cases() {
+        let data = data(&case, 64, 5);
+        let m = model(&case, &data);
+        let mut cfg = case.cfg.clone();
+        (cfg.epochs, cfg.minibatches) = (1, 2);
+        let mut fused = on_cpu(&case.spec, &m, &cfg, 3, true);
+        let mut stats = RunningMeanStd::new(data.obs_dim);
+        stats.update(&data.observations);
+        fused.set_obs_stats(&stats);
+        fused.update(&data, &cfg, 3e-3, 0.2).unwrap();
+        let ours = fused.safetensors().unwrap();
+        let burns =
+            sebulba_core::weights::to_safetensors(&fused.inference_model(), &case.spec).unwrap();
+        assert_eq!(tensors_of(&ours), tensors_of(&burns), "{}", case.name);
+        let names: Vec<String> = tensors_of(&ours).into_iter().map(|t| t.0).collect();
+        assert_eq!(
+            names.iter().any(|n| n == "obs_norm.var"),
+            case.spec.network.obs_norm,
+            "{}: {names:?}",
+            case.name
+        );
+    }
 }

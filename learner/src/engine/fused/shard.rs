@@ -1,0 +1,191 @@
+//! One thread's share of a fused minibatch step. A minibatch's rows are split
+//! into contiguous shards; each shard runs the forward pass, the per-sample
+//! loss gradients and the backward pass over its rows into a gradient buffer
+//! of its own, and the engine adds the shards' gradients. Every per-sample
+//! term is already divided by the whole minibatch's size, so the sum is the
+//! minibatch's gradient: only the order of the floating-point additions
+//! depends on the shard count.
+
+use super::backward::{self, Grads};
+use super::heads;
+use crate::batch::BatchActions;
+use crate::data::Minibatch;
+use sebulba_core::distribution::ActionDist;
+use sebulba_core::model::fused::ObsScaler;
+use sebulba_core::model::fused::net::{self, Layout, Work};
+use std::ops::Range;
+
+/// What every shard of a step reads.
+pub struct Shared<'a> {
+    pub layout: &'a Layout,
+    pub dist: &'a ActionDist,
+    pub params: &'a [f32],
+    pub scaler: Option<&'a ObsScaler>,
+    pub mb: &'a Minibatch<'a>,
+    /// 1 / the minibatch's size.
+    pub inv_m: f64,
+}
+
+/// A shard's loss terms, summed over its rows (not yet averaged).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Sums {
+    pub policy_loss: f64,
+    pub value_loss: f64,
+    pub entropy: f64,
+    pub approx_kl: f64,
+    pub clipped: usize,
+}
+
+impl Sums {
+    pub fn add(&mut self, o: &Sums) {
+        self.policy_loss += o.policy_loss;
+        self.value_loss += o.value_loss;
+        self.entropy += o.entropy;
+        self.approx_kl += o.approx_kl;
+        self.clipped += o.clipped;
+    }
+}
+
+/// A shard's buffers, reused from step to step.
+pub struct Shard {
+    pub work: Work,
+    grad_work: Grads,
+    /// This shard's share of the gradient, in layout order.
+    pub grads: Vec<f32>,
+    /// The sums of the last [`Shard::run`].
+    pub sums: Sums,
+    d_logp: Vec<f64>,
+    d_ent: Vec<f64>,
+    zeros: Vec<f32>,
+}
+
+impl Shard {
+    pub fn new(layout: &Layout) -> Self {
+        let width = layout.head_dim;
+        Self {
+            work: Work::default(),
+            grad_work: Grads::default(),
+            grads: vec![0.0; layout.len],
+            sums: Sums::default(),
+            d_logp: vec![0.0; width],
+            d_ent: vec![0.0; width],
+            zeros: vec![0.0; width],
+        }
+    }
+
+    /// Fills `work.x` with the (normalised) rows of `obs` (`[rows * obs_dim]`).
+    pub fn load_rows(&mut self, layout: &Layout, scaler: Option<&ObsScaler>, obs: &[f32]) {
+        let d = layout.obs_dim;
+        let rows = obs.len() / d;
+        self.work.resize(layout, rows);
+        self.work.x.copy_from_slice(&obs[..rows * d]);
+        if let Some(s) = scaler {
+            self.work.x.chunks_exact_mut(d).for_each(|row| s.apply(row));
+        }
+    }
+
+    /// Minibatch rows `rows`: the forward pass, each sample's loss terms and
+    /// their gradients at the heads, and the backward pass into `self.grads`
+    /// (overwritten); the terms' sums into `self.sums`.
+    pub fn run(&mut self, s: &Shared<'_>, rows: Range<usize>) {
+        let (layout, mb) = (s.layout, s.mb);
+        let idx = &mb.idx[rows.clone()];
+        self.gather_obs(s, idx);
+        net::forward(layout, s.params, &mut self.work);
+        self.grad_work.resize(layout, idx.len());
+        let cfg = mb.cfg;
+        let hd = layout.head_dim;
+        let mut sums = Sums::default();
+        for (k, &i) in idx.iter().enumerate() {
+            let (eval, t) = self.sample_terms(s, k, rows.start + k, i);
+            sums.policy_loss += t.policy;
+            sums.value_loss += t.value;
+            sums.entropy += eval.entropy;
+            sums.approx_kl += t.approx_kl;
+            sums.clipped += usize::from(t.clipped);
+            // total = policy - ent_coef * entropy + vf_coef * value, each a mean.
+            let d_head = &mut self.grad_work.d_head[k * hd..(k + 1) * hd];
+            for ((g, &dl), &de) in d_head.iter_mut().zip(&self.d_logp).zip(&self.d_ent) {
+                *g = ((t.d_logp * dl - cfg.ent_coef * de) * s.inv_m) as f32;
+            }
+            self.grad_work.d_value[k] = (cfg.vf_coef * t.d_value * s.inv_m) as f32;
+        }
+        self.sums = sums;
+        backward::backward(
+            layout,
+            s.params,
+            &mut self.grads,
+            &self.work,
+            &mut self.grad_work,
+        );
+    }
+
+    /// Fills `work.x` with the (normalised) observations of samples `idx`.
+    fn gather_obs(&mut self, s: &Shared<'_>, idx: &[usize]) {
+        let data = s.mb.data;
+        let d = data.obs_dim;
+        self.work.resize(s.layout, idx.len());
+        for (row, &i) in self.work.x.chunks_exact_mut(d).zip(idx) {
+            row.copy_from_slice(&data.observations[i * d..(i + 1) * d]);
+            if let Some(sc) = s.scaler {
+                sc.apply(row);
+            }
+        }
+    }
+
+    /// Sample `i`, row `k` of this shard and row `at` of the minibatch: its
+    /// log-probability and entropy with their gradients (into `d_logp`,
+    /// `d_ent`) and its PPO loss terms.
+    fn sample_terms(
+        &mut self,
+        s: &Shared<'_>,
+        k: usize,
+        at: usize,
+        i: usize,
+    ) -> (heads::Eval, heads::Terms) {
+        let (mb, hd) = (s.mb, s.layout.head_dim);
+        let (data, cfg) = (mb.data, mb.cfg);
+        let head = &self.work.head[k * hd..(k + 1) * hd];
+        let eval = match (s.dist, &data.actions) {
+            (ActionDist::Categorical { .. }, BatchActions::Discrete(a)) => {
+                let mask = data.masks.as_ref().map(|mk| &mk[i * hd..(i + 1) * hd]);
+                heads::categorical(head, a[i] as usize, mask, &mut self.d_logp, &mut self.d_ent)
+            }
+            (
+                ActionDist::TanhNormal {
+                    squash, min_std, ..
+                },
+                BatchActions::Continuous(u),
+            ) => {
+                let w = hd / 2;
+                // No noise given: the entropy estimate at the mean (as burn's path).
+                let eps = match mb.noise.get(at * w..(at + 1) * w) {
+                    Some(e) => e,
+                    None => &self.zeros[..w],
+                };
+                heads::tanh_normal(
+                    head,
+                    &u[i * w..(i + 1) * w],
+                    eps,
+                    *min_std as f64,
+                    squash,
+                    cfg.gaussian_entropy,
+                    &mut self.d_logp,
+                    &mut self.d_ent,
+                )
+            }
+            _ => unreachable!("update data is built for the run's action space"),
+        };
+        let terms = heads::ppo_terms(
+            eval.logp,
+            data.old_log_probs[i] as f64,
+            mb.adv[at] as f64,
+            self.work.value[k] as f64,
+            data.returns[i] as f64,
+            data.old_values[i] as f64,
+            mb.clip,
+            cfg.clip_value_loss.then_some(cfg.value_clip_coef),
+        );
+        (eval, terms)
+    }
+}
