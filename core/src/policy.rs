@@ -8,9 +8,10 @@ use crate::CpuBackend;
 use crate::config::{Activation, Init, LayerNormPlacement, NetworkConfig};
 use crate::devices::DeviceKind;
 use crate::env::EnvSpec;
-use crate::model::fused::FusedPolicy;
+use crate::model::fused::net::Layout;
+use crate::model::fused::{FusedPolicy, ObsScaler};
 use crate::model::{ActorCritic, ModelSpec};
-use crate::weights::{WeightsError, load_into};
+use crate::weights::{WeightsError, flat, load_into};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 
@@ -145,7 +146,13 @@ impl InferencePolicy {
     /// Loads `bytes` as `version`; on error the previous weights stay in use.
     pub fn load(&mut self, version: u64, bytes: Vec<u8>) -> Result<(), PolicyError> {
         match &mut self.model {
-            Model::Fused(f) => *f = FusedPolicy::from_safetensors(&self.spec, &bytes)?,
+            Model::Fused(f) => {
+                let net = &self.spec.network;
+                let layout = Layout::new(&self.spec);
+                let (params, stats) = flat::from_safetensors(&layout, net.obs_norm, &bytes)?;
+                let scaler = stats.map(|s| ObsScaler::new(&s.mean, &s.var, net.obs_clip));
+                *f = FusedPolicy::new(&self.spec, params, scaler).map_err(PolicyError::Fused)?;
+            }
             // Loaded into a copy of the current model (tensor handles are shared,
             // so the copy is cheap), not a freshly initialised one: an
             // orthogonal init per version cost a fifth of the CPU of a local

@@ -4,20 +4,18 @@
 //! element), while here a forward pass is a few matrix products and loops over
 //! reused buffers. The learner's fused engine adds the backward pass; actors
 //! and the evaluator act with [`FusedPolicy`]. Published weights go straight
-//! between safetensors bytes and the flat buffers ([`flat`]), in the file burn
-//! writes; the learner's burn model stays the source of checkpoints, and
-//! [`params`] copies between the two.
+//! between safetensors bytes and the flat buffers (`crate::weights::flat`),
+//! in the file burn writes; the learner's burn model stays the source of
+//! checkpoints, and [`params`] copies between the two.
 //!
 //! Covered: MLP torsos (separate or shared, tanh or relu) without LayerNorm,
 //! with or without observation normalisation.
 
-pub mod flat;
 pub mod kernels;
 pub mod net;
 pub mod params;
 
 use crate::model::{ActorCritic, ModelSpec, OBS_NORM_EPS};
-use crate::weights::WeightsError;
 use burn::tensor::backend::Backend;
 use net::{Layout, Work};
 use std::sync::Mutex;
@@ -45,11 +43,14 @@ impl ObsScaler {
 
     /// The model's normaliser (`None` when it has none).
     pub fn of_model<B: Backend>(m: &ActorCritic<B>) -> Result<Option<Self>, String> {
-        let stats = flat::ObsStats::of_model(m)?;
-        Ok(m.obs_norm
+        m.obs_norm
             .as_ref()
-            .zip(stats)
-            .map(|(n, s)| Self::new(&s.mean, &s.var, n.clip)))
+            .map(|n| {
+                let mean = params::floats(n.mean.val(), "obs_norm.mean")?;
+                let var = params::floats(n.var.val(), "obs_norm.var")?;
+                Ok(Self::new(&mean, &var, n.clip))
+            })
+            .transpose()
     }
 
     /// `clip((x - mean) / std, +-clip)` over one row, in place.
@@ -84,17 +85,24 @@ impl FusedPolicy {
         })
     }
 
-    /// The weights in safetensors `bytes` (as published), read straight into
-    /// the flat buffers: every tensor checked for its shape and finiteness.
-    pub fn from_safetensors(spec: &ModelSpec, bytes: &[u8]) -> Result<Self, WeightsError> {
+    /// The policy of `spec` with parameters `params` (in [`Layout`] order)
+    /// and normaliser `scaler`.
+    pub fn new(
+        spec: &ModelSpec,
+        params: Vec<f32>,
+        scaler: Option<ObsScaler>,
+    ) -> Result<Self, String> {
         if !spec.network.fused_covers() {
-            return Err(WeightsError::Mismatch(
-                "LayerNorm networks run on burn".into(),
-            ));
+            return Err("LayerNorm networks run on burn".into());
         }
         let layout = Layout::new(spec);
-        let (params, stats) = flat::from_safetensors(&layout, spec.network.obs_norm, bytes)?;
-        let scaler = stats.map(|s| ObsScaler::new(&s.mean, &s.var, spec.network.obs_clip));
+        if params.len() != layout.len {
+            return Err(format!(
+                "{} parameters for a layout of {}",
+                params.len(),
+                layout.len
+            ));
+        }
         Ok(Self {
             layout,
             params,

@@ -32,10 +32,10 @@ use super::burn::Replica;
 use super::{EngineError, EngineState, UpdateEngine};
 use crate::data::{Minibatch, StepStats};
 use burn::tensor::backend::AutodiffBackend;
-use sebulba_core::model::fused::flat::{self, ObsStats};
 use sebulba_core::model::fused::{ObsScaler, params};
 use sebulba_core::model::{ModelSpec, RunningMeanStd};
 use sebulba_core::weights::WeightsError;
+use sebulba_core::weights::flat::{self, ObsStats};
 
 pub struct FusedEngine<B: AutodiffBackend> {
     cpu: Fused,

@@ -2,6 +2,8 @@
 //! model spec rides along in the safetensors metadata so a file explains itself
 //! (and PyTorch's `safetensors.torch.load` reads the tensors directly).
 
+pub mod flat;
+
 use crate::model::{ActorCritic, ModelSpec};
 use burn::tensor::backend::Backend;
 use burn_store::{ModuleSnapshot, SafetensorsStore};

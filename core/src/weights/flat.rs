@@ -5,10 +5,10 @@
 //! run about a tenth of its CPU (an element-by-element copy of every tensor at
 //! each publish and at each actor's and the evaluator's load).
 
-use super::net::{Dense, Layout};
-use super::params::floats;
+use super::WeightsError;
+use crate::model::fused::net::{Dense, Layout};
+use crate::model::fused::params::floats;
 use crate::model::{ActorCritic, ModelSpec};
-use crate::weights::WeightsError;
 use burn::tensor::backend::Backend;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use std::collections::HashMap;
