@@ -117,11 +117,33 @@ pub fn tanh(x: f32) -> f32 {
     ((1.0 - e) / (1.0 + e)).copysign(x)
 }
 
-/// [`tanh`] over a slice, in place.
+/// [`tanh`] over a slice, in place: compiled for AVX2 and FMA too, and run
+/// that way where the CPU has them (the portable build vectorises only to
+/// SSE2's 4 lanes; a tenth of a small network's update went here). The same
+/// operations in the same order either way, so the results are identical.
 pub fn tanh_in_place(x: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU has AVX2 and FMA, checked just above.
+        unsafe { tanh_avx2(x) };
+        return;
+    }
+    tanh_loop(x);
+}
+
+#[inline(always)]
+fn tanh_loop(x: &mut [f32]) {
     for v in x.iter_mut() {
         *v = tanh(*v);
     }
+}
+
+/// [`tanh_loop`] with AVX2 and FMA enabled. (Rust does not contract `a * b
+/// + c` into a fused multiply-add, so FMA changes no result.)
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn tanh_avx2(x: &mut [f32]) {
+    tanh_loop(x);
 }
 
 #[cfg(test)]
@@ -145,6 +167,18 @@ mod tests {
         assert_eq!(tanh(50.0), 1.0);
         assert_eq!(tanh(-50.0), -1.0);
         assert!(tanh(f32::NAN).is_nan());
+    }
+
+    /// The slice version (AVX2 and FMA where the CPU has them) gives the
+    /// scalar function's bits, at every position of a slice of odd length.
+    #[test]
+    fn tanh_over_a_slice_is_the_scalar_tanh_bit_for_bit() {
+        let xs: Vec<f32> = (0..4099).map(|i| (i as f32 - 2049.5) * 0.0061).collect();
+        let mut ys = xs.clone();
+        tanh_in_place(&mut ys);
+        for (x, y) in xs.iter().zip(&ys) {
+            assert_eq!(y.to_bits(), tanh(*x).to_bits(), "tanh({x})");
+        }
     }
 
     #[test]
