@@ -121,3 +121,40 @@ fn every_benchmark_line_prints_and_writes_its_figures() {
     assert_eq!(local["target_return"], 0.0);
     assert_eq!(local["steps_to_target"], first["env_steps"], "{local}");
 }
+
+/// A synthetic expensive env (`env.kwargs.step_cost_us`) through `bench
+/// local`: one actor spinning 1 ms a step cannot step faster than 1,000 env
+/// steps/s, whatever the learner does.
+#[test]
+fn a_costly_native_env_bounds_one_actor_to_its_step_cost() {
+    let dir = run_dir("bench-costly");
+    let run = dir.join("run");
+    let local = bench(
+        &dir,
+        "costly",
+        &[
+            "local",
+            "--env",
+            "CartPole-v1",
+            "--total-steps",
+            "1024",
+            "--run-dir",
+            run.to_str().expect("utf-8 path"),
+            "--set",
+            "env.kwargs.step_cost_us=1000",
+            "--set",
+            "run.local_actors=1",
+            "--set",
+            "env.envs_per_actor=4",
+            "--set",
+            "env.rollout_length=64",
+            "--set",
+            "eval.episodes=1",
+            "--set",
+            "eval.final_episodes=1",
+        ],
+    );
+    let sps = measured(&local, "env_steps_per_second");
+    assert!(local["env_steps"].as_u64().unwrap_or(0) >= 1024, "{local}");
+    assert!(sps <= 1000.0, "one actor at 1 ms a step: {sps} env steps/s");
+}

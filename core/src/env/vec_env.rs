@@ -2,6 +2,7 @@
 //! and auto-reset, writing into reusable buffers (no per-step allocation).
 
 use super::{Action, ActionSpace, EnvError, EnvSpec, TimeLimit, make_env};
+use std::time::{Duration, Instant};
 
 /// Actions for all `E` environments of a [`VecEnv`].
 #[derive(Clone, Copy, Debug)]
@@ -89,6 +90,9 @@ pub struct VecEnv {
     spec: EnvSpec,
     envs: Vec<TimeLimit>,
     returns: Vec<f64>,
+    /// CPU time burnt per env step (`env.kwargs.step_cost_us`): zero unless
+    /// a benchmark asks for an expensive env.
+    step_cost: Duration,
 }
 
 impl VecEnv {
@@ -106,7 +110,15 @@ impl VecEnv {
             spec,
             envs,
             returns: vec![0.0; num_envs],
+            step_cost: Duration::ZERO,
         })
+    }
+
+    /// The same envs, each step also spinning the CPU for `cost` (the
+    /// dynamics are unchanged): a synthetic expensive simulator.
+    pub fn with_step_cost(mut self, cost: Duration) -> Self {
+        self.step_cost = cost;
+        self
     }
 
     pub fn spec(&self) -> &EnvSpec {
@@ -163,7 +175,13 @@ impl VecEnv {
                 ActionBatch::Continuous(a) => Action::Continuous(&a[i * a_dim..(i + 1) * a_dim]),
             };
             let obs = &mut out.obs[i * d..(i + 1) * d];
+            let started = (!self.step_cost.is_zero()).then(Instant::now);
             let r = env.step(action, obs)?;
+            if let Some(t) = started {
+                while t.elapsed() < self.step_cost {
+                    std::hint::spin_loop();
+                }
+            }
             self.returns[i] += r.reward;
             out.reward[i] = r.reward as f32;
             out.terminated[i] = r.terminated;

@@ -8,6 +8,7 @@
 
 use super::{ActionBatch, EnvError, EnvSpec, VecEnv, VecStepOut};
 use std::sync::OnceLock;
+use std::time::Duration;
 
 /// E environments stepped together with Gymnasium's same-step auto-reset
 /// (see [`VecStepOut`]).
@@ -111,13 +112,39 @@ fn provider(id: &str) -> Result<&'static dyn EnvProvider, EnvError> {
         })
 }
 
-fn no_kwargs(id: &str, kwargs: &str) -> Result<(), EnvError> {
-    match kwargs.trim() {
-        "" | "{}" => Ok(()),
-        _ => Err(EnvError::External {
-            id: id.to_string(),
-            reason: format!("env.kwargs are for Python environments; `{id}` is native"),
-        }),
+/// The most a native env's synthetic step cost may be: one second a step.
+pub const MAX_STEP_COST_US: u64 = 1_000_000;
+
+/// A native env's kwargs: only `step_cost_us`, a synthetic cost of CPU time
+/// per env step (an integer in [0, 1e6] microseconds, 0 without it) that
+/// stands in for an expensive simulator when measuring how throughput scales
+/// with actor processes. Anything else is for Python environments.
+pub fn native_step_cost(id: &str, kwargs: &str) -> Result<Duration, EnvError> {
+    let bad = |reason: String| EnvError::External {
+        id: id.to_string(),
+        reason,
+    };
+    if kwargs.trim().is_empty() {
+        return Ok(Duration::ZERO);
+    }
+    let map: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(kwargs).map_err(|e| bad(format!("env.kwargs: {e}")))?;
+    if let Some(key) = map.keys().find(|k| *k != "step_cost_us") {
+        return Err(bad(format!(
+            "env.kwargs.{key}: a native env takes only `step_cost_us` (other kwargs are for Python environments)"
+        )));
+    }
+    match map.get("step_cost_us") {
+        None => Ok(Duration::ZERO),
+        Some(v) => v
+            .as_u64()
+            .filter(|&us| us <= MAX_STEP_COST_US)
+            .map(Duration::from_micros)
+            .ok_or_else(|| {
+                bad(format!(
+                    "env.kwargs.step_cost_us = {v}: must be an integer in [0, {MAX_STEP_COST_US}]"
+                ))
+            }),
     }
 }
 
@@ -160,7 +187,7 @@ pub fn env_spec_with(id: &str, kwargs: &str) -> Result<EnvSpec, EnvError> {
         game_normaliser(id, kwargs)?;
         Ok(spec)
     } else {
-        no_kwargs(id, kwargs)?;
+        native_step_cost(id, kwargs)?;
         super::env_spec(id)
     }
 }
@@ -183,8 +210,10 @@ pub fn make_vector_env(
             id, num_envs, seed, normaliser,
         )?))
     } else {
-        no_kwargs(id, kwargs)?;
-        Ok(Box::new(VecEnv::new(id, num_envs, seed)?))
+        let cost = native_step_cost(id, kwargs)?;
+        Ok(Box::new(
+            VecEnv::new(id, num_envs, seed)?.with_step_cost(cost),
+        ))
     }
 }
 
@@ -212,6 +241,50 @@ mod tests {
             env_spec_with("Pendulum-v1", "").expect("spec"),
             super::super::env_spec("Pendulum-v1").expect("spec")
         );
+    }
+
+    /// `step_cost_us` burns that much CPU time per env step and changes
+    /// nothing else; bad values and other keys are refused by name.
+    #[test]
+    fn a_native_step_cost_spins_without_changing_the_dynamics() {
+        let (e, steps, cost_us) = (2, 10, 300);
+        let kwargs = format!(r#"{{"step_cost_us":{cost_us}}}"#);
+        let mut slow = make_vector_env("CartPole-v1", &kwargs, e, 5).expect("slow");
+        let mut fast = make_vector_env("CartPole-v1", "", e, 5).expect("fast");
+        let (mut a, mut b) = (vec![0.0; 4 * e], vec![0.0; 4 * e]);
+        slow.reset(&mut a).expect("reset");
+        fast.reset(&mut b).expect("reset");
+        let (mut oa, mut ob) = (slow.new_step_out(), fast.new_step_out());
+        let started = std::time::Instant::now();
+        for t in 0..steps {
+            let actions = [(t % 2) as u32, ((t / 3) % 2) as u32];
+            slow.step(ActionBatch::Discrete(&actions), &mut oa)
+                .expect("step");
+            fast.step(ActionBatch::Discrete(&actions), &mut ob)
+                .expect("step");
+            assert_eq!(oa.obs, ob.obs);
+            assert_eq!(oa.reward, ob.reward);
+            assert_eq!(oa.terminated, ob.terminated);
+        }
+        let spent = started.elapsed();
+        let least = Duration::from_micros(cost_us * (e * steps) as u64);
+        assert!(spent >= least, "{spent:?} < {least:?}");
+        assert_eq!(
+            native_step_cost("CartPole-v1", "{}").expect("none"),
+            Duration::ZERO
+        );
+        for (bad, names) in [
+            (r#"{"step_cost_us":-1}"#, "step_cost_us"),
+            (r#"{"step_cost_us":1.5}"#, "step_cost_us"),
+            (r#"{"step_cost_us":1000001}"#, "step_cost_us"),
+            (r#"{"step_cost_us":"fast"}"#, "step_cost_us"),
+            (r#"{"gravity":9.8}"#, "env.kwargs.gravity"),
+            ("[1]", "env.kwargs"),
+        ] {
+            let e = native_step_cost("CartPole-v1", bad).expect_err(bad);
+            assert!(e.to_string().contains(names), "{bad}: {e}");
+            assert!(env_spec_with("CartPole-v1", bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
