@@ -111,14 +111,15 @@ impl InferencePolicy {
     ) -> Result<Self, PolicyError> {
         let spec = ModelSpec::new(env, network);
         let model = match device {
-            DeviceKind::Cpu => {
-                let m = spec.init::<CpuBackend>(&Default::default());
-                if spec.network.fused_covers() {
-                    Model::Fused(FusedPolicy::of_model(&spec, &m).map_err(PolicyError::Fused)?)
-                } else {
-                    Model::Cpu(m)
-                }
+            // Zeros until the first version loads (actors and the evaluator
+            // act only with a loaded version): an initialisation would be
+            // thrown away, and an orthogonal one of Big Two's network takes
+            // seconds, at every actor's start and every evaluation.
+            DeviceKind::Cpu if spec.network.fused_covers() => {
+                let zeros = vec![0.0; Layout::new(&spec).len];
+                Model::Fused(FusedPolicy::new(&spec, zeros, None).map_err(PolicyError::Fused)?)
             }
+            DeviceKind::Cpu => Model::Cpu(spec.init::<CpuBackend>(&Default::default())),
             #[cfg(feature = "cuda")]
             DeviceKind::Cuda(n) => {
                 let dev = burn_cuda::CudaDevice::new(n);
