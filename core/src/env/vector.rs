@@ -120,61 +120,62 @@ pub const MAX_STEP_COST_US: u64 = 1_000_000;
 /// stands in for an expensive simulator when measuring how throughput scales
 /// with actor processes. Anything else is for Python environments.
 pub fn native_step_cost(id: &str, kwargs: &str) -> Result<Duration, EnvError> {
-    let bad = |reason: String| EnvError::External {
-        id: id.to_string(),
-        reason,
-    };
-    if kwargs.trim().is_empty() {
-        return Ok(Duration::ZERO);
-    }
-    let map: serde_json::Map<String, serde_json::Value> =
-        serde_json::from_str(kwargs).map_err(|e| bad(format!("env.kwargs: {e}")))?;
-    if let Some(key) = map.keys().find(|k| *k != "step_cost_us") {
-        return Err(bad(format!(
-            "env.kwargs.{key}: a native env takes only `step_cost_us` (other kwargs are for Python environments)"
-        )));
-    }
-    match map.get("step_cost_us") {
+    let hint = "a native env takes only `step_cost_us` (other kwargs are for Python environments)";
+    match only_kwarg(id, kwargs, "step_cost_us", hint)? {
         None => Ok(Duration::ZERO),
         Some(v) => v
             .as_u64()
             .filter(|&us| us <= MAX_STEP_COST_US)
             .map(Duration::from_micros)
             .ok_or_else(|| {
-                bad(format!(
-                    "env.kwargs.step_cost_us = {v}: must be an integer in [0, {MAX_STEP_COST_US}]"
-                ))
+                kwargs_error(
+                    id,
+                    format!("env.kwargs.step_cost_us = {v}: must be an integer in [0, {MAX_STEP_COST_US}]"),
+                )
             }),
     }
+}
+
+fn kwargs_error(id: &str, reason: String) -> EnvError {
+    EnvError::External {
+        id: id.to_string(),
+        reason,
+    }
+}
+
+/// The value of `key` in `kwargs` (a JSON object, `""` for none), which may
+/// hold no other key (`hint` says so, naming the key found).
+fn only_kwarg(
+    id: &str,
+    kwargs: &str,
+    key: &str,
+    hint: &str,
+) -> Result<Option<serde_json::Value>, EnvError> {
+    if kwargs.trim().is_empty() {
+        return Ok(None);
+    }
+    let mut map: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(kwargs).map_err(|e| kwargs_error(id, format!("env.kwargs: {e}")))?;
+    if let Some(other) = map.keys().find(|k| *k != key) {
+        return Err(kwargs_error(id, format!("env.kwargs.{other}: {hint}")));
+    }
+    Ok(map.remove(key))
 }
 
 /// A game's score normaliser: `env.kwargs.score_normaliser` (finite, > 0),
 /// the game's default without it; no other key is a game's.
 pub fn game_normaliser(id: &str, kwargs: &str) -> Result<f64, EnvError> {
-    let bad = |reason: String| EnvError::External {
-        id: id.to_string(),
-        reason,
-    };
-    let default = crate::env::games::default_normaliser(id);
-    if kwargs.trim().is_empty() {
-        return Ok(default);
-    }
-    let map: serde_json::Map<String, serde_json::Value> =
-        serde_json::from_str(kwargs).map_err(|e| bad(format!("env.kwargs: {e}")))?;
-    if let Some(key) = map.keys().find(|k| *k != "score_normaliser") {
-        return Err(bad(format!(
-            "env.kwargs.{key}: a game takes only `score_normaliser`"
-        )));
-    }
-    match map.get("score_normaliser") {
-        None => Ok(default),
+    let hint = "a game takes only `score_normaliser`";
+    match only_kwarg(id, kwargs, "score_normaliser", hint)? {
+        None => Ok(crate::env::games::default_normaliser(id)),
         Some(v) => v
             .as_f64()
             .filter(|x| x.is_finite() && *x > 0.0)
             .ok_or_else(|| {
-                bad(format!(
-                    "env.kwargs.score_normaliser = {v}: must be a number > 0"
-                ))
+                kwargs_error(
+                    id,
+                    format!("env.kwargs.score_normaliser = {v}: must be a number > 0"),
+                )
             }),
     }
 }
