@@ -100,6 +100,11 @@ pub fn auto_threads(spec: &ModelSpec, rows: usize) -> usize {
     if rows.saturating_mul(weights) < AUTO_SPLIT_MACS {
         return 1;
     }
+    cores()
+}
+
+/// The cores this process may use.
+fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
@@ -146,9 +151,11 @@ impl<B: AutodiffBackend> Ppo<B> {
         let net = &cfg.network;
         if cfg.learner.engine.use_fused(&cfg.learner.devices, net) {
             let rows = cfg.samples_per_update() / cfg.ppo.minibatches.max(1);
+            // More threads than cores only time-slice, and each holds a
+            // gradient buffer of the network's size: capped at the cores.
             let threads = match cfg.learner.threads {
                 0 => auto_threads(spec, rows),
-                n => n,
+                n => n.min(cores()),
             };
             ppo.use_fused(threads)?;
         }

@@ -259,8 +259,8 @@ pub struct LearnerConfig {
     /// Threads the fused engine spreads each minibatch step over (each takes
     /// a share of the rows; the gradients are added). 0 (default) = auto:
     /// one per core this process may use when a minibatch is worth splitting
-    /// (see `sebulba_learner::ppo::auto_threads`), else one. The burn engine
-    /// ignores it.
+    /// (see `sebulba_learner::ppo::auto_threads`), else one; more than the
+    /// cores counts as the cores. The burn engine ignores it.
     #[serde(default)]
     pub threads: usize,
 }

@@ -629,4 +629,12 @@ fn auto_threads_split_only_big_minibatches() {
     let rows = cfg.samples_per_update() / cfg.ppo.minibatches;
     assert_eq!(rows, 512);
     assert_eq!(crate::ppo::auto_threads(&bigtwo, rows), cores);
+    // An explicit count is honoured up to the cores, and capped there (each
+    // thread holds a gradient buffer of the network's size).
+    let (cartpole, mut cfg) = spec("CartPole-v1");
+    for (asked, got) in [(1, 1), (256, cores)] {
+        cfg.learner.threads = asked;
+        let ppo = Ppo::<B>::for_run(&cartpole, &cfg, vec![Default::default()]).unwrap();
+        assert_eq!((ppo.engine(), ppo.threads()), ("fused", got));
+    }
 }
