@@ -6,34 +6,12 @@
 //! each publish and at each actor's and the evaluator's load).
 
 use super::WeightsError;
+use crate::model::ModelSpec;
+/// The normaliser's statistics travel as the model holds them.
+pub use crate::model::fused::ObsStats;
 use crate::model::fused::net::{Dense, Layout};
-use crate::model::fused::params::floats;
-use crate::model::{ActorCritic, ModelSpec};
-use burn::tensor::backend::Backend;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use std::collections::HashMap;
-
-/// The observation normaliser's tensors, as the model holds them.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ObsStats {
-    pub mean: Vec<f32>,
-    pub var: Vec<f32>,
-}
-
-impl ObsStats {
-    /// The model's statistics (`None` when it has no normaliser).
-    pub fn of_model<B: Backend>(m: &ActorCritic<B>) -> Result<Option<Self>, String> {
-        m.obs_norm
-            .as_ref()
-            .map(|n| {
-                Ok(Self {
-                    mean: floats(n.mean.val(), "obs_norm.mean")?,
-                    var: floats(n.var.val(), "obs_norm.var")?,
-                })
-            })
-            .transpose()
-    }
-}
 
 /// Where one tensor lives: in the parameter vector, or the normaliser.
 #[derive(Clone, Copy, Debug, PartialEq)]

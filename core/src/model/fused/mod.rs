@@ -20,6 +20,29 @@ use burn::tensor::backend::Backend;
 use net::{Layout, Work};
 use std::sync::Mutex;
 
+/// The observation normaliser's tensors, as the model holds (and publishes)
+/// them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ObsStats {
+    pub mean: Vec<f32>,
+    pub var: Vec<f32>,
+}
+
+impl ObsStats {
+    /// The model's statistics (`None` when it has no normaliser).
+    pub fn of_model<B: Backend>(m: &ActorCritic<B>) -> Result<Option<Self>, String> {
+        m.obs_norm
+            .as_ref()
+            .map(|n| {
+                Ok(Self {
+                    mean: params::floats(n.mean.val(), "obs_norm.mean")?,
+                    var: params::floats(n.var.val(), "obs_norm.var")?,
+                })
+            })
+            .transpose()
+    }
+}
+
 /// The observation normaliser as burn's `ObsNorm` applies it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ObsScaler {
@@ -43,14 +66,10 @@ impl ObsScaler {
 
     /// The model's normaliser (`None` when it has none).
     pub fn of_model<B: Backend>(m: &ActorCritic<B>) -> Result<Option<Self>, String> {
-        m.obs_norm
-            .as_ref()
-            .map(|n| {
-                let mean = params::floats(n.mean.val(), "obs_norm.mean")?;
-                let var = params::floats(n.var.val(), "obs_norm.var")?;
-                Ok(Self::new(&mean, &var, n.clip))
-            })
-            .transpose()
+        let stats = ObsStats::of_model(m)?;
+        Ok(stats
+            .zip(m.obs_norm.as_ref())
+            .map(|(s, n)| Self::new(&s.mean, &s.var, n.clip)))
     }
 
     /// `clip((x - mean) / std, +-clip)` over one row, in place.
@@ -75,14 +94,8 @@ impl FusedPolicy {
         if !spec.network.fused_covers() {
             return Err("LayerNorm networks run on burn".into());
         }
-        let layout = Layout::new(spec);
-        let params = params::read_params(&layout, model)?;
-        Ok(Self {
-            layout,
-            params,
-            scaler: ObsScaler::of_model(model)?,
-            work: Mutex::new(Work::default()),
-        })
+        let params = params::read_params(&Layout::new(spec), model)?;
+        Self::new(spec, params, ObsScaler::of_model(model)?)
     }
 
     /// The policy of `spec` with parameters `params` (in [`Layout`] order)
