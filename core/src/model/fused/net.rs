@@ -4,7 +4,7 @@
 //! Weights are `[d_in, d_out]` row-major and a layer is `y = act(x W + b)`, as
 //! in burn's `Linear`, so parameters copy across unchanged.
 
-use super::kernels::{View, gemm, tanh_in_place};
+use super::kernels::{View, gemm, tanh, wide};
 use crate::config::Activation;
 use crate::model::ModelSpec;
 
@@ -126,7 +126,8 @@ impl Work {
     }
 }
 
-/// `out = act(x W + b)` for `m` rows.
+/// `out = act(x W + b)` for `m` rows: the product, then the bias and the
+/// activation in one pass over the output.
 fn dense_forward(
     p: &[f32],
     d: &Dense,
@@ -136,9 +137,6 @@ fn dense_forward(
     out: &mut [f32],
 ) {
     let out = &mut out[..m * d.d_out];
-    for row in out.chunks_exact_mut(d.d_out) {
-        row.copy_from_slice(&p[d.b..d.b + d.d_out]);
-    }
     let w = &p[d.w..d.w + d.d_in * d.d_out];
     gemm(
         m,
@@ -146,14 +144,25 @@ fn dense_forward(
         d.d_out,
         View::rows(x, d.d_in),
         View::rows(w, d.d_out),
-        1.0,
+        0.0,
         out,
     );
-    match act {
-        Some(Activation::Tanh) => tanh_in_place(out),
-        Some(Activation::Relu) => out.iter_mut().for_each(|v| *v = v.max(0.0)),
-        None => {}
-    }
+    let bias = &p[d.b..d.b + d.d_out];
+    let rows = out.chunks_exact_mut(d.d_out);
+    wide(
+        #[inline(always)]
+        || match act {
+            Some(Activation::Tanh) => {
+                rows.for_each(|r| r.iter_mut().zip(bias).for_each(|(o, &b)| *o = tanh(*o + b)))
+            }
+            Some(Activation::Relu) => rows.for_each(|r| {
+                r.iter_mut()
+                    .zip(bias)
+                    .for_each(|(o, &b)| *o = (*o + b).max(0.0))
+            }),
+            None => rows.for_each(|r| r.iter_mut().zip(bias).for_each(|(o, &b)| *o += b)),
+        },
+    );
 }
 
 fn torso_forward(

@@ -4,7 +4,7 @@
 //! forward pass kept in [`Work`]. Checked against burn's autodiff in the tests.
 
 use sebulba_core::config::Activation;
-use sebulba_core::model::fused::kernels::{View, add_column_sums, gemm};
+use sebulba_core::model::fused::kernels::{View, add_column_sums, gemm, wide};
 use sebulba_core::model::fused::net::{Dense, Layout, Work, top};
 
 /// The backward pass's buffers for a minibatch of `m` rows, reused from step
@@ -84,14 +84,17 @@ fn torso_backward(
         let d = &t.layers[i];
         let y = &t.outs[i][..m * d.d_out];
         let dy = &mut dh[..m * d.d_out];
-        match t.act {
-            // tanh' = 1 - y^2 and relu' = [y > 0], both from the layer's output.
-            Activation::Tanh => dy.iter_mut().zip(y).for_each(|(g, &y)| *g *= 1.0 - y * y),
-            Activation::Relu => dy
-                .iter_mut()
-                .zip(y)
-                .for_each(|(g, &y)| *g = if y > 0.0 { *g } else { 0.0 }),
-        }
+        // tanh' = 1 - y^2 and relu' = [y > 0], both from the layer's output.
+        wide(
+            #[inline(always)]
+            || match t.act {
+                Activation::Tanh => dy.iter_mut().zip(y).for_each(|(g, &y)| *g *= 1.0 - y * y),
+                Activation::Relu => dy
+                    .iter_mut()
+                    .zip(y)
+                    .for_each(|(g, &y)| *g = if y > 0.0 { *g } else { 0.0 }),
+            },
+        );
         let input = if i == 0 { t.x } else { &t.outs[i - 1] };
         let dx = (i > 0).then_some(&mut spare[..m * d.d_in]);
         dense_backward(p, g, d, input, dh, m, dx);

@@ -8,6 +8,7 @@ use crate::data::{Minibatch, StepStats};
 use sebulba_core::distribution::ActionDist;
 use sebulba_core::model::ModelSpec;
 use sebulba_core::model::fused::ObsScaler;
+use sebulba_core::model::fused::kernels::wide;
 use sebulba_core::model::fused::net::{self, Layout};
 
 /// Adam's hyper-parameters: burn's defaults, with the run's epsilon.
@@ -204,28 +205,44 @@ impl Fused {
         let combined = bc2 / (1.0 - BETA_1.powi(t));
         let eps = eps * bc2;
         let lr = lr as f32;
-        for (((p, &g), m), v) in self
-            .params
-            .iter_mut()
-            .zip(&self.shards[0].grads)
-            .zip(&mut self.m1)
-            .zip(&mut self.m2)
-        {
-            *m = *m * BETA_1 + g * (1.0 - BETA_1);
-            *v = *v * BETA_2 + g * g * (1.0 - BETA_2);
-            *p -= lr * (*m * combined / (v.sqrt() + eps));
-        }
+        let (params, grads) = (&mut self.params, &self.shards[0].grads);
+        let (m1, m2) = (&mut self.m1, &mut self.m2);
+        wide(
+            #[inline(always)]
+            || {
+                let moments = m1.iter_mut().zip(m2.iter_mut());
+                for ((p, &g), (m, v)) in params.iter_mut().zip(grads).zip(moments) {
+                    *m = *m * BETA_1 + g * (1.0 - BETA_1);
+                    *v = *v * BETA_2 + g * g * (1.0 - BETA_2);
+                    *p -= lr * (*m * combined / (v.sqrt() + eps));
+                }
+            },
+        );
     }
 }
 
 /// Scales `grads` to global norm `max_norm` when above it (as
 /// [`crate::engine::burn::clip_global_norm`]); returns the norm before.
 fn clip_grads(grads: &mut [f32], max_norm: f64) -> f64 {
-    let norm = grads
-        .iter()
-        .map(|&g| g as f64 * g as f64)
-        .sum::<f64>()
-        .sqrt();
+    // Eight running sums, one per lane, not one sum whose every addition
+    // waits on the last (a twelfth of a small network's step went there).
+    let mut lanes = [0.0f64; 8];
+    wide(
+        #[inline(always)]
+        || {
+            let chunks = grads.chunks_exact(8);
+            let tail = chunks.remainder();
+            for c in chunks {
+                for (s, &g) in lanes.iter_mut().zip(c) {
+                    *s += g as f64 * g as f64;
+                }
+            }
+            for (s, &g) in lanes.iter_mut().zip(tail) {
+                *s += g as f64 * g as f64;
+            }
+        },
+    );
+    let norm = lanes.iter().sum::<f64>().sqrt();
     if norm > max_norm && norm.is_finite() {
         let factor = (max_norm / (norm + 1e-6)) as f32;
         grads.iter_mut().for_each(|g| *g *= factor);

@@ -1,8 +1,12 @@
 //! The two numeric kernels the fused engine is built on: a strided f32 matrix
-//! product (matrixmultiply, the same routine burn's ndarray backend ends in) and
-//! an f32 tanh without a libm call per element, so loops over it vectorise.
+//! product (our own for small operands, see `small_gemm`; otherwise
+//! matrixmultiply, the same routine burn's ndarray backend ends in) and
+//! an f32 tanh without a libm call per element, so loops over it vectorise
+//! (compiled as wide as the CPU allows by [`wide`]).
 //! (burn-ndarray evaluates tanh in f64 through libm: a sixth of the learner's
 //! time in the profile before this engine existed.)
+
+mod small_gemm;
 
 /// A read-only matrix operand: element `(i, j)` is `data[i * rs + j * cs]`, so a
 /// transpose is the same slice with the strides swapped.
@@ -44,7 +48,7 @@ pub fn gemm(m: usize, k: usize, n: usize, a: View<'_>, b: View<'_>, beta: f32, c
         a.fits(m, k) && b.fits(k, n) && c.len() >= m * n,
         "gemm operands smaller than [{m}, {k}] x [{k}, {n}]"
     );
-    if m == 0 || n == 0 {
+    if m == 0 || n == 0 || small_gemm::try_gemm(m, k, n, a, b, beta, c) {
         return;
     }
     // SAFETY: the assertion above keeps every index the routine reads or writes
@@ -72,11 +76,16 @@ pub fn gemm(m: usize, k: usize, n: usize, a: View<'_>, b: View<'_>, beta: f32, c
 
 /// Adds each row of the row-major `[rows, cols]` matrix `x` into `out` (`[cols]`).
 pub fn add_column_sums(x: &[f32], cols: usize, out: &mut [f32]) {
-    for row in x.chunks_exact(cols) {
-        for (o, &v) in out.iter_mut().zip(row) {
-            *o += v;
-        }
-    }
+    wide(
+        #[inline(always)]
+        || {
+            for row in x.chunks_exact(cols) {
+                for (o, &v) in out.iter_mut().zip(row) {
+                    *o += v;
+                }
+            }
+        },
+    );
 }
 
 const LOG2_E: f32 = std::f32::consts::LOG2_E;
@@ -117,33 +126,39 @@ pub fn tanh(x: f32) -> f32 {
     ((1.0 - e) / (1.0 + e)).copysign(x)
 }
 
-/// [`tanh`] over a slice, in place: compiled for AVX2 and FMA too, and run
-/// that way where the CPU has them (the portable build vectorises only to
-/// SSE2's 4 lanes; a tenth of a small network's update went here). The same
-/// operations in the same order either way, so the results are identical.
-pub fn tanh_in_place(x: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-        // SAFETY: the CPU has AVX2 and FMA, checked just above.
-        unsafe { tanh_avx2(x) };
-        return;
-    }
-    tanh_loop(x);
-}
-
+/// Runs `f` compiled for the widest vectors this CPU has: AVX-512, or AVX2
+/// with FMA, or the portable build's SSE2 (4 lanes). For the element-wise
+/// loops of an update (tanh, its derivative, bias sums, Adam), which the
+/// compiler vectorises to whatever it may use. `f` must inline (mark it
+/// `#[inline(always)]`) to be compiled with the wider instructions. Rust
+/// never contracts `a * b + c` into a fused multiply-add, so every path
+/// gives the same bits.
 #[inline(always)]
-fn tanh_loop(x: &mut [f32]) {
-    for v in x.iter_mut() {
-        *v = tanh(*v);
+pub fn wide<R>(f: impl FnOnce() -> R) -> R {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has AVX-512F (and so AVX2 and FMA), checked just above.
+            return unsafe { with_avx512(f) };
+        }
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU has AVX2 and FMA, checked just above.
+            return unsafe { with_avx2(f) };
+        }
     }
+    f()
 }
 
-/// [`tanh_loop`] with AVX2 and FMA enabled. (Rust does not contract `a * b
-/// + c` into a fused multiply-add, so FMA changes no result.)
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn with_avx512<R>(f: impl FnOnce() -> R) -> R {
+    f()
+}
+
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn tanh_avx2(x: &mut [f32]) {
-    tanh_loop(x);
+unsafe fn with_avx2<R>(f: impl FnOnce() -> R) -> R {
+    f()
 }
 
 #[cfg(test)]
@@ -169,13 +184,17 @@ mod tests {
         assert!(tanh(f32::NAN).is_nan());
     }
 
-    /// The slice version (AVX2 and FMA where the CPU has them) gives the
-    /// scalar function's bits, at every position of a slice of odd length.
+    /// tanh over a slice compiled wide (AVX-512 or AVX2 where the CPU has
+    /// them) gives the scalar function's bits, at every position of a slice
+    /// of odd length.
     #[test]
     fn tanh_over_a_slice_is_the_scalar_tanh_bit_for_bit() {
         let xs: Vec<f32> = (0..4099).map(|i| (i as f32 - 2049.5) * 0.0061).collect();
         let mut ys = xs.clone();
-        tanh_in_place(&mut ys);
+        wide(
+            #[inline(always)]
+            || ys.iter_mut().for_each(|v| *v = tanh(*v)),
+        );
         for (x, y) in xs.iter().zip(&ys) {
             assert_eq!(y.to_bits(), tanh(*x).to_bits(), "tanh({x})");
         }
