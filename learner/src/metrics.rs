@@ -61,7 +61,7 @@ pub fn describe() {
     );
     describe_histogram!(
         "sebulba_learner_publish_seconds",
-        "Publishing one version to the param-server"
+        "The update thread's time on publishing a version: its bytes, and waiting for the previous version's publish (the final version's: until the param-server holds it)"
     );
     describe_gauge!(
         "sebulba_learner_eval_return_mean",

@@ -277,7 +277,11 @@ impl OnBackend for SpawnLoop {
             "learner update engine"
         );
         let final_path = ctx.run_dir.join("final.safetensors");
-        let mut update_loop = UpdateLoop { ppo, ctx };
+        let mut update_loop = UpdateLoop {
+            ppo,
+            ctx,
+            pending_publish: None,
+        };
         let (done_tx, done_rx) = oneshot::channel();
         std::thread::Builder::new()
             .name("learner-update".into())

@@ -1,9 +1,11 @@
 //! The update loop, on its own thread. Each turn: collect `batches_per_update`
 //! fresh batches ([`collect`]), train on them (values, GAE and advantages in
-//! [`crate::prepare`], then [`Ppo::update`]), publish the new version, write a
-//! checkpoint when due and a metrics line ([`record`]).
+//! [`crate::prepare`], then [`Ppo::update`]), publish the new version (on the
+//! runtime, while the next update trains: [`outbox`]), write a checkpoint when
+//! due and a metrics line ([`record`]).
 
 mod collect;
+mod outbox;
 mod record;
 pub mod step;
 
@@ -33,6 +35,8 @@ use tracing::{Instrument, debug, error, info, info_span, warn};
 pub struct UpdateLoop<B: AutodiffBackend> {
     pub ppo: Ppo<B>,
     pub ctx: LoopContext,
+    /// The last version's publish, while it runs on the runtime.
+    pub pending_publish: Option<tokio::task::JoinHandle<Result<u64, LearnerError>>>,
 }
 
 /// What the update loop works with besides PPO, whatever the backend.
@@ -159,6 +163,11 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
                 failure = Some(why);
                 break;
             }
+        }
+        if let Err(e) = self.settle_publish() {
+            // The final version was held before `completed`: this is a stop
+            // from outside or a failure, and the loop ends either way.
+            warn!("the last publish before stopping failed: {e}");
         }
         if !completed {
             // Stopped from outside (SIGTERM): keep the latest state for `--resume`.
@@ -291,7 +300,13 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
             self.ctx.shared.finished.store(true, Ordering::Release);
         }
         let publishing = Instant::now();
-        at.version = self.publish(at, completed)?;
+        if completed || self.ctx.shared.lockstep.is_some() {
+            // The final version, and every version of a lockstep run (whose
+            // evaluation the loop may wait for next), are held before going on.
+            at.version = self.publish(at, completed)?;
+        } else {
+            self.start_publish(at, completed)?;
+        }
         crate::metrics::publish_seconds(publishing.elapsed().as_secs_f64());
         self.ctx.live.updates.store(at.updates, Ordering::Relaxed);
         self.checkpoint_if(at, |every, u| u.is_multiple_of(every) || completed);
@@ -380,16 +395,23 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
         Ok(self.ppo.safetensors()?)
     }
 
-    /// Publishes the current weights as version `at.version` (or above it,
-    /// when the parameter server already holds that version of this run:
-    /// someone else published there, and the run goes on above them); returns
-    /// the version published. Shutdown ends a publish still retrying.
-    fn publish(&self, at: Counters, final_: bool) -> Result<u64, LearnerError> {
+    /// Publishes the current weights as version `at.version` and waits for
+    /// the parameter server to hold them; returns the version published (see
+    /// [`outbox::publish`]).
+    fn publish(&mut self, at: Counters, final_: bool) -> Result<u64, LearnerError> {
+        self.start_publish(at, final_)?;
+        Ok(self.settle_publish()?.unwrap_or(at.version))
+    }
+
+    /// Starts publishing the current weights as version `at.version` on the
+    /// runtime, once the previous version's publish has finished (its error,
+    /// if it failed, is returned here): the next update trains meanwhile.
+    fn start_publish(&mut self, at: Counters, final_: bool) -> Result<(), LearnerError> {
+        self.settle_publish()?;
         let span = info_span!("publish", version = at.version);
-        let _entered = span.enter();
-        let bytes = self.weights_bytes()?;
+        let bytes = span.in_scope(|| self.weights_bytes())?;
         let c = &self.ctx.shared.config;
-        let mut weights = Weights {
+        let weights = Weights {
             version: at.version,
             safetensors: bytes.into(),
             network: Some(network_to_wire(&c.network)),
@@ -409,53 +431,28 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
             // Followers' weight refreshes continue this trace.
             trace_context: sebulba_transport::trace::context_map(&span),
         };
-        let publisher = &self.ctx.publisher;
-        for _ in 0..3 {
-            // Accept batches of this version before actors can see it.
-            self.ctx
-                .shared
-                .version
-                .store(weights.version, Ordering::Release);
-            let publish = publisher
-                .publish(weights.clone(), Duration::from_secs(60))
-                .instrument(span.clone());
-            let published = self.ctx.rt.block_on(async {
-                tokio::select! {
-                    r = publish => Some(r),
-                    () = self.ctx.stop.cancelled() => None,
-                }
-            });
-            let version = weights.version;
-            let status = match published {
-                None => {
-                    warn!(version, "shutdown while publishing: version not published");
-                    return Ok(version);
-                }
-                Some(Ok(())) => return Ok(version),
-                Some(Err(status)) => status,
-            };
-            let held = (status.code() == tonic::Code::FailedPrecondition)
-                .then(|| {
-                    self.ctx
-                        .rt
-                        .block_on(publisher.latest_version(&weights.run_id))
-                })
-                .flatten()
-                .filter(|&held| held >= version);
-            let Some(held) = held else {
-                return Err(LearnerError::Publish { version, status });
-            };
-            warn!(
-                version,
-                held,
-                "the parameter server holds a newer version of this run that this learner did not publish; going on above it"
-            );
-            weights.version = held + 1;
+        let publish = outbox::publish(
+            self.ctx.publisher.clone(),
+            self.ctx.shared.clone(),
+            self.ctx.stop.clone(),
+            weights,
+        );
+        self.pending_publish = Some(self.ctx.rt.spawn(publish.instrument(span)));
+        Ok(())
+    }
+
+    /// Waits for the publish in flight, if any; the version it published.
+    fn settle_publish(&mut self) -> Result<Option<u64>, LearnerError> {
+        let Some(handle) = self.pending_publish.take() else {
+            return Ok(None);
+        };
+        match self.ctx.rt.block_on(handle) {
+            Ok(published) => published.map(Some),
+            Err(e) => Err(LearnerError::Publish {
+                version: self.ctx.shared.version.load(Ordering::Acquire),
+                status: tonic::Status::internal(format!("the publishing task failed: {e}")),
+            }),
         }
-        Err(LearnerError::Publish {
-            version: weights.version,
-            status: tonic::Status::aborted("versions kept being taken by another publisher"),
-        })
     }
 }
 
