@@ -37,7 +37,10 @@ pub(super) fn try_gemm(
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
+        // A transposed right operand is gathered with 32-bit lane offsets.
+        let gatherable = b.cs == 1 || b.cs <= i32::MAX as usize / 16;
         let fits = k <= MAX_K && k * n <= MAX_RIGHT && (beta == 0.0 || beta == 1.0);
+        let fits = fits && gatherable;
         if fits && avx::available() {
             avx::gemm(m, k, n, a, b, beta == 1.0, c);
             return true;
@@ -91,7 +94,7 @@ mod avx {
     ///
     /// # Safety
     /// AVX-512F present; `b` covers `[k, n]`, `out` holds `k * n` elements,
-    /// and `15 * b.cs` fits an i32 (it is at most the operand's length).
+    /// and `15 * b.cs` fits an i32 (`try_gemm` checks).
     #[target_feature(enable = "avx512f")]
     unsafe fn transpose(k: usize, n: usize, b: View<'_>, out: &mut [f32]) {
         let lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
