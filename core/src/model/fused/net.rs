@@ -148,19 +148,22 @@ fn dense_forward(
         out,
     );
     let bias = &p[d.b..d.b + d.d_out];
-    let rows = out.chunks_exact_mut(d.d_out);
+    match act {
+        Some(Activation::Tanh) => add_bias_then(out, bias, tanh),
+        Some(Activation::Relu) => add_bias_then(out, bias, |v| v.max(0.0)),
+        None => add_bias_then(out, bias, |v| v),
+    }
+}
+
+/// `f(y + bias)` for every row `y` of `out`, compiled wide (see [`wide`]).
+#[inline(always)]
+fn add_bias_then(out: &mut [f32], bias: &[f32], f: impl Fn(f32) -> f32) {
     wide(
         #[inline(always)]
-        || match act {
-            Some(Activation::Tanh) => {
-                rows.for_each(|r| r.iter_mut().zip(bias).for_each(|(o, &b)| *o = tanh(*o + b)))
+        || {
+            for row in out.chunks_exact_mut(bias.len()) {
+                row.iter_mut().zip(bias).for_each(|(o, &b)| *o = f(*o + b));
             }
-            Some(Activation::Relu) => rows.for_each(|r| {
-                r.iter_mut()
-                    .zip(bias)
-                    .for_each(|(o, &b)| *o = (*o + b).max(0.0))
-            }),
-            None => rows.for_each(|r| r.iter_mut().zip(bias).for_each(|(o, &b)| *o += b)),
         },
     );
 }

@@ -230,15 +230,10 @@ fn clip_grads(grads: &mut [f32], max_norm: f64) -> f64 {
     wide(
         #[inline(always)]
         || {
-            let chunks = grads.chunks_exact(8);
-            let tail = chunks.remainder();
-            for c in chunks {
+            for c in grads.chunks(8) {
                 for (s, &g) in lanes.iter_mut().zip(c) {
                     *s += g as f64 * g as f64;
                 }
-            }
-            for (s, &g) in lanes.iter_mut().zip(tail) {
-                *s += g as f64 * g as f64;
             }
         },
     );
