@@ -2,7 +2,8 @@
 //! Two runs of one seed write the same `metrics.jsonl` and `eval.jsonl`, but
 //! for the fields that time things (listed below); a run of another seed does
 //! not. Discrete and continuous actions, observation normalisation and reward
-//! scaling, both learner engines.
+//! scaling, both learner engines; with `run.forced_lag`, every update trains
+//! on batches exactly that many versions old, V-trace corrected or not.
 
 mod common;
 
@@ -57,15 +58,26 @@ fn run(name: &str, env: &str, seed: &str, extra: &[&str]) -> (Vec<Value>, Vec<Va
 
 /// Two runs with `extra` settings repeat each other; another seed differs.
 fn repeats(name: &str, env: &str, extra: &[&str]) {
+    repeats_at_lag(name, env, extra, 0);
+}
+
+/// The same, with every update `u` (from 1) training on batches exactly
+/// `min(u - 1, lag)` versions old; returns the metrics lines.
+fn repeats_at_lag(name: &str, env: &str, extra: &[&str], lag: u64) -> Vec<Value> {
     let (m1, e1) = run(&format!("{name}-a"), env, "7", extra);
     let (m2, e2) = run(&format!("{name}-b"), env, "7", extra);
     let (m3, _) = run(&format!("{name}-c"), env, "8", extra);
     assert!(m1.len() >= 5, "{name}: only {} updates", m1.len());
     assert!(e1.len() >= 3, "{name}: only {} evaluations", e1.len());
-    assert!(
-        m1.iter().all(|l| l["policy_lag"]["max"] == 0),
-        "{name}: lockstep trains at lag 0"
-    );
+    for (u, l) in m1.iter().enumerate() {
+        let want = (u as u64).min(lag);
+        let (lo, hi) = (&l["policy_lag"]["min"], &l["policy_lag"]["max"]);
+        assert!(
+            *lo == want && *hi == want,
+            "{name}: update {} trained at lag {lo}..{hi}, not exactly {want}",
+            u + 1
+        );
+    }
     for (i, (a, b)) in m1.iter().zip(&m2).enumerate() {
         assert_eq!(a, b, "{name}: metrics line {} differs", i + 1);
     }
@@ -83,6 +95,7 @@ fn repeats(name: &str, env: &str, extra: &[&str]) {
         m1.len(),
         e1.len()
     );
+    m1
 }
 
 #[test]
@@ -112,6 +125,50 @@ fn pendulum_with_three_actors_repeats() {
         "det-pendulum",
         "Pendulum-v1",
         &["run.total_steps=12288", "run.local_actors=3"],
+    );
+}
+
+/// A forced lag of 3 with V-trace, four actors: the learner publishes each
+/// version three updates late and the lanes act with exactly those, so the
+/// lag is exact from the fourth update on, and the run still repeats; the
+/// evaluator scores the same versions as at lag 0.
+#[test]
+fn a_forced_lag_is_exact_and_repeats() {
+    let metrics = repeats_at_lag(
+        "det-lag-vtrace",
+        "CartPole-v1",
+        &[
+            "run.total_steps=8192",
+            "run.local_actors=4",
+            "run.forced_lag=3",
+            "learner.max_policy_lag=3",
+            "ppo.lag_correction=vtrace",
+        ],
+        3,
+    );
+    let corrected: Vec<u64> = metrics
+        .iter()
+        .map(|l| l["lag_corrected_batches"].as_u64().expect("a count"))
+        .collect();
+    assert_eq!(corrected[0], 0, "update 1 trains on version 0's batches");
+    assert!(
+        corrected[1..].iter().all(|&c| c == 2),
+        "every later update V-trace corrects both its batches: {corrected:?}"
+    );
+}
+
+/// The same on the burn engine, at lag 2 without correction.
+#[test]
+fn a_forced_lag_repeats_on_the_burn_engine() {
+    repeats_at_lag(
+        "det-lag-burn",
+        "CartPole-v1",
+        &[
+            "run.total_steps=4096",
+            "run.forced_lag=2",
+            "learner.engine=burn",
+        ],
+        2,
     );
 }
 

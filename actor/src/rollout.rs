@@ -126,14 +126,15 @@ impl Rollout {
     /// credit of batches the learner has not started on, and the batch it makes
     /// meanwhile is one version behind when used. HTTP/2 windows alone would let
     /// many small batches pile up and go stale. In a deterministic run the
-    /// `sequence`-th batch waits, however long, for the version its lane names.
+    /// `sequence`-th batch waits, however long, for the version its lane names
+    /// (with a forced lag that is older than the learner's at the ack).
     /// Returns false when stopped.
     fn wait_for_credit(&mut self, sequence: u64) -> bool {
         let stop = self.stop.clone();
         let credits = self.credits.clone();
         let acked = self.min_version.load(std::sync::atomic::Ordering::Acquire);
         let lockstep = self.setup.lockstep.map(|l| l.version_for(sequence));
-        let min_version = lockstep.map_or(acked, |v| v.max(acked));
+        let min_version = lockstep.unwrap_or(acked);
         let weights = &mut self.weights;
         let run_id = self.setup.run_id.clone();
         self.rt.block_on(async move {

@@ -5,6 +5,12 @@
 //! every update trains on batches of the version it starts from, always in the
 //! same order. With the actors' seeds given by lane instead of join order,
 //! nothing is left to timing and a run repeats bit for bit.
+//!
+//! A forced lag `L` (`run.forced_lag`) moves every batch's version `L` back:
+//! the update that starts from version `v` trains on batches of `v - L` (of
+//! the first version while `v - L` is before it). The learner publishes each
+//! version `L` updates after making it ([`Lockstep::published`]), so actors
+//! and evaluator see exactly the versions the lanes name, in order.
 
 use crate::batch::DecodedBatch;
 use std::collections::VecDeque;
@@ -15,6 +21,7 @@ pub struct Lockstep {
     names: Vec<String>,
     batches_per_update: usize,
     first_version: u64,
+    lag: u64,
 }
 
 impl Lockstep {
@@ -25,7 +32,24 @@ impl Lockstep {
             names,
             batches_per_update,
             first_version,
+            lag: 0,
         }
+    }
+
+    /// The same lanes with every batch acted `lag` versions back.
+    pub fn with_lag(mut self, lag: u64) -> Self {
+        self.lag = lag;
+        self
+    }
+
+    pub fn lag(&self) -> u64 {
+        self.lag
+    }
+
+    /// The version the actors must see once the learner holds `version`:
+    /// the one the next update's batches are acted with.
+    pub fn published(&self, version: u64) -> u64 {
+        version.saturating_sub(self.lag).max(self.first_version)
     }
 
     pub fn lanes(&self) -> usize {
@@ -48,6 +72,8 @@ impl Lockstep {
             lanes: self.names.len() as u32,
             batches_per_update: self.batches_per_update as u32,
             first_version: self.first_version,
+            // Within u32: `run.forced_lag` is at most 64.
+            lag: u32::try_from(self.lag).unwrap_or(u32::MAX),
         }
     }
 }

@@ -169,9 +169,9 @@ fn lockstep(
     }
     let first = resume.map_or(0, |ck| ck.meta.version);
     let per_update = cfg.learner.batches_per_update;
-    Ok(Some(crate::lockstep::Lockstep::new(
-        actors, per_update, first,
-    )))
+    Ok(Some(
+        crate::lockstep::Lockstep::new(actors, per_update, first).with_lag(cfg.run.forced_lag),
+    ))
 }
 
 /// Starts the gRPC server (health, reflection, `Learner`) on `listener`.
@@ -281,6 +281,7 @@ impl OnBackend for SpawnLoop {
             ppo,
             ctx,
             pending_publish: None,
+            held: Default::default(),
         };
         let (done_tx, done_rx) = oneshot::channel();
         std::thread::Builder::new()

@@ -17,17 +17,19 @@ pub use tensor::{
 impl Lockstep {
     /// The version the actor of this lane acts its `k`-th batch with (see
     /// `Lockstep` in sebulba.proto): batch `g = k * lanes + lane` of the run,
-    /// taken by update `g / batches_per_update` after `first_version`.
+    /// taken by update `g / batches_per_update` after `first_version`, and
+    /// acted `lag` versions before that update's (never before the first).
     pub fn version_for(&self, k: u64) -> u64 {
         let lanes = u64::from(self.lanes.max(1));
         let per_update = u64::from(self.batches_per_update.max(1));
         let g = k.saturating_mul(lanes).saturating_add(u64::from(self.lane));
-        self.first_version.saturating_add(g / per_update)
+        let update = (g / per_update).saturating_sub(u64::from(self.lag));
+        self.first_version.saturating_add(update)
     }
 }
 
 /// Version of the wire protocol; `Learner.Join` refuses a peer with another.
-pub const PROTOCOL_VERSION: u32 = 7;
+pub const PROTOCOL_VERSION: u32 = 8;
 
 /// Encoded `FileDescriptorSet` of sebulba.proto, for gRPC reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("sebulba_descriptor");
@@ -42,6 +44,7 @@ mod tests {
             lanes,
             batches_per_update: per_update,
             first_version: first,
+            lag: 0,
         }
     }
 
@@ -59,5 +62,24 @@ mod tests {
         assert_eq!(v(lane(1, 2, 2, 40), &[0, 1]), [40, 41]);
         // Nonsense from a peer cannot overflow or divide by zero.
         assert_eq!(lane(7, 0, 0, u64::MAX).version_for(u64::MAX), u64::MAX);
+    }
+
+    /// A forced lag of 2 (one lane, one batch per update): batches 0-2 are
+    /// acted with the first version, then each trails its update by 2. With
+    /// eight lanes and two per update, lane 5's batches (updates 2, 6, 10)
+    /// take versions 0, 4, 8.
+    #[test]
+    fn a_forced_lag_moves_each_version_back_and_stops_at_the_first() {
+        let lagged = |mut w: Lockstep, lag: u32| {
+            w.lag = lag;
+            w
+        };
+        let v = |w: Lockstep, ks: &[u64]| ks.iter().map(|&k| w.version_for(k)).collect::<Vec<_>>();
+        assert_eq!(
+            v(lagged(lane(0, 1, 1, 10), 2), &[0, 1, 2, 3, 4]),
+            [10, 10, 10, 11, 12]
+        );
+        assert_eq!(v(lagged(lane(5, 8, 2, 0), 2), &[0, 1, 2]), [0, 4, 8]);
+        assert_eq!(lagged(lane(0, 1, 1, 0), u32::MAX).version_for(5), 0);
     }
 }

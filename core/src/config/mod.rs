@@ -146,6 +146,18 @@ impl RunConfig {
                 "a deterministic run cannot seat past versions: the pool reaches actors as it is published, not in lockstep",
             );
         }
+        if self.run.forced_lag > 0 && !self.run.deterministic {
+            return bad(
+                "run.forced_lag",
+                "needs run.deterministic = true: only lockstep makes the lag exact",
+            );
+        }
+        if self.run.forced_lag > self.learner.max_policy_lag {
+            return bad(
+                "run.forced_lag",
+                "above learner.max_policy_lag: every lagged batch would be dropped as stale",
+            );
+        }
         if self.network.init_std <= self.network.min_std {
             return bad(
                 "network.init_std",
@@ -340,6 +352,35 @@ mod tests {
         let i = old.find("[selfplay]").expect("section");
         let c: RunConfig = toml::from_str(&old[..i]).unwrap();
         assert_eq!(c.selfplay, SelfPlayConfig::default());
+    }
+
+    /// A forced lag needs lockstep and must not exceed what the learner
+    /// keeps; within both it resolves.
+    #[test]
+    fn a_forced_lag_needs_lockstep_and_room_under_the_stale_limit() {
+        let set = |sets: &[&str]| {
+            let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+            RunConfig::resolve(Some("CartPole-v1"), None, &sets)
+        };
+        let c = set(&[
+            "run.deterministic=true",
+            "run.forced_lag=2",
+            "learner.max_policy_lag=2",
+        ])
+        .unwrap();
+        assert_eq!(c.run.forced_lag, 2);
+        for sets in [
+            &["run.forced_lag=1"][..],
+            &["run.deterministic=true", "run.forced_lag=3"][..],
+            &[
+                "run.deterministic=true",
+                "run.forced_lag=65",
+                "learner.max_policy_lag=100",
+            ][..],
+        ] {
+            let e = set(sets).unwrap_err();
+            assert!(e.to_string().contains("`run.forced_lag`"), "{sets:?}: {e}");
+        }
     }
 
     #[test]

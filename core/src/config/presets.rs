@@ -35,6 +35,7 @@ impl RunConfig {
                 seed: 1,
                 local_actors: 2,
                 deterministic: false,
+                forced_lag: 0,
             },
             network: NetworkConfig::default(),
             ppo: PpoConfig::default(),

@@ -62,6 +62,7 @@ pub const RANGES: &[Range] = &[
     int("env.rollout_length", 1.0, 65_536.0),
     int("run.total_steps", 1.0, 1e13),
     int("run.local_actors", 1.0, 256.0),
+    int("run.forced_lag", 0.0, 64.0),
     int("network.hidden", 1.0, 8192.0),
     above("network.obs_clip", 0.0, 1e6),
     above("network.min_std", 0.0, 1e3),
@@ -145,6 +146,7 @@ pub fn check(c: &RunConfig) -> Result<(), ConfigError> {
     int("env.rollout_length", c.env.rollout_length as u64)?;
     int("run.total_steps", c.run.total_steps)?;
     int("run.local_actors", c.run.local_actors as u64)?;
+    int("run.forced_lag", c.run.forced_lag)?;
     real("network.obs_clip", n.obs_clip)?;
     real("network.min_std", n.min_std)?;
     real("network.init_std", n.init_std)?;

@@ -45,6 +45,13 @@ pub struct RunSection {
     /// the free-running pipeline; for comparisons.
     #[serde(default)]
     pub deterministic: bool,
+    /// In a deterministic run, every batch is acted with the version this
+    /// many updates older than the update that trains on it (the first
+    /// updates take the run's first version): a policy lag that is exact and
+    /// repeatable, for comparing `ppo.lag_correction` without timing noise.
+    /// Default 0 (lockstep at lag 0); at most `learner.max_policy_lag`.
+    #[serde(default)]
+    pub forced_lag: u64,
 }
 
 /// The policy network. Everything here travels with the weights (`NetworkSpec`),

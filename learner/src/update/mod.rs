@@ -6,6 +6,7 @@
 
 mod collect;
 mod outbox;
+mod publishing;
 mod record;
 pub mod step;
 
@@ -20,7 +21,6 @@ use crate::state::{LiveStats, Shared};
 use burn::tensor::backend::AutodiffBackend;
 use record::{Counters, MetricsLine};
 use sebulba_core::model::ModelSpec;
-use sebulba_core::policy::network_to_wire;
 use sebulba_core::tensorboard::MirroredLines;
 use sebulba_proto::Weights;
 use std::sync::Arc;
@@ -28,7 +28,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, debug, error, info, info_span, warn};
+use tracing::{debug, error, info, info_span, warn};
 
 /// The update loop: PPO on the learner's backend, and everything else it
 /// works with.
@@ -37,6 +37,8 @@ pub struct UpdateLoop<B: AutodiffBackend> {
     pub ctx: LoopContext,
     /// The last version's publish, while it runs on the runtime.
     pub pending_publish: Option<tokio::task::JoinHandle<Result<u64, LearnerError>>>,
+    /// With a forced lag (`run.forced_lag`): versions made, not yet published.
+    pub held: std::collections::VecDeque<Weights>,
 }
 
 /// What the update loop works with besides PPO, whatever the backend.
@@ -263,11 +265,13 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
     /// evaluator is due to score it (by its own rule: `eval.interval` past the
     /// newest evaluated), so that which versions are evaluated is no matter of
     /// timing: the evaluator sees no newer version before it has scored this one.
-    fn lockstep_evaluation(&self, version: u64) {
+    fn lockstep_evaluation(&self, made: u64) {
         let shared = &self.ctx.shared;
-        if shared.lockstep.is_none() {
+        let Some(lockstep) = &shared.lockstep else {
             return;
-        }
+        };
+        // With a forced lag, the evaluator sees versions that many updates late.
+        let version = lockstep.published(made);
         let interval = shared.config.eval.interval;
         let newest = shared.evals.scores().latest;
         if newest.is_some_and(|s| version < s.version.saturating_add(interval)) {
@@ -300,7 +304,10 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
             self.ctx.shared.finished.store(true, Ordering::Release);
         }
         let publishing = Instant::now();
-        if completed || self.ctx.shared.lockstep.is_some() {
+        let lag = self.ctx.shared.lockstep.as_ref().map(|l| l.lag());
+        if let Some(lag) = lag.filter(|&l| l > 0 && !completed) {
+            self.publish_lagged(at, lag)?;
+        } else if completed || lag.is_some() {
             // The final version, and every version of a lockstep run (whose
             // evaluation the loop may wait for next), are held before going on.
             at.version = self.publish(at, completed)?;
@@ -388,71 +395,6 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
             ppo,
         };
         Ok(ck.write(&self.ctx.run_dir)?)
-    }
-
-    /// safetensors bytes of the current weights.
-    pub fn weights_bytes(&self) -> Result<Vec<u8>, LearnerError> {
-        Ok(self.ppo.safetensors()?)
-    }
-
-    /// Publishes the current weights as version `at.version` and waits for
-    /// the parameter server to hold them; returns the version published (see
-    /// [`outbox::publish`]).
-    fn publish(&mut self, at: Counters, final_: bool) -> Result<u64, LearnerError> {
-        self.start_publish(at, final_)?;
-        Ok(self.settle_publish()?.unwrap_or(at.version))
-    }
-
-    /// Starts publishing the current weights as version `at.version` on the
-    /// runtime, once the previous version's publish has finished (its error,
-    /// if it failed, is returned here): the next update trains meanwhile.
-    fn start_publish(&mut self, at: Counters, final_: bool) -> Result<(), LearnerError> {
-        self.settle_publish()?;
-        let span = info_span!("publish", version = at.version);
-        let bytes = span.in_scope(|| self.weights_bytes())?;
-        let c = &self.ctx.shared.config;
-        let weights = Weights {
-            version: at.version,
-            safetensors: bytes.into(),
-            network: Some(network_to_wire(&c.network)),
-            env_id: c.env.id.clone(),
-            env_steps: at.env_steps,
-            r#final: final_,
-            run_id: self.ctx.shared.run_id.clone(),
-            env_kwargs: c.env.kwargs_json(),
-            wall_seconds: self.ctx.clock.wall_seconds(),
-            // The pool of past selves, when some seats play them.
-            past_keep: if c.selfplay.past_fraction > 0.0 {
-                c.selfplay.past_versions
-            } else {
-                0
-            },
-            past_stride: c.selfplay.past_stride,
-            // Followers' weight refreshes continue this trace.
-            trace_context: sebulba_transport::trace::context_map(&span),
-        };
-        let publish = outbox::publish(
-            self.ctx.publisher.clone(),
-            self.ctx.shared.clone(),
-            self.ctx.stop.clone(),
-            weights,
-        );
-        self.pending_publish = Some(self.ctx.rt.spawn(publish.instrument(span)));
-        Ok(())
-    }
-
-    /// Waits for the publish in flight, if any; the version it published.
-    fn settle_publish(&mut self) -> Result<Option<u64>, LearnerError> {
-        let Some(handle) = self.pending_publish.take() else {
-            return Ok(None);
-        };
-        match self.ctx.rt.block_on(handle) {
-            Ok(published) => published.map(Some),
-            Err(e) => Err(LearnerError::Publish {
-                version: self.ctx.shared.version.load(Ordering::Acquire),
-                status: tonic::Status::internal(format!("the publishing task failed: {e}")),
-            }),
-        }
     }
 }
 

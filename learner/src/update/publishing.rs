@@ -1,0 +1,118 @@
+//! Publishing versions from the update loop: each new version as soon as it
+//! is made (on the runtime, while the next update trains: [`outbox`]), or in
+//! a deterministic run with a forced lag, `run.forced_lag` updates late so that
+//! actors and evaluator see exactly the versions the lanes name
+//! ([`crate::lockstep`]).
+
+use super::UpdateLoop;
+use super::outbox;
+use super::record::Counters;
+use crate::LearnerError;
+use burn::tensor::backend::AutodiffBackend;
+use sebulba_core::policy::network_to_wire;
+use sebulba_proto::Weights;
+use std::sync::atomic::Ordering;
+use tracing::{Instrument, info_span};
+
+impl<B: AutodiffBackend> UpdateLoop<B> {
+    /// safetensors bytes of the current weights.
+    pub fn weights_bytes(&self) -> Result<Vec<u8>, LearnerError> {
+        Ok(self.ppo.safetensors()?)
+    }
+
+    /// Publishes the current weights as version `at.version` and waits for
+    /// the parameter server to hold them; returns the version published (see
+    /// [`outbox::publish`]).
+    pub(super) fn publish(&mut self, at: Counters, final_: bool) -> Result<u64, LearnerError> {
+        self.start_publish(at, final_)?;
+        Ok(self.settle_publish()?.unwrap_or(at.version))
+    }
+
+    /// Starts publishing the current weights as version `at.version` on the
+    /// runtime, once the previous version's publish has finished (its error,
+    /// if it failed, is returned here): the next update trains meanwhile.
+    pub(super) fn start_publish(&mut self, at: Counters, final_: bool) -> Result<(), LearnerError> {
+        self.settle_publish()?;
+        let span = info_span!("publish", version = at.version);
+        let weights = self.weights_message(at, final_, &span)?;
+        self.send(weights, span);
+        Ok(())
+    }
+
+    /// With a forced lag: keeps the version just made, and publishes (and
+    /// waits for) the one `run.forced_lag` updates older, when there is one
+    /// the actors have not seen yet.
+    pub(super) fn publish_lagged(&mut self, at: Counters, lag: u64) -> Result<(), LearnerError> {
+        let made = self.weights_message(at, false, &info_span!("hold", version = at.version))?;
+        self.held.push_back(made);
+        let due = at.version.saturating_sub(lag);
+        while self.held.front().is_some_and(|w| w.version < due) {
+            self.held.pop_front();
+        }
+        if self.held.front().is_some_and(|w| w.version == due) {
+            let weights = self.held.pop_front().expect("the front was checked");
+            self.settle_publish()?;
+            let span = info_span!("publish", version = weights.version, made = at.version);
+            self.send(weights, span);
+            self.settle_publish()?;
+        }
+        Ok(())
+    }
+
+    /// The message that publishes the current weights as version
+    /// `at.version`; followers' weight refreshes continue `span`'s trace.
+    fn weights_message(
+        &self,
+        at: Counters,
+        final_: bool,
+        span: &tracing::Span,
+    ) -> Result<Weights, LearnerError> {
+        let bytes = span.in_scope(|| self.weights_bytes())?;
+        let c = &self.ctx.shared.config;
+        Ok(Weights {
+            version: at.version,
+            safetensors: bytes.into(),
+            network: Some(network_to_wire(&c.network)),
+            env_id: c.env.id.clone(),
+            env_steps: at.env_steps,
+            r#final: final_,
+            run_id: self.ctx.shared.run_id.clone(),
+            env_kwargs: c.env.kwargs_json(),
+            wall_seconds: self.ctx.clock.wall_seconds(),
+            // The pool of past selves, when some seats play them.
+            past_keep: if c.selfplay.past_fraction > 0.0 {
+                c.selfplay.past_versions
+            } else {
+                0
+            },
+            past_stride: c.selfplay.past_stride,
+            trace_context: sebulba_transport::trace::context_map(span),
+        })
+    }
+
+    /// Starts publishing `weights` on the runtime, inside `span` (the
+    /// previous publish has been settled).
+    fn send(&mut self, weights: Weights, span: tracing::Span) {
+        let publish = outbox::publish(
+            self.ctx.publisher.clone(),
+            self.ctx.shared.clone(),
+            self.ctx.stop.clone(),
+            weights,
+        );
+        self.pending_publish = Some(self.ctx.rt.spawn(publish.instrument(span)));
+    }
+
+    /// Waits for the publish in flight, if any; the version it published.
+    pub(super) fn settle_publish(&mut self) -> Result<Option<u64>, LearnerError> {
+        let Some(handle) = self.pending_publish.take() else {
+            return Ok(None);
+        };
+        match self.ctx.rt.block_on(handle) {
+            Ok(published) => published.map(Some),
+            Err(e) => Err(LearnerError::Publish {
+                version: self.ctx.shared.version.load(Ordering::Acquire),
+                status: tonic::Status::internal(format!("the publishing task failed: {e}")),
+            }),
+        }
+    }
+}
