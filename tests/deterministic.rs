@@ -131,7 +131,7 @@ fn pendulum_with_three_actors_repeats() {
 /// A forced lag of 3 with V-trace, four actors: the learner publishes each
 /// version three updates late and the lanes act with exactly those, so the
 /// lag is exact from the fourth update on, and the run still repeats; the
-/// evaluator scores the same versions as at lag 0.
+/// evaluator scores every third published version, then the final one.
 #[test]
 fn a_forced_lag_is_exact_and_repeats() {
     let metrics = repeats_at_lag(

@@ -50,9 +50,11 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
             self.held.pop_front();
         }
         if self.held.front().is_some_and(|w| w.version == due) {
-            let weights = self.held.pop_front().expect("the front was checked");
+            let mut weights = self.held.pop_front().expect("the front was checked");
             self.settle_publish()?;
             let span = info_span!("publish", version = weights.version, made = at.version);
+            // Followers' weight refreshes continue the publish, not the hold.
+            weights.trace_context = sebulba_transport::trace::context_map(&span);
             self.send(weights, span);
             self.settle_publish()?;
         }
