@@ -304,10 +304,11 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
             self.ctx.shared.finished.store(true, Ordering::Release);
         }
         let publishing = Instant::now();
-        let lag = self.ctx.shared.lockstep.as_ref().map(|l| l.lag());
-        if let Some(lag) = lag.filter(|&l| l > 0 && !completed) {
-            self.publish_lagged(at, lag)?;
-        } else if completed || lag.is_some() {
+        let shared = self.ctx.shared.clone();
+        let lockstep = shared.lockstep.as_ref();
+        if let Some(l) = lockstep.filter(|l| l.lag() > 0 && !completed) {
+            self.publish_lagged(at, l.published(at.version))?;
+        } else if completed || lockstep.is_some() {
             // The final version, and every version of a lockstep run (whose
             // evaluation the loop may wait for next), are held before going on.
             at.version = self.publish(at, completed)?;

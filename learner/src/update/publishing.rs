@@ -40,12 +40,11 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
     }
 
     /// With a forced lag: keeps the version just made, and publishes (and
-    /// waits for) the one `run.forced_lag` updates older, when there is one
-    /// the actors have not seen yet.
-    pub(super) fn publish_lagged(&mut self, at: Counters, lag: u64) -> Result<(), LearnerError> {
+    /// waits for) version `due` (`Lockstep::published`), when it is held and
+    /// the actors have not seen it yet.
+    pub(super) fn publish_lagged(&mut self, at: Counters, due: u64) -> Result<(), LearnerError> {
         let made = self.weights_message(at, false, &info_span!("hold", version = at.version))?;
         self.held.push_back(made);
-        let due = at.version.saturating_sub(lag);
         while self.held.front().is_some_and(|w| w.version < due) {
             self.held.pop_front();
         }
