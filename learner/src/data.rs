@@ -50,6 +50,18 @@ pub struct Minibatch<'a> {
     pub lr: f64,
     /// The ratio clip range (after annealing).
     pub clip: f64,
+    pub loss: Loss,
+}
+
+/// What a minibatch step minimises.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Loss {
+    /// PPO: clipped surrogate, value loss, entropy bonus (`cfg`'s coefficients).
+    Ppo,
+    /// DQN: the Huber loss (threshold `huber_delta`) of `Q(s, a) - y`, the
+    /// policy head's outputs read as Q-values and `y` in `data.returns`;
+    /// `cfg` gives only `max_grad_norm` and `adam_eps`.
+    Q { huber_delta: f64 },
 }
 
 /// The loss statistics of one minibatch step (means over its samples). A
@@ -64,6 +76,8 @@ pub struct StepStats {
     pub clip_fraction: f64,
     /// Global gradient norm before clipping.
     pub grad_norm: f64,
+    /// Q-learning steps: the mean Q-value of the taken actions.
+    pub q_mean: f64,
     /// False when no step was taken: the approximate KL was past the target,
     /// or (`non_finite`) the loss or the gradient was not finite.
     pub stepped: bool,

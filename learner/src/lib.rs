@@ -8,6 +8,7 @@ pub mod actors;
 pub mod batch;
 pub mod checkpoint;
 pub mod data;
+pub mod dqn;
 pub mod engine;
 pub mod evals;
 pub mod gae;

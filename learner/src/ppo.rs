@@ -6,7 +6,7 @@
 //! depend on the engine or the number of devices.
 
 use crate::batch::BatchActions;
-use crate::data::{Minibatch, StepStats, UpdateData, normalize};
+use crate::data::{Loss, Minibatch, StepStats, UpdateData, normalize};
 use crate::engine::burn::{BurnEngine, Replica};
 use crate::engine::fused::FusedEngine;
 use crate::engine::{EngineError, EngineState, UpdateEngine};
@@ -78,9 +78,9 @@ pub struct PpoState {
 }
 
 pub struct Ppo<B: AutodiffBackend> {
-    engine: Box<dyn UpdateEngine<B>>,
+    pub(crate) engine: Box<dyn UpdateEngine<B>>,
     dist: ActionDist,
-    rng: StdRng,
+    pub(crate) rng: StdRng,
     spec: ModelSpec,
 }
 
@@ -311,6 +311,7 @@ impl<B: AutodiffBackend> Ppo<B> {
                     cfg,
                     lr,
                     clip,
+                    loss: Loss::Ppo,
                 };
                 let step = self.engine.step(&mb)?;
                 if step.non_finite {

@@ -4,9 +4,11 @@
 //! the evaluator: one small batch per step).
 
 mod categorical;
+mod epsilon_greedy;
 mod tanh_normal;
 
 pub use categorical::*;
+pub use epsilon_greedy::*;
 pub use tanh_normal::*;
 
 use crate::config::NetworkConfig;

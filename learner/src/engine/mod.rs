@@ -53,6 +53,12 @@ pub trait UpdateEngine<B: AutodiffBackend>: Send {
     /// Policy-head outputs of observation rows `obs` (`[rows * head_dim]`):
     /// the current policy, for V-trace's importance weights.
     fn heads(&mut self, obs: &[f32]) -> Vec<f32>;
+    /// Keeps the current parameters (and observation statistics) as DQN's
+    /// target network.
+    fn sync_target(&mut self);
+    /// Policy-head outputs of observation rows `obs` under the target
+    /// network (the current parameters until the first [`Self::sync_target`]).
+    fn target_heads(&mut self, obs: &[f32]) -> Vec<f32>;
     /// The observation normaliser's statistics for the coming update.
     fn set_obs_stats(&mut self, stats: &RunningMeanStd);
     /// The current weights as safetensors bytes (what is published).

@@ -39,6 +39,8 @@ pub struct Losses<B: AutodiffBackend> {
     pub entropy: Tensor<B::InnerBackend, 1>,
     pub approx_kl: Tensor<B::InnerBackend, 1>,
     pub clip_fraction: Tensor<B::InnerBackend, 1>,
+    /// Q-learning: the mean Q-value of the taken actions (0 for PPO).
+    pub q_mean: Tensor<B::InnerBackend, 1>,
 }
 
 /// `total = policy - ent_coef * entropy + vf_coef * value`, where
@@ -93,10 +95,42 @@ pub fn ppo_losses<B: AutodiffBackend>(
     let clip_fraction = (ratio_in - 1.0).abs().greater_elem(clip).float().mean();
     Losses {
         total,
+        q_mean: approx_kl.zeros_like(),
         policy: policy.inner(),
         value: value.inner(),
         entropy: entropy.inner(),
         approx_kl,
         clip_fraction,
+    }
+}
+
+/// DQN's loss: the policy head's outputs read as Q-values, the mean Huber
+/// loss (threshold `delta`) of `Q(s, a) - y` with the targets `y` in `ret`.
+/// The value head is not in the loss.
+pub fn q_losses<B: AutodiffBackend>(
+    model: &ActorCritic<B>,
+    mb: MinibatchTensors<B>,
+    delta: f64,
+) -> Losses<B> {
+    let head = model.policy(mb.obs);
+    let [n, _] = head.dims();
+    let MbActions::Discrete(a) = mb.actions else {
+        unreachable!("Q-learning runs on discrete actions only (config)");
+    };
+    let q = head.gather(1, a.reshape([n, 1])).reshape([n]);
+    let err = q.clone() - mb.ret;
+    let abs = err.clone().abs();
+    let linear = (abs.clone() - 0.5 * delta) * delta;
+    let huber = (err.powi_scalar(2) * 0.5).mask_where(abs.greater_elem(delta), linear);
+    let value = huber.mean();
+    let zero = value.clone().inner().zeros_like();
+    Losses {
+        total: value.clone(),
+        policy: zero.clone(),
+        value: value.inner(),
+        entropy: zero.clone(),
+        approx_kl: zero.clone(),
+        clip_fraction: zero,
+        q_mean: q.inner().mean(),
     }
 }

@@ -25,6 +25,8 @@ pub struct BurnEngine<B: AutodiffBackend> {
     replicas: Vec<Replica<B>>,
     dist: ActionDist,
     obs_dim: usize,
+    /// DQN's target network (with its observation statistics) at the last sync.
+    target: Option<ActorCritic<B::InnerBackend>>,
 }
 
 impl<B: AutodiffBackend> BurnEngine<B> {
@@ -55,6 +57,7 @@ impl<B: AutodiffBackend> BurnEngine<B> {
             replicas,
             dist: spec.dist(),
             obs_dim: spec.obs_dim,
+            target: None,
         })
     }
 
@@ -135,6 +138,22 @@ impl<B: AutodiffBackend> UpdateEngine<B> for BurnEngine<B> {
             .unwrap_or_else(|_| vec![0.0; rows * self.head_dim()])
     }
 
+    fn sync_target(&mut self) {
+        self.target = Some(self.replicas[0].inference_model());
+    }
+
+    fn target_heads(&mut self, obs: &[f32]) -> Vec<f32> {
+        let Some(target) = &self.target else {
+            return self.heads(obs);
+        };
+        let rows = obs.len() / self.obs_dim;
+        target
+            .policy(self.rows(obs))
+            .into_data()
+            .to_vec()
+            .unwrap_or_else(|_| vec![0.0; rows * self.head_dim()])
+    }
+
     fn set_obs_stats(&mut self, stats: &RunningMeanStd) {
         for r in &mut self.replicas {
             r.set_obs_stats(stats);
@@ -159,7 +178,7 @@ impl<B: AutodiffBackend> UpdateEngine<B> for BurnEngine<B> {
             }
         };
         let shares: Vec<Result<StepStats, EngineError>> = if d == 1 {
-            vec![self.replicas[0].step(&shard(0), dist, mb.cfg, mb.lr, mb.clip)]
+            vec![self.replicas[0].step(&shard(0), dist, mb.cfg, mb.lr, mb.clip, mb.loss)]
         } else {
             std::thread::scope(|scope| {
                 let handles: Vec<_> = self
@@ -168,7 +187,7 @@ impl<B: AutodiffBackend> UpdateEngine<B> for BurnEngine<B> {
                     .enumerate()
                     .map(|(i, r)| {
                         let s = shard(i);
-                        scope.spawn(move || r.step(&s, dist, mb.cfg, mb.lr, mb.clip))
+                        scope.spawn(move || r.step(&s, dist, mb.cfg, mb.lr, mb.clip, mb.loss))
                     })
                     .collect();
                 handles
@@ -217,6 +236,7 @@ fn sum_shares(shares: &[StepStats]) -> StepStats {
         s.entropy += x.entropy;
         s.approx_kl += x.approx_kl;
         s.clip_fraction += x.clip_fraction;
+        s.q_mean += x.q_mean;
     }
     s
 }

@@ -4,8 +4,9 @@
 //! that is then identical on every replica.
 
 use super::clip_global_norm;
-use super::losses::{MbActions, MinibatchTensors, ppo_losses};
+use super::losses::{MbActions, MinibatchTensors, ppo_losses, q_losses};
 use crate::batch::BatchActions;
+use crate::data::Loss;
 use crate::data::{StepStats, UpdateData};
 use crate::engine::{EngineError, EngineState};
 use burn::module::AutodiffModule;
@@ -234,11 +235,15 @@ impl<B: AutodiffBackend> Replica<B> {
         cfg: &PpoConfig,
         lr: f64,
         clip: f64,
+        loss: Loss,
     ) -> Result<StepStats, EngineError> {
         let weight = shard.idx.len() as f64 / shard.minibatch as f64;
         let mb = self.minibatch(shard, dist);
         let model = self.model.take().expect("model present between steps");
-        let losses = ppo_losses(&model, mb, dist, cfg, clip);
+        let losses = match loss {
+            Loss::Ppo => ppo_losses(&model, mb, dist, cfg, clip),
+            Loss::Q { huber_delta } => q_losses(&model, mb, huber_delta),
+        };
         let inner_device = losses.approx_kl.device();
         let local_kl = scalar(losses.approx_kl) * weight;
         let approx_kl = match self.peer {
@@ -275,6 +280,7 @@ impl<B: AutodiffBackend> Replica<B> {
             approx_kl: local_kl,
             clip_fraction: scalar(losses.clip_fraction) * weight,
             grad_norm,
+            q_mean: scalar(losses.q_mean) * weight,
             stepped: true,
             non_finite: false,
         })

@@ -126,6 +126,25 @@ impl Fused {
         shard.work.head.clone()
     }
 
+    /// Policy-head outputs of the observation rows `obs` under parameters
+    /// `params` (in layout order) and normaliser `scaler`: DQN's target network.
+    pub fn heads_with(
+        &mut self,
+        params: &[f32],
+        scaler: Option<&ObsScaler>,
+        obs: &[f32],
+    ) -> Vec<f32> {
+        let shard = &mut self.shards[0];
+        shard.load_rows(&self.layout, scaler, obs);
+        net::policy_forward(&self.layout, params, &mut shard.work);
+        shard.work.head.clone()
+    }
+
+    /// The observation normaliser in use.
+    pub fn scaler(&self) -> Option<&ObsScaler> {
+        self.scaler.as_ref()
+    }
+
     /// One minibatch step: the loss of the samples `mb.idx`, its gradient,
     /// global-norm clipping and an Adam step at `mb.lr`; no step when the
     /// approximate KL is past `target_kl`. The same contract as a single burn
@@ -143,7 +162,7 @@ impl Fused {
             };
         }
         let grad_norm = clip_grads(&mut self.shards[0].grads, cfg.max_grad_norm);
-        let loss = sums.policy_loss + sums.value_loss + sums.entropy;
+        let loss = sums.policy_loss + sums.value_loss + sums.entropy + sums.q;
         if !grad_norm.is_finite() || !loss.is_finite() {
             return StepStats::skipped_non_finite();
         }
@@ -155,6 +174,7 @@ impl Fused {
             approx_kl,
             clip_fraction: sums.clipped as f64 * inv_m,
             grad_norm,
+            q_mean: sums.q * inv_m,
             stepped: true,
             non_finite: false,
         }

@@ -45,6 +45,8 @@ pub struct FusedEngine<B: AutodiffBackend> {
     /// The normaliser's statistics, as the burn model holds them (published
     /// with the weights); `None` without a normaliser.
     obs: Option<ObsStats>,
+    /// DQN's target network: parameters and normaliser at the last sync.
+    target: Option<(Vec<f32>, Option<ObsScaler>)>,
 }
 
 impl<B: AutodiffBackend> FusedEngine<B> {
@@ -72,6 +74,7 @@ impl<B: AutodiffBackend> FusedEngine<B> {
             home,
             spec: spec.clone(),
             obs: None,
+            target: None,
         };
         engine.load_from_home()?;
         Ok(engine)
@@ -124,6 +127,18 @@ impl<B: AutodiffBackend> UpdateEngine<B> for FusedEngine<B> {
 
     fn heads(&mut self, obs: &[f32]) -> Vec<f32> {
         self.cpu.heads(obs)
+    }
+
+    fn sync_target(&mut self) {
+        let f = &self.cpu;
+        self.target = Some((f.params().to_vec(), f.scaler().cloned()));
+    }
+
+    fn target_heads(&mut self, obs: &[f32]) -> Vec<f32> {
+        match &self.target {
+            Some((params, scaler)) => self.cpu.heads_with(params, scaler.as_ref(), obs),
+            None => self.cpu.heads(obs),
+        }
     }
 
     fn set_obs_stats(&mut self, stats: &RunningMeanStd) {

@@ -9,7 +9,8 @@
 use super::backward::{self, Grads};
 use super::heads;
 use crate::batch::BatchActions;
-use crate::data::Minibatch;
+use crate::data::{Loss, Minibatch};
+use crate::dqn::targets::huber;
 use sebulba_core::distribution::ActionDist;
 use sebulba_core::model::fused::ObsScaler;
 use sebulba_core::model::fused::net::{self, Layout, Work};
@@ -34,6 +35,8 @@ pub struct Sums {
     pub entropy: f64,
     pub approx_kl: f64,
     pub clipped: usize,
+    /// Q-learning steps: the taken actions' Q-values.
+    pub q: f64,
 }
 
 impl Sums {
@@ -43,6 +46,7 @@ impl Sums {
         self.entropy += o.entropy;
         self.approx_kl += o.approx_kl;
         self.clipped += o.clipped;
+        self.q += o.q;
     }
 }
 
@@ -93,11 +97,28 @@ impl Shard {
         self.gather_obs(s, idx);
         net::forward(layout, s.params, &mut self.work);
         self.grad_work.resize(layout, idx.len());
-        let cfg = mb.cfg;
-        let hd = layout.head_dim;
         let mut sums = Sums::default();
+        match mb.loss {
+            Loss::Ppo => self.ppo_rows(s, idx, rows.start, &mut sums),
+            Loss::Q { huber_delta } => self.q_rows(s, idx, huber_delta, &mut sums),
+        }
+        self.sums = sums;
+        backward::backward(
+            layout,
+            s.params,
+            &mut self.grads,
+            &self.work,
+            &mut self.grad_work,
+        );
+    }
+
+    /// The PPO loss terms of samples `idx` (minibatch rows from `start`) and
+    /// their gradients at the heads.
+    fn ppo_rows(&mut self, s: &Shared<'_>, idx: &[usize], start: usize, sums: &mut Sums) {
+        let cfg = s.mb.cfg;
+        let hd = s.layout.head_dim;
         for (k, &i) in idx.iter().enumerate() {
-            let (eval, t) = self.sample_terms(s, k, rows.start + k, i);
+            let (eval, t) = self.sample_terms(s, k, start + k, i);
             sums.policy_loss += t.policy;
             sums.value_loss += t.value;
             sums.entropy += eval.entropy;
@@ -110,14 +131,28 @@ impl Shard {
             }
             self.grad_work.d_value[k] = (cfg.vf_coef * t.d_value * s.inv_m) as f32;
         }
-        self.sums = sums;
-        backward::backward(
-            layout,
-            s.params,
-            &mut self.grads,
-            &self.work,
-            &mut self.grad_work,
-        );
+    }
+
+    /// The Q-learning loss of samples `idx` (DQN): the Huber loss of
+    /// `Q(s, a) - y` (`y` in `data.returns`), its gradient at the taken
+    /// action's output only; the value head gets none.
+    fn q_rows(&mut self, s: &Shared<'_>, idx: &[usize], delta: f64, sums: &mut Sums) {
+        let data = s.mb.data;
+        let BatchActions::Discrete(actions) = &data.actions else {
+            unreachable!("Q-learning runs on discrete actions only (config)");
+        };
+        let hd = s.layout.head_dim;
+        for (k, &i) in idx.iter().enumerate() {
+            let a = actions[i] as usize;
+            let q = self.work.head[k * hd + a] as f64;
+            let (loss, d_q) = huber(q - data.returns[i] as f64, delta);
+            sums.value_loss += loss;
+            sums.q += q;
+            let d_head = &mut self.grad_work.d_head[k * hd..(k + 1) * hd];
+            d_head.fill(0.0);
+            d_head[a] = (d_q * s.inv_m) as f32;
+            self.grad_work.d_value[k] = 0.0;
+        }
     }
 
     /// Fills `work.x` with the (normalised) observations of samples `idx`.

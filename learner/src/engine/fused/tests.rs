@@ -4,7 +4,7 @@
 
 use super::burn_io::{read_adam, write_adam};
 use super::*;
-use crate::data::{Minibatch, UpdateData};
+use crate::data::{Loss, Minibatch, UpdateData};
 use crate::engine::burn::{Replica, Shard, ppo_losses};
 use crate::ppo::Ppo;
 use burn::module::Module;
@@ -281,6 +281,7 @@ fn every_gradient_and_loss_term_matches_burn_autodiff() {
             cfg: &cfg,
             lr: 0.0,
             clip: 0.2,
+            loss: Loss::Ppo,
         });
         let got = [
             s.policy_loss,
@@ -439,6 +440,7 @@ fn adam_state_converts_to_burn_records_and_back() {
         cfg: &case.cfg,
         lr: 1e-3,
         clip: 0.2,
+        loss: Loss::Ppo,
     };
     engine.step(&mb).unwrap();
     engine.step(&mb).unwrap();
@@ -588,6 +590,7 @@ fn a_masked_action_gets_zero_probability_and_zero_gradient_in_both_engines() {
         cfg: &cfg,
         lr: 0.0,
         clip: 0.2,
+        loss: Loss::Ppo,
     });
     let slots = param_slots(f.layout(), &m).unwrap();
     let slot = |id| slots.iter().find(|s| s.0 == id).expect("a slot").1;

@@ -1,0 +1,77 @@
+//! One-step Q-learning targets (Mnih et al. 2015):
+//! `y = r + γ (1 - done) max_a' Q_target(s', a')`, where `done` is
+//! termination only (a truncated step bootstraps from the true final
+//! observation), and the Huber loss on `Q(s, a) - y` with its derivative.
+
+/// Targets of `rewards[i]` with next-state Q-rows `next_q` (`[n * actions]`,
+/// from the target network).
+pub fn td_targets(
+    rewards: &[f32],
+    terminated: &[u8],
+    next_q: &[f32],
+    actions: usize,
+    gamma: f64,
+) -> Vec<f32> {
+    rewards
+        .iter()
+        .zip(terminated)
+        .zip(next_q.chunks_exact(actions.max(1)))
+        .map(|((&r, &done), q)| {
+            if done != 0 {
+                return r;
+            }
+            let max = q.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+            (r as f64 + gamma * max) as f32
+        })
+        .collect()
+}
+
+/// The Huber loss of error `e = q - y` with threshold `delta`, and its
+/// derivative in `q`: `0.5 e²` and `e` inside `|e| <= delta`, else
+/// `delta (|e| - delta / 2)` and `delta sign(e)`.
+pub fn huber(e: f64, delta: f64) -> (f64, f64) {
+    if e.abs() <= delta {
+        (0.5 * e * e, e)
+    } else {
+        (delta * (e.abs() - 0.5 * delta), delta * e.signum())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_bootstrap_unless_terminated() {
+        // Two actions; gamma 0.9.
+        let y = td_targets(
+            &[-1.0, -1.0, 2.0],
+            &[0, 1, 0],
+            &[3.0, 5.0, 100.0, 100.0, -4.0, -6.0],
+            2,
+            0.9,
+        );
+        // -1 + 0.9 * 5 = 3.5; terminated: -1 alone; 2 + 0.9 * -4 = -1.6.
+        let want = [3.5f32, -1.0, -1.6];
+        for (a, b) in y.iter().zip(want) {
+            assert!((a - b).abs() < 1e-6, "{y:?}");
+        }
+    }
+
+    #[test]
+    fn huber_is_quadratic_then_linear() {
+        assert_eq!(huber(0.5, 1.0), (0.125, 0.5));
+        assert_eq!(huber(-0.5, 1.0), (0.125, -0.5));
+        assert_eq!(huber(3.0, 1.0), (2.5, 1.0));
+        assert_eq!(huber(-3.0, 1.0), (2.5, -1.0));
+        // Continuous at the threshold.
+        assert_eq!(huber(1.0, 1.0), (0.5, 1.0));
+        assert_eq!(huber(4.0, 2.0), (6.0, 2.0));
+        // The derivative against a central difference.
+        for e in [-2.5, -0.3, 0.7, 1.9] {
+            let h = 1e-6;
+            let fd = (huber(e + h, 1.0).0 - huber(e - h, 1.0).0) / (2.0 * h);
+            assert!((fd - huber(e, 1.0).1).abs() < 1e-6, "{e}");
+        }
+    }
+}

@@ -1,0 +1,189 @@
+//! DQN's update through both engines: they agree step for step, the target
+//! network is the synced one, and Q-learning finds known values.
+
+use super::replay::Replay;
+use super::train::QSettings;
+use crate::batch::{BatchActions, DecodedBatch};
+use crate::ppo::Ppo;
+use sebulba_core::CpuAutodiff;
+use sebulba_core::config::{NetworkConfig, PpoConfig};
+use sebulba_core::env::ActionSpace;
+use sebulba_core::model::ModelSpec;
+use sebulba_core::model::fused::net::Layout;
+use sebulba_core::model::fused::params::read_params;
+
+type B = CpuAutodiff;
+
+fn spec() -> ModelSpec {
+    ModelSpec {
+        obs_dim: 2,
+        action_space: ActionSpace::Discrete { n: 3 },
+        network: NetworkConfig {
+            hidden: vec![16, 16],
+            ..Default::default()
+        },
+    }
+}
+
+/// One engine or the other from the same initial model: the model is made
+/// once and cloned (burn's seeded RNG is shared by the tests running at once).
+fn pair(seed: u64) -> (Ppo<B>, Ppo<B>) {
+    let first = on(false, seed);
+    let m = first.model().clone();
+    let mut fused = Ppo::<B>::with_model(
+        &spec(),
+        m,
+        &PpoConfig::default(),
+        seed,
+        vec![Default::default()],
+    )
+    .expect("a CPU engine");
+    fused
+        .use_fused(1)
+        .expect("the fused engine covers this spec");
+    (first, fused)
+}
+
+fn on(fused: bool, seed: u64) -> Ppo<B> {
+    let mut p = Ppo::<B>::new(
+        &spec(),
+        &PpoConfig::default(),
+        seed,
+        vec![Default::default()],
+    )
+    .expect("a CPU engine");
+    if fused {
+        p.use_fused(1).expect("the fused engine covers this spec");
+    }
+    p
+}
+
+fn params(p: &Ppo<B>) -> Vec<f32> {
+    read_params(&Layout::new(&spec()), p.model()).expect("parameters")
+}
+
+/// A batch of T x 1 env whose every step ends the episode: observation
+/// `(x, -x)`, action `t % 3`, reward `1 - action` (so Q* = 1, 0, -1).
+fn one_step_episodes(t_len: usize) -> DecodedBatch {
+    let obs: Vec<f32> = (0..=t_len)
+        .flat_map(|t| {
+            let x = (t % 7) as f32 / 7.0 - 0.5;
+            [x, -x]
+        })
+        .collect();
+    let actions: Vec<i32> = (0..t_len).map(|t| (t % 3) as i32).collect();
+    DecodedBatch {
+        actor_id: "a".into(),
+        sequence: 0,
+        policy_version: 0,
+        num_steps: t_len,
+        num_envs: 1,
+        observations: obs,
+        rewards: actions.iter().map(|&a| 1.0 - a as f32).collect(),
+        actions: BatchActions::Discrete(actions),
+        action_masks: None,
+        log_probs: vec![0.0; t_len],
+        terminated: vec![1; t_len],
+        truncated: vec![0; t_len],
+        final_observations: vec![],
+        discounted_returns: vec![],
+        episode_returns: vec![],
+        episode_lengths: vec![],
+        game: None,
+        ack_to: None,
+        trace: Default::default(),
+    }
+}
+
+/// Transitions that bootstrap: nothing terminates.
+fn ongoing(t_len: usize) -> DecodedBatch {
+    let mut b = one_step_episodes(t_len);
+    b.terminated = vec![0; t_len];
+    b
+}
+
+fn settings(steps: usize, lr: f64) -> QSettings {
+    QSettings {
+        batch_size: 32,
+        gradient_steps: steps,
+        gamma: 0.9,
+        huber_delta: 1.0,
+        learning_rate: lr,
+        max_grad_norm: 10.0,
+        // burn's optimizer was built with the PPO config's.
+        adam_eps: PpoConfig::default().adam_eps,
+        actions: 3,
+    }
+}
+
+#[test]
+fn the_engines_agree_on_q_steps() {
+    let mut replay = Replay::new(1000, 2);
+    replay.push_batch(&ongoing(60));
+    let (mut burn, mut fused) = pair(4);
+    assert_eq!(params(&burn), params(&fused));
+    for p in [&mut burn, &mut fused] {
+        p.sync_target();
+    }
+    let a = burn.q_update(&replay, &settings(10, 1e-3)).unwrap();
+    let b = fused.q_update(&replay, &settings(10, 1e-3)).unwrap();
+    assert_eq!(a.gradient_steps, 10);
+    assert_eq!(b.gradient_steps, 10);
+    assert!(
+        (a.td_loss - b.td_loss).abs() < 1e-4 * a.td_loss.abs().max(1.0),
+        "{a:?} {b:?}"
+    );
+    assert!((a.q_mean - b.q_mean).abs() < 1e-4, "{a:?} {b:?}");
+    let (pa, pb) = (params(&burn), params(&fused));
+    let diff = pa
+        .iter()
+        .zip(&pb)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max);
+    assert!(diff < 1e-4, "parameters {diff} apart");
+}
+
+#[test]
+fn the_target_network_is_the_one_synced() {
+    for fused in [false, true] {
+        let mut replay = Replay::new(1000, 2);
+        replay.push_batch(&ongoing(60));
+        let mut p = on(fused, 5);
+        let obs = [0.3f32, -0.3, -0.1, 0.1];
+        p.sync_target();
+        let before = p.target_heads(&obs);
+        p.q_update(&replay, &settings(20, 1e-2)).unwrap();
+        assert_eq!(
+            p.target_heads(&obs),
+            before,
+            "fused {fused}: the target moved"
+        );
+        p.sync_target();
+        assert_ne!(
+            p.target_heads(&obs),
+            before,
+            "fused {fused}: the sync did not take"
+        );
+    }
+}
+
+#[test]
+fn q_learning_finds_the_rewards_of_one_step_episodes() {
+    for fused in [false, true] {
+        let mut replay = Replay::new(1000, 2);
+        replay.push_batch(&one_step_episodes(210));
+        let mut p = on(fused, 6);
+        p.sync_target();
+        let s = p.q_update(&replay, &settings(600, 3e-3)).unwrap();
+        assert_eq!(s.non_finite_steps, 0);
+        // Terminal steps: the targets are the rewards, whatever the target
+        // network; a sync shows the online network's values.
+        p.sync_target();
+        let q = p.target_heads(&[0.2, -0.2, -0.4, 0.4]);
+        for row in q.chunks(3) {
+            for (a, want) in [1.0f32, 0.0, -1.0].iter().enumerate() {
+                assert!((row[a] - want).abs() < 0.05, "fused {fused}: {q:?}");
+            }
+        }
+    }
+}
