@@ -1,7 +1,7 @@
 //! One-step Q-learning targets (Mnih et al. 2015):
 //! `y = r + γ (1 - done) max_a' Q_target(s', a')`, where `done` is
 //! termination only (a truncated step bootstraps from the true final
-//! observation), and the Huber loss on `Q(s, a) - y` with its derivative.
+//! observation). The loss on `Q(s, a) - y` is the engines' (`Loss::Q`).
 
 /// Targets of `rewards[i]` with next-state Q-rows `next_q` (`[n * actions]`,
 /// from the target network).
@@ -26,17 +26,6 @@ pub fn td_targets(
         .collect()
 }
 
-/// The Huber loss of error `e = q - y` with threshold `delta`, and its
-/// derivative in `q`: `0.5 e²` and `e` inside `|e| <= delta`, else
-/// `delta (|e| - delta / 2)` and `delta sign(e)`.
-pub fn huber(e: f64, delta: f64) -> (f64, f64) {
-    if e.abs() <= delta {
-        (0.5 * e * e, e)
-    } else {
-        (delta * (e.abs() - 0.5 * delta), delta * e.signum())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -55,23 +44,6 @@ mod tests {
         let want = [3.5f32, -1.0, -1.6];
         for (a, b) in y.iter().zip(want) {
             assert!((a - b).abs() < 1e-6, "{y:?}");
-        }
-    }
-
-    #[test]
-    fn huber_is_quadratic_then_linear() {
-        assert_eq!(huber(0.5, 1.0), (0.125, 0.5));
-        assert_eq!(huber(-0.5, 1.0), (0.125, -0.5));
-        assert_eq!(huber(3.0, 1.0), (2.5, 1.0));
-        assert_eq!(huber(-3.0, 1.0), (2.5, -1.0));
-        // Continuous at the threshold.
-        assert_eq!(huber(1.0, 1.0), (0.5, 1.0));
-        assert_eq!(huber(4.0, 2.0), (6.0, 2.0));
-        // The derivative against a central difference.
-        for e in [-2.5, -0.3, 0.7, 1.9] {
-            let h = 1e-6;
-            let fd = (huber(e + h, 1.0).0 - huber(e - h, 1.0).0) / (2.0 * h);
-            assert!((fd - huber(e, 1.0).1).abs() < 1e-6, "{e}");
         }
     }
 }

@@ -8,7 +8,8 @@
 //! - tanh-squashed Gaussian, `σ = softplus(ρ) + min_std`, `z = (u - μ) / σ`:
 //!   `d ln p / d μ = z / σ`, `d ln p / d σ = (z² - 1) / σ`, `d σ / d ρ = sigmoid(ρ)`;
 //!   Gaussian entropy `d H / d σ = 1 / σ`; the sampled squash term at
-//!   `s = μ + σ ε` adds `d/ds ln(1 - tanh² s) = -2 tanh s` to `μ` and `ε` times it to `σ`.
+//!   `s = μ + σ ε` adds `d/ds ln(1 - tanh² s) = -2 tanh s` to `μ` and `ε` times it to `σ`;
+//! - DQN's Huber loss of `Q(s, a) - y` and its derivative ([`huber`]).
 
 use sebulba_core::distribution::{MASKED_LOGIT, Squash, log1m_tanh_sq, softplus};
 
@@ -177,5 +178,38 @@ pub fn ppo_terms(
         clipped: (r - 1.0).abs() > clip,
         d_logp,
         d_value,
+    }
+}
+
+/// The Huber loss of error `e = q - y` with threshold `delta`, and its
+/// derivative in `q`: `0.5 e²` and `e` inside `|e| <= delta`, else
+/// `delta (|e| - delta / 2)` and `delta sign(e)`.
+pub fn huber(e: f64, delta: f64) -> (f64, f64) {
+    if e.abs() <= delta {
+        (0.5 * e * e, e)
+    } else {
+        (delta * (e.abs() - 0.5 * delta), delta * e.signum())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn huber_is_quadratic_then_linear() {
+        assert_eq!(huber(0.5, 1.0), (0.125, 0.5));
+        assert_eq!(huber(-0.5, 1.0), (0.125, -0.5));
+        assert_eq!(huber(3.0, 1.0), (2.5, 1.0));
+        assert_eq!(huber(-3.0, 1.0), (2.5, -1.0));
+        // Continuous at the threshold.
+        assert_eq!(huber(1.0, 1.0), (0.5, 1.0));
+        assert_eq!(huber(4.0, 2.0), (6.0, 2.0));
+        // The derivative against a central difference.
+        for e in [-2.5, -0.3, 0.7, 1.9] {
+            let h = 1e-6;
+            let fd = (huber(e + h, 1.0).0 - huber(e - h, 1.0).0) / (2.0 * h);
+            assert!((fd - huber(e, 1.0).1).abs() < 1e-6, "{e}");
+        }
     }
 }

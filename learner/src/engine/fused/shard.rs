@@ -10,7 +10,6 @@ use super::backward::{self, Grads};
 use super::heads;
 use crate::batch::BatchActions;
 use crate::data::{Loss, Minibatch};
-use crate::dqn::targets::huber;
 use sebulba_core::distribution::ActionDist;
 use sebulba_core::model::fused::ObsScaler;
 use sebulba_core::model::fused::net::{self, Layout, Work};
@@ -145,7 +144,7 @@ impl Shard {
         for (k, &i) in idx.iter().enumerate() {
             let a = actions[i] as usize;
             let q = self.work.head[k * hd + a] as f64;
-            let (loss, d_q) = huber(q - data.returns[i] as f64, delta);
+            let (loss, d_q) = heads::huber(q - data.returns[i] as f64, delta);
             sums.value_loss += loss;
             sums.q += q;
             let d_head = &mut self.grad_work.d_head[k * hd..(k + 1) * hd];
