@@ -69,9 +69,9 @@ impl Replay {
             return 0;
         };
         let (e_len, d) = (b.num_envs, self.obs_dim);
-        let row = |rows: &[f32], i: usize| rows[i * d..(i + 1) * d].to_vec();
+        let row = |rows: &'_ [f32], k: usize| -> Vec<f32> { rows[k * d..(k + 1) * d].to_vec() };
         let mut finals = 0;
-        for i in 0..b.num_steps * e_len {
+        for (i, &action) in actions.iter().enumerate().take(b.num_steps * e_len) {
             let next = if b.truncated[i] != 0 {
                 finals += 1;
                 row(&b.final_observations, finals - 1)
@@ -81,7 +81,7 @@ impl Replay {
             let t = Transition {
                 obs: &b.observations[i * d..(i + 1) * d],
                 next_obs: &next,
-                action: actions[i],
+                action,
                 reward: b.rewards[i],
                 terminated: b.terminated[i],
             };
