@@ -121,9 +121,7 @@ impl Fused {
     /// Policy-head outputs of the observation rows `obs`.
     pub fn heads(&mut self, obs: &[f32]) -> Vec<f32> {
         let shard = &mut self.shards[0];
-        shard.load_rows(&self.layout, self.scaler.as_ref(), obs);
-        net::policy_forward(&self.layout, &self.params, &mut shard.work);
-        shard.work.head.clone()
+        policy_rows(&self.layout, &self.params, self.scaler.as_ref(), shard, obs)
     }
 
     /// Policy-head outputs of the observation rows `obs` under parameters
@@ -134,10 +132,7 @@ impl Fused {
         scaler: Option<&ObsScaler>,
         obs: &[f32],
     ) -> Vec<f32> {
-        let shard = &mut self.shards[0];
-        shard.load_rows(&self.layout, scaler, obs);
-        net::policy_forward(&self.layout, params, &mut shard.work);
-        shard.work.head.clone()
+        policy_rows(&self.layout, params, scaler, &mut self.shards[0], obs)
     }
 
     /// The observation normaliser in use.
@@ -263,4 +258,17 @@ fn clip_grads(grads: &mut [f32], max_norm: f64) -> f64 {
         grads.iter_mut().for_each(|g| *g *= factor);
     }
     norm
+}
+
+/// The policy forward pass of `obs` in `shard`'s buffers.
+fn policy_rows(
+    layout: &Layout,
+    params: &[f32],
+    scaler: Option<&ObsScaler>,
+    shard: &mut Shard,
+    obs: &[f32],
+) -> Vec<f32> {
+    shard.load_rows(layout, scaler, obs);
+    net::policy_forward(layout, params, &mut shard.work);
+    shard.work.head.clone()
 }
