@@ -2,8 +2,8 @@
 //! Two runs of one seed write the same `metrics.jsonl` and `eval.jsonl`, but
 //! for the fields that time things (listed below); a run of another seed does
 //! not. Discrete and continuous actions, observation normalisation and reward
-//! scaling, both learner engines; with `run.forced_lag`, every update trains
-//! on batches exactly that many versions old, V-trace corrected or not.
+//! scaling, both learner engines, DQN; with `run.forced_lag`, every update
+//! trains on batches exactly that many versions old, V-trace corrected or not.
 
 mod common;
 
@@ -170,6 +170,32 @@ fn a_forced_lag_repeats_on_the_burn_engine() {
         ],
         2,
     );
+}
+
+/// DQN (`run.algorithm = dqn`): the replay draws, the target copies and the
+/// epsilon-greedy acting repeat too, on each engine, with two actors.
+#[test]
+fn dqn_repeats_on_both_engines() {
+    for engine in ["fused", "burn"] {
+        let engine_key = format!("learner.engine={engine}");
+        repeats(
+            &format!("det-dqn-{engine}"),
+            "CartPole-v1",
+            &[
+                "run.algorithm=dqn",
+                "ppo.scale_rewards=false",
+                "run.total_steps=2048",
+                "run.local_actors=2",
+                "env.envs_per_actor=4",
+                "env.rollout_length=8",
+                "learner.batches_per_update=1",
+                "dqn.batch_size=32",
+                "dqn.learning_starts=256",
+                "dqn.target_update_interval=128",
+                &engine_key,
+            ],
+        );
+    }
 }
 
 /// Only `sebulba local` knows its actors: a learner on its own refuses the

@@ -1,10 +1,11 @@
 //! Action sampling for one rollout, per distribution kind, with buffers sized
 //! once and reused: categorical (with the env's action masks when it has them)
-//! or tanh-normal (the pre-tanh sample is what the batch carries).
+//! or tanh-normal (the pre-tanh sample is what the batch carries); in a DQN
+//! run, epsilon-greedy over the Q-values the policy head gives.
 
 use rand::Rng;
 use sebulba_core::distribution::{
-    ActionDist, DistError, Squash, sample_categorical, sample_tanh_normal,
+    ActionDist, DistError, Squash, sample_categorical, sample_epsilon_greedy, sample_tanh_normal,
 };
 use sebulba_core::env::{ActionBatch, VectorEnv};
 use sebulba_proto::{Tensor, encode_f32, encode_i32, encode_u8};
@@ -61,12 +62,15 @@ impl Actions {
 
     /// Samples step `t`'s actions from the heads `[E * head_dim]`, writes their
     /// log-probabilities to `log_probs[E]`, and returns the batch for the env.
+    /// With `epsilon` (a DQN run's weights carry it) discrete heads are
+    /// Q-values, acted on epsilon-greedy.
     pub fn sample<R: Rng + ?Sized>(
         &mut self,
         t: usize,
         head: &[f32],
         venv: &dyn VectorEnv,
         log_probs: &mut [f32],
+        epsilon: Option<f32>,
         rng: &mut R,
     ) -> Result<ActionBatch<'_>, DistError> {
         let e_len = venv.num_envs();
@@ -89,9 +93,12 @@ impl Actions {
                 };
                 for e in 0..e_len {
                     let valid = row_masks.map(|m| &m[e * n..(e + 1) * n]);
-                    let (a, lp) =
-                        sample_categorical(&head[e * n..(e + 1) * n], valid, scratch, rng)
-                            .map_err(|_| DistError::AllMasked { env: e })?;
+                    let row = &head[e * n..(e + 1) * n];
+                    let (a, lp) = match epsilon {
+                        Some(eps) => sample_epsilon_greedy(row, valid, f64::from(eps), rng),
+                        None => sample_categorical(row, valid, scratch, rng),
+                    }
+                    .map_err(|_| DistError::AllMasked { env: e })?;
                     step[e] = a as u32;
                     taken[t * e_len + e] = a as i32;
                     log_probs[e] = lp;

@@ -64,6 +64,8 @@ pub struct Rollout {
     rng: StdRng,
     /// Trace context of the publish that produced the weights in use.
     weights_trace: std::collections::HashMap<String, String>,
+    /// The exploration rate of the weights in use (a DQN run's).
+    epsilon: Option<f32>,
     /// A deterministic run's batch was acted with another version than its
     /// lane names (said once).
     lockstep_broken: bool,
@@ -113,6 +115,7 @@ impl Rollout {
             rt,
             rng,
             weights_trace: Default::default(),
+            epsilon: None,
             lockstep_broken: false,
             faults: Default::default(),
             turns,
@@ -178,8 +181,19 @@ impl Rollout {
             let span = info_span!("weight_refresh", version = w.version);
             sebulba_transport::trace::set_parent_from_map(&span, &w.trace_context);
             let _entered = span.enter();
+            if let Some(e) = w.epsilon.filter(|e| !(0.0..=1.0).contains(e)) {
+                warn!(
+                    version = w.version,
+                    "field `epsilon`: {e} is not an exploration rate in [0, 1]; keeping version {:?}",
+                    self.policy.version()
+                );
+                return;
+            }
             match self.policy.load(w.version, w.safetensors.to_vec()) {
-                Ok(()) => self.weights_trace = w.trace_context.clone(),
+                Ok(()) => {
+                    self.weights_trace = w.trace_context.clone();
+                    self.epsilon = w.epsilon;
+                }
                 Err(e) => warn!(
                     version = w.version,
                     "could not load weights, keeping version {:?}: {e}",
@@ -228,7 +242,14 @@ impl Rollout {
             }
             let log_probs = buf.log_probs_at(t);
             let batch = actions
-                .sample(t, &head, self.venv.as_ref(), log_probs, &mut self.rng)
+                .sample(
+                    t,
+                    &head,
+                    self.venv.as_ref(),
+                    log_probs,
+                    self.epsilon,
+                    &mut self.rng,
+                )
                 .map_err(|e| EnvError::BadAction {
                     id: self.setup.env.id.clone(),
                     reason: e.to_string(),

@@ -14,7 +14,7 @@ use burn::tensor::backend::AutodiffBackend;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
-use sebulba_core::config::{AdvantageNorm, PpoConfig, RunConfig};
+use sebulba_core::config::{AdvantageNorm, Algorithm, PpoConfig, RunConfig};
 use sebulba_core::distribution::{ActionDist, log_softmax_row, tanh_normal_log_prob};
 use sebulba_core::model::{ActorCritic, ModelSpec, RunningMeanStd};
 use sebulba_core::weights::WeightsError;
@@ -147,10 +147,24 @@ impl<B: AutodiffBackend> Ppo<B> {
         cfg: &RunConfig,
         devices: Vec<B::Device>,
     ) -> Result<Self, EngineError> {
-        let mut ppo = Self::new(spec, &cfg.ppo, cfg.run.seed, devices)?;
+        // DQN's steps clip and step Adam by its own section's settings.
+        let dqn = cfg.run.algorithm == Algorithm::Dqn;
+        let optimizer = PpoConfig {
+            adam_eps: if dqn {
+                cfg.dqn.adam_eps
+            } else {
+                cfg.ppo.adam_eps
+            },
+            ..cfg.ppo.clone()
+        };
+        let mut ppo = Self::new(spec, &optimizer, cfg.run.seed, devices)?;
         let net = &cfg.network;
         if cfg.learner.engine.use_fused(&cfg.learner.devices, net) {
-            let rows = cfg.samples_per_update() / cfg.ppo.minibatches.max(1);
+            let rows = if dqn {
+                cfg.dqn.batch_size
+            } else {
+                cfg.samples_per_update() / cfg.ppo.minibatches.max(1)
+            };
             // More threads than cores only time-slice, and each holds a
             // gradient buffer of the network's size: capped at the cores.
             let threads = match cfg.learner.threads {

@@ -49,3 +49,14 @@ pub struct Lag {
     pub mean: f64,
     pub max: u64,
 }
+
+impl Lag {
+    /// Of each batch's lag (all 0 for none).
+    pub fn of(lags: &[u64]) -> Self {
+        Self {
+            min: lags.iter().copied().min().unwrap_or(0),
+            mean: lags.iter().sum::<u64>() as f64 / lags.len().max(1) as f64,
+            max: lags.iter().copied().max().unwrap_or(0),
+        }
+    }
+}

@@ -86,6 +86,7 @@ impl ParameterServer for Service {
                 wall_seconds: w.wall_seconds,
                 past_keep: w.past_keep,
                 past_stride: w.past_stride,
+                epsilon: w.epsilon,
             })),
             Some(w) => Ok(Response::new((*w).clone())),
             None => Err(Status::not_found("no version published yet")),

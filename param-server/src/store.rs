@@ -195,6 +195,13 @@ impl Store {
                 w.version
             )));
         }
+        if let Some(e) = w.epsilon
+            && !(0.0..=1.0).contains(&e)
+        {
+            return Err(Status::invalid_argument(format!(
+                "field `epsilon`: {e} is not an exploration rate in [0, 1]"
+            )));
+        }
         let mut run = self.current_run();
         if *run != w.run_id {
             if !run.is_empty() {

@@ -100,6 +100,25 @@ async fn versions_only_move_forward_and_watchers_get_the_current_one_first() {
         svc.publish(Request::new(empty)).await.unwrap_err().code(),
         tonic::Code::InvalidArgument
     );
+    // An exploration rate outside [0, 1] (NaN included) is refused by name.
+    for eps in [f32::NAN, -0.1, 1.5, f32::INFINITY] {
+        let bad = Weights {
+            epsilon: Some(eps),
+            ..w(9)
+        };
+        let e = svc.publish(Request::new(bad)).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        assert!(
+            e.message().contains("field `epsilon`"),
+            "{eps}: {}",
+            e.message()
+        );
+    }
+    let ok = Weights {
+        epsilon: Some(0.25),
+        ..w(6)
+    };
+    svc.publish(Request::new(ok)).await.unwrap();
     for bad in ["", "../up", ".hidden", "a/b"] {
         let e = svc.publish(Request::new(on(bad, 9))).await.unwrap_err();
         assert!(

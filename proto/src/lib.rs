@@ -29,7 +29,7 @@ impl Lockstep {
 }
 
 /// Version of the wire protocol; `Learner.Join` refuses a peer with another.
-pub const PROTOCOL_VERSION: u32 = 8;
+pub const PROTOCOL_VERSION: u32 = 9;
 
 /// Encoded `FileDescriptorSet` of sebulba.proto, for gRPC reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("sebulba_descriptor");

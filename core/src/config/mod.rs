@@ -52,6 +52,8 @@ pub struct RunConfig {
     pub eval: EvalConfig,
     #[serde(default)]
     pub selfplay: SelfPlayConfig,
+    #[serde(default)]
+    pub dqn: DqnConfig,
 }
 
 impl RunConfig {
@@ -129,6 +131,9 @@ impl RunConfig {
     /// The env exists; the relations between keys that ranges cannot express.
     fn check_relations(&self) -> Result<(), ConfigError> {
         let spec = crate::env::env_spec_with(&self.env.id, &self.env.kwargs_json())?;
+        if self.run.algorithm == Algorithm::Dqn {
+            self.check_dqn(&spec)?;
+        }
         if spec.is_game() {
             self.check_game()?;
         } else if self.selfplay.past_fraction > 0.0 {
@@ -162,6 +167,47 @@ impl RunConfig {
             return bad(
                 "network.init_std",
                 "must be a finite number > network.min_std",
+            );
+        }
+        Ok(())
+    }
+
+    /// DQN's Q-head needs discrete actions and one player; its replay memory
+    /// stays within memory; it learns from the env's own rewards.
+    fn check_dqn(&self, spec: &crate::env::EnvSpec) -> Result<(), ConfigError> {
+        let key = "run.algorithm";
+        if !matches!(spec.action_space, crate::env::ActionSpace::Discrete { .. }) {
+            return bad(
+                key,
+                &format!(
+                    "`dqn` needs discrete actions; `{}` has continuous ones",
+                    self.env.id
+                ),
+            );
+        }
+        if spec.is_game() {
+            return bad(
+                key,
+                &format!(
+                    "`dqn` learns single-player envs; `{}` is a turn-based game",
+                    self.env.id
+                ),
+            );
+        }
+        if self.ppo.scale_rewards {
+            return bad(
+                "ppo.scale_rewards",
+                "`dqn` learns from the env's own rewards: set it to false",
+            );
+        }
+        let floats = self.dqn.buffer_size.saturating_mul(spec.obs_dim);
+        if floats > MAX_REPLAY_FLOATS {
+            return bad(
+                "dqn.buffer_size",
+                &format!(
+                    "x {} observation floats = {floats}, over the {MAX_REPLAY_FLOATS} limit (the memory keeps each observation and the next)",
+                    spec.obs_dim
+                ),
             );
         }
         Ok(())
@@ -225,6 +271,10 @@ impl RunConfig {
         toml::to_string_pretty(self).unwrap_or_default()
     }
 }
+
+/// Observation floats DQN's replay memory may hold (each stored twice: the
+/// observation and the next): 2 GiB at most.
+pub const MAX_REPLAY_FLOATS: usize = 1 << 28;
 
 /// Seed of the evaluation environments for a run seed: fixed per run, so every
 /// version is scored from the same start states, and apart from the actors' seeds.
@@ -352,6 +402,87 @@ mod tests {
         let i = old.find("[selfplay]").expect("section");
         let c: RunConfig = toml::from_str(&old[..i]).unwrap();
         assert_eq!(c.selfplay, SelfPlayConfig::default());
+    }
+
+    /// DQN needs discrete actions, one player, the env's own rewards and a
+    /// replay memory within bounds; a run file written before the algorithm
+    /// existed reads as PPO with the default `[dqn]` section.
+    #[test]
+    fn dqn_is_refused_where_it_cannot_apply() {
+        let set = |id: &str, sets: &[&str]| {
+            let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+            RunConfig::resolve(Some(id), None, &sets)
+        };
+        let c = set(
+            "CartPole-v1",
+            &["run.algorithm=dqn", "ppo.scale_rewards=false"],
+        )
+        .unwrap();
+        assert_eq!(c.run.algorithm, Algorithm::Dqn);
+        for (id, sets, key) in [
+            (
+                "Pendulum-v1",
+                &["run.algorithm=dqn", "ppo.scale_rewards=false"][..],
+                "run.algorithm",
+            ),
+            ("Nim-v0", &["run.algorithm=dqn"][..], "run.algorithm"),
+            (
+                "CartPole-v1",
+                &["run.algorithm=dqn", "ppo.scale_rewards=true"][..],
+                "ppo.scale_rewards",
+            ),
+            (
+                "CartPole-v1",
+                &["dqn.epsilon_end=1.5"][..],
+                "dqn.epsilon_end",
+            ),
+            (
+                "CartPole-v1",
+                &["dqn.replay_ratio=0"][..],
+                "dqn.replay_ratio",
+            ),
+        ] {
+            let e = set(id, sets).unwrap_err();
+            assert!(
+                e.to_string().contains(&format!("`{key}`")),
+                "{id} {sets:?}: {e}"
+            );
+        }
+        // 10M transitions of 100 floats: over the replay memory's limit.
+        let mut big = c.clone();
+        big.dqn.buffer_size = 10_000_000;
+        let mut spec = crate::env::env_spec("CartPole-v1").unwrap();
+        assert!(big.check_dqn(&spec).is_ok());
+        spec.obs_dim = 100;
+        let e = big.check_dqn(&spec).unwrap_err();
+        assert!(e.to_string().contains("`dqn.buffer_size`"), "{e}");
+        let e = set("CartPole-v1", &["run.algorithm=sarsa"]).unwrap_err();
+        assert!(e.to_string().contains("sarsa"), "{e}");
+        let old = RunConfig::preset("CartPole-v1").unwrap().to_toml();
+        let old = old.replace("algorithm = \"ppo\"\n", "");
+        let old = &old[..old.find("[dqn]").expect("section")];
+        let c: RunConfig = toml::from_str(old).unwrap();
+        assert_eq!(c.run.algorithm, Algorithm::Ppo);
+        assert_eq!(c.dqn, DqnConfig::default());
+    }
+
+    /// The run files under configs/ resolve on their presets; the Acrobot
+    /// PPO file gives back the PPO preset Acrobot had before DQN.
+    #[test]
+    fn the_shipped_run_files_resolve() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
+        let acrobot = dir.join("acrobot-ppo.toml");
+        let c = RunConfig::resolve(Some("Acrobot-v1"), Some(&acrobot), &[]).unwrap();
+        assert_eq!(c.run.algorithm, Algorithm::Ppo);
+        assert_eq!(
+            (c.run.total_steps, c.samples_per_update(), c.ppo.epochs),
+            (2_000_000, 512, 4)
+        );
+        assert!(c.network.obs_norm && c.ppo.scale_rewards && !c.network.shared_torso);
+        let preset = RunConfig::preset("Acrobot-v1").unwrap();
+        assert_eq!(preset.run.algorithm, Algorithm::Dqn);
+        let mujoco = dir.join("mujoco.toml");
+        RunConfig::resolve(Some("Pendulum-v1"), Some(&mujoco), &[]).unwrap();
     }
 
     /// A forced lag needs lockstep and must not exceed what the learner

@@ -94,6 +94,19 @@ pub const RANGES: &[Range] = &[
     closed("selfplay.past_fraction", 0.0, 1.0),
     int("selfplay.past_versions", 1.0, 32.0),
     int("selfplay.past_stride", 1.0, 1e6),
+    above("dqn.learning_rate", 0.0, 1.0),
+    above("dqn.gamma", 0.0, 1.0),
+    int("dqn.batch_size", 1.0, 65_536.0),
+    int("dqn.buffer_size", 1.0, 1e7),
+    above("dqn.replay_ratio", 0.0, 64.0),
+    int("dqn.learning_starts", 0.0, 1e13),
+    int("dqn.target_update_interval", 1.0, 1e9),
+    above("dqn.huber_delta", 0.0, 1e6),
+    above("dqn.max_grad_norm", 0.0, 1e6),
+    above("dqn.adam_eps", 0.0, 1.0),
+    closed("dqn.epsilon_start", 0.0, 1.0),
+    closed("dqn.epsilon_end", 0.0, 1.0),
+    closed("dqn.exploration_fraction", 0.0, 1.0),
 ];
 
 impl Range {
@@ -180,8 +193,28 @@ pub fn check(c: &RunConfig) -> Result<(), ConfigError> {
         u64::from(c.selfplay.past_versions),
     )?;
     int("selfplay.past_stride", c.selfplay.past_stride)?;
+    check_dqn(c)?;
     check_network_size(c)?;
     check_derived(c)
+}
+
+fn check_dqn(c: &RunConfig) -> Result<(), ConfigError> {
+    let q = &c.dqn;
+    let int = |key: &str, v: u64| range(key).check(v as f64, &v);
+    let real = |key: &str, v: f64| range(key).check(v, &v);
+    real("dqn.learning_rate", q.learning_rate)?;
+    real("dqn.gamma", q.gamma)?;
+    int("dqn.batch_size", q.batch_size as u64)?;
+    int("dqn.buffer_size", q.buffer_size as u64)?;
+    real("dqn.replay_ratio", q.replay_ratio)?;
+    int("dqn.learning_starts", q.learning_starts)?;
+    int("dqn.target_update_interval", q.target_update_interval)?;
+    real("dqn.huber_delta", q.huber_delta)?;
+    real("dqn.max_grad_norm", q.max_grad_norm)?;
+    real("dqn.adam_eps", q.adam_eps)?;
+    real("dqn.epsilon_start", q.epsilon_start)?;
+    real("dqn.epsilon_end", q.epsilon_end)?;
+    real("dqn.exploration_fraction", q.exploration_fraction)
 }
 
 fn bad(key: &str, reason: String) -> Result<(), ConfigError> {

@@ -52,6 +52,24 @@ pub struct RunSection {
     /// Default 0 (lockstep at lag 0); at most `learner.max_policy_lag`.
     #[serde(default)]
     pub forced_lag: u64,
+    /// What the learner trains: `ppo` (default) or `dqn` (the `[dqn]`
+    /// section; discrete single-player envs).
+    #[serde(default)]
+    pub algorithm: Algorithm,
+}
+
+/// The learning algorithm of a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Algorithm {
+    /// PPO on each update's fresh batches (the `[ppo]` section).
+    #[default]
+    Ppo,
+    /// DQN (Mnih et al. 2015): the policy head's outputs are Q-values,
+    /// actors act epsilon-greedy on them, and every update's batches go into
+    /// a replay memory that minibatches are drawn from, against one-step
+    /// targets of a target network (the `[dqn]` section).
+    Dqn,
 }
 
 /// The policy network. Everything here travels with the weights (`NetworkSpec`),
@@ -319,6 +337,59 @@ pub struct EvalConfig {
 
 fn hundred() -> usize {
     100
+}
+
+/// DQN (`run.algorithm = "dqn"`). Its defaults are the tuned
+/// Stable-Baselines3 zoo's for Acrobot. Each update takes
+/// `learner.batches_per_update` batches: keep them small (a few envs, a few
+/// steps), since acting lags the Q-values by an update.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DqnConfig {
+    pub learning_rate: f64,
+    pub gamma: f64,
+    /// Transitions per gradient step.
+    pub batch_size: usize,
+    /// Transitions the replay memory holds (the oldest go first).
+    pub buffer_size: usize,
+    /// Gradient steps per env step taken in: an update of N samples takes
+    /// `replay_ratio * N` of them (the fraction carried to the next update).
+    pub replay_ratio: f64,
+    /// Env steps before the first gradient step.
+    pub learning_starts: u64,
+    /// Env steps between copies of the weights into the target network.
+    pub target_update_interval: u64,
+    /// The Huber loss's threshold on `Q(s, a) - y` (SB3's smooth L1: 1).
+    pub huber_delta: f64,
+    /// Clip the gradient by its global norm.
+    pub max_grad_norm: f64,
+    pub adam_eps: f64,
+    /// Epsilon-greedy acting: epsilon falls linearly from `epsilon_start` to
+    /// `epsilon_end` over the first `exploration_fraction` of
+    /// `run.total_steps`, then stays.
+    pub epsilon_start: f64,
+    pub epsilon_end: f64,
+    pub exploration_fraction: f64,
+}
+
+impl Default for DqnConfig {
+    fn default() -> Self {
+        Self {
+            learning_rate: 6.3e-4,
+            gamma: 0.99,
+            batch_size: 128,
+            buffer_size: 50_000,
+            replay_ratio: 1.0,
+            learning_starts: 0,
+            target_update_interval: 250,
+            huber_delta: 1.0,
+            max_grad_norm: 10.0,
+            adam_eps: 1e-8,
+            epsilon_start: 1.0,
+            epsilon_end: 0.1,
+            exploration_fraction: 0.12,
+        }
+    }
 }
 
 /// Self-play against past selves (turn-based games). OpenAI Five and

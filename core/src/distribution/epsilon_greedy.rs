@@ -43,17 +43,22 @@ pub fn sample_epsilon_greedy<R: Rng + ?Sized>(
     rng: &mut R,
 ) -> Result<(usize, f32), DistError> {
     let greedy = greedy_action(q, valid).ok_or(DistError::AllMasked { env: 0 })?;
-    let allowed: Vec<usize> = (0..q.len())
-        .filter(|&i| valid.is_none_or(|v| v[i] != 0))
-        .collect();
-    let eps = epsilon.clamp(0.0, 1.0);
+    let is_allowed = |i: &usize| valid.is_none_or(|v| v[*i] != 0);
+    let n_allowed = (0..q.len()).filter(is_allowed).count();
+    // NaN explores never; the rate is a probability.
+    let eps = if epsilon.is_nan() {
+        0.0
+    } else {
+        epsilon.clamp(0.0, 1.0)
+    };
     let explore = eps > 0.0 && rng.random::<f64>() < eps;
     let a = if explore {
-        allowed[rng.random_range(0..allowed.len())]
+        let k = rng.random_range(0..n_allowed);
+        (0..q.len()).filter(is_allowed).nth(k).unwrap_or(greedy)
     } else {
         greedy
     };
-    Ok((a, epsilon_greedy_log_prob(a == greedy, allowed.len(), eps)))
+    Ok((a, epsilon_greedy_log_prob(a == greedy, n_allowed, eps)))
 }
 
 /// `ln((1 - ε) [greedy] + ε / n)`: an action's log-probability under an

@@ -1,8 +1,12 @@
-//! DQN's learner side: the replay memory and the Q-learning targets and loss.
+//! DQN's learner side: the replay memory, the Q-learning targets and loss,
+//! and a DQN run's update.
 
 pub mod replay;
 pub mod targets;
 pub mod train;
+pub mod update;
+
+pub use update::{DqnLearner, DqnStats, epsilon};
 
 #[cfg(test)]
 mod tests;

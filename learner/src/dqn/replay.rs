@@ -69,18 +69,20 @@ impl Replay {
             return 0;
         };
         let (e_len, d) = (b.num_envs, self.obs_dim);
-        let row = |rows: &'_ [f32], k: usize| -> Vec<f32> { rows[k * d..(k + 1) * d].to_vec() };
+        fn row(rows: &[f32], k: usize, d: usize) -> &[f32] {
+            &rows[k * d..(k + 1) * d]
+        }
         let mut finals = 0;
         for (i, &action) in actions.iter().enumerate().take(b.num_steps * e_len) {
             let next = if b.truncated[i] != 0 {
                 finals += 1;
-                row(&b.final_observations, finals - 1)
+                row(&b.final_observations, finals - 1, d)
             } else {
-                row(&b.observations, i + e_len)
+                row(&b.observations, i + e_len, d)
             };
             let t = Transition {
                 obs: &b.observations[i * d..(i + 1) * d],
-                next_obs: &next,
+                next_obs: next,
                 action,
                 reward: b.rewards[i],
                 terminated: b.terminated[i],
@@ -112,7 +114,11 @@ impl Replay {
     /// `n` transitions drawn uniformly with replacement into `out`
     /// (cleared first); nothing when the memory is empty.
     pub fn sample<R: Rng + ?Sized>(&self, n: usize, rng: &mut R, out: &mut Transitions) {
-        *out = Transitions::default();
+        out.obs.clear();
+        out.next_obs.clear();
+        out.actions.clear();
+        out.rewards.clear();
+        out.terminated.clear();
         if self.is_empty() {
             return;
         }

@@ -192,3 +192,60 @@ fn q_learning_finds_the_rewards_of_one_step_episodes() {
         }
     }
 }
+
+/// A DQN run's update schedule, in both engines: no gradient step before
+/// `learning_starts`; `replay_ratio` steps per transition with the fraction
+/// carried; the target copied when the run passes a multiple of
+/// `target_update_interval` env steps, and only then.
+#[test]
+fn a_dqn_update_keeps_its_schedule() {
+    use super::update::{DqnLearner, epsilon};
+    use crate::prepare::Normalizers;
+    use sebulba_core::config::{Algorithm, RunConfig};
+    let mut cfg = RunConfig::preset("CartPole-v1").unwrap();
+    cfg.network.obs_norm = false;
+    cfg.run.algorithm = Algorithm::Dqn;
+    cfg.run.total_steps = 1000;
+    cfg.dqn.batch_size = 8;
+    cfg.dqn.replay_ratio = 0.75;
+    cfg.dqn.learning_starts = 20;
+    cfg.dqn.target_update_interval = 25;
+    cfg.dqn.learning_rate = 1e-2;
+    cfg.dqn.adam_eps = PpoConfig::default().adam_eps;
+    cfg.dqn.exploration_fraction = 0.1;
+    assert_eq!(epsilon(&cfg, 0), Some(1.0));
+    assert_eq!(epsilon(&cfg, 50), Some(0.55));
+    assert_eq!(epsilon(&cfg, 100), Some(0.1));
+    for fused in [false, true] {
+        let mut p = on(fused, 7);
+        let mut norms = Normalizers::new(&cfg, 2);
+        let mut dqn = DqnLearner::new(&cfg.dqn, &spec(), 0, &mut p);
+        let obs = [0.3f32, -0.3, -0.1, 0.1];
+        let mut target = p.target_heads(&obs);
+        // (env steps after the update, gradient steps, target copies, copied now)
+        for (u, (steps, grads, copies, copied)) in [
+            (10, 0, 0, false),
+            (20, 7, 0, false),
+            (30, 8, 1, true),
+            (40, 7, 1, false),
+            (50, 8, 2, true),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let batch = one_step_episodes(10);
+            let (prepared, s) = dqn
+                .train(&[batch], u as u64, steps, &mut p, &mut norms, &cfg)
+                .unwrap();
+            let at = format!("fused {fused}, update {u}: {s:?}");
+            assert_eq!(s.q.gradient_steps, grads, "{at}");
+            assert_eq!(s.target_updates, copies, "{at}");
+            assert_eq!((s.samples, s.replay_size), (10, 10 * (u + 1)), "{at}");
+            assert_eq!(s.epsilon, f64::from(epsilon(&cfg, steps).unwrap()), "{at}");
+            assert!(prepared.data.is_empty(), "{at}");
+            let now = p.target_heads(&obs);
+            assert_eq!(now != target, copied, "{at}");
+            target = now;
+        }
+    }
+}

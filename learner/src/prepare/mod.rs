@@ -78,16 +78,38 @@ pub fn prepare<B: AutodiffBackend>(
     Prepared {
         data,
         explained_variance,
-        lag: Lag {
-            min: lags.iter().copied().min().unwrap_or(0),
-            mean: lags.iter().sum::<u64>() as f64 / lags.len().max(1) as f64,
-            max: lags.iter().copied().max().unwrap_or(0),
-        },
+        lag: Lag::of(&lags),
         episode_returns: out.episode_returns,
         episode_lengths: out.episode_lengths,
         reward_scale,
         lag_corrected: out.lag_corrected,
         past_moves: out.past_moves,
+    }
+}
+
+/// What an update's metrics line reports of `batches` besides training
+/// data: their lag behind `version` and the episodes they finished. For an
+/// algorithm that trains on something else (DQN's replay memory); `data` is
+/// empty.
+pub fn bookkeeping(batches: &[DecodedBatch], version: u64, obs_dim: usize) -> Prepared {
+    let lags: Vec<u64> = batches
+        .iter()
+        .map(|b| version.saturating_sub(b.policy_version))
+        .collect();
+    let mut out = Collected::with_capacity(0, obs_dim, batches);
+    for b in batches {
+        out.episode_returns.extend_from_slice(&b.episode_returns);
+        out.episode_lengths.extend_from_slice(&b.episode_lengths);
+    }
+    Prepared {
+        data: out.data,
+        explained_variance: 0.0,
+        lag: Lag::of(&lags),
+        episode_returns: out.episode_returns,
+        episode_lengths: out.episode_lengths,
+        reward_scale: 1.0,
+        lag_corrected: 0,
+        past_moves: 0,
     }
 }
 

@@ -14,12 +14,14 @@ use crate::LearnerError;
 use crate::accounting::Outcome;
 use crate::batch::DecodedBatch;
 use crate::checkpoint::{Checkpoint, Meta};
-use crate::ppo::{Ppo, PpoStats};
+use crate::dqn::DqnLearner;
+use crate::ppo::Ppo;
 use crate::prepare::{Normalizers, Prepared};
 use crate::publish::Publisher;
 use crate::state::{LiveStats, Shared};
 use burn::tensor::backend::AutodiffBackend;
-use record::{Counters, MetricsLine};
+use record::{Counters, MetricsLine, UpdateStats};
+use sebulba_core::config::Algorithm;
 use sebulba_core::model::ModelSpec;
 use sebulba_core::tensorboard::MirroredLines;
 use sebulba_proto::Weights;
@@ -39,6 +41,9 @@ pub struct UpdateLoop<B: AutodiffBackend> {
     pub pending_publish: Option<tokio::task::JoinHandle<Result<u64, LearnerError>>>,
     /// With a forced lag (`run.forced_lag`): versions made, not yet published.
     pub held: std::collections::VecDeque<Weights>,
+    /// A DQN run's replay memory and target schedule (made when the loop
+    /// starts, from the weights it starts with).
+    pub dqn: Option<DqnLearner>,
 }
 
 /// What the update loop works with besides PPO, whatever the backend.
@@ -80,8 +85,8 @@ pub const MAX_NON_FINITE_UPDATES: u32 = 3;
 /// Logs the steps of an update skipped for a non-finite loss or gradient, with
 /// the batches it trained on; returns how many updates in a row (this one
 /// included) stepped on nothing finite.
-fn non_finite_guard(batches: &[DecodedBatch], stats: &PpoStats, update: u64, run: u32) -> u32 {
-    if stats.non_finite_steps == 0 {
+fn non_finite_guard(batches: &[DecodedBatch], stats: &UpdateStats, update: u64, run: u32) -> u32 {
+    if stats.non_finite_steps() == 0 {
         return 0;
     }
     let ids: Vec<String> = batches
@@ -90,16 +95,12 @@ fn non_finite_guard(batches: &[DecodedBatch], stats: &PpoStats, update: u64, run
         .collect();
     warn!(
         update,
-        skipped = stats.non_finite_steps,
-        taken = stats.minibatch_steps,
+        skipped = stats.non_finite_steps(),
+        taken = stats.steps(),
         batches = ?ids,
         "non-finite loss or gradient: minibatch steps skipped"
     );
-    if stats.minibatch_steps == 0 {
-        run + 1
-    } else {
-        0
-    }
+    if stats.steps() == 0 { run + 1 } else { 0 }
 }
 
 impl<B: AutodiffBackend> UpdateLoop<B> {
@@ -120,6 +121,11 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
             },
         };
         at.version = self.publish(at, false)?;
+        if self.ctx.shared.config.run.algorithm == Algorithm::Dqn {
+            let c = &self.ctx.shared.config.dqn;
+            let spec = &self.ctx.model_spec;
+            self.dqn = Some(DqnLearner::new(c, spec, at.env_steps, &mut self.ppo));
+        }
         let mut completed = false;
         let mut failure = None;
         let mut non_finite_run = 0u32;
@@ -224,15 +230,16 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
         Ok(at)
     }
 
-    /// One PPO update on `batches`, with the learning rate and clip range
-    /// annealed linearly to 0 over the step budget when asked. Each update is
-    /// its own trace, linked to the ingest spans of the batches it used.
+    /// One update on `batches`: DQN's, or PPO's with the learning rate and
+    /// clip range annealed linearly to 0 over the step budget when asked.
+    /// Each update is its own trace, linked to the ingest spans of the
+    /// batches it used.
     fn train(
         &mut self,
         batches: &[DecodedBatch],
         at: Counters,
         steps_before: u64,
-    ) -> Result<(Prepared, PpoStats), LearnerError> {
+    ) -> Result<(Prepared, UpdateStats), LearnerError> {
         let cfg = self.ctx.shared.config.clone();
         let span = info_span!(
             parent: None,
@@ -246,11 +253,25 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
             sebulba_transport::trace::link_from_map(&span, &b.trace.ingest);
         }
         let _enter = span.enter();
+        if let Some(dqn) = &mut self.dqn {
+            let norms = &mut self.ctx.normalizers;
+            let (prepared, stats) = info_span!("dqn").in_scope(|| {
+                dqn.train(
+                    batches,
+                    at.version,
+                    at.env_steps,
+                    &mut self.ppo,
+                    norms,
+                    &cfg,
+                )
+            })?;
+            return Ok((prepared, UpdateStats::Dqn(stats)));
+        }
         let remaining = (1.0 - steps_before as f64 / cfg.run.total_steps as f64).max(0.0);
         let anneal = |on: bool, x: f64| if on { x * remaining } else { x };
         let lr = anneal(cfg.ppo.anneal_lr, cfg.ppo.learning_rate);
         let clip = anneal(cfg.ppo.anneal_clip, cfg.ppo.clip_coef);
-        Ok(step::prepare_and_train(
+        let (prepared, stats) = step::prepare_and_train(
             batches,
             at.version,
             &mut self.ppo,
@@ -258,7 +279,8 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
             &cfg,
             self.ctx.model_spec.obs_dim,
             step::Schedule { lr, clip },
-        )?)
+        )?;
+        Ok((prepared, UpdateStats::Ppo(stats)))
     }
 
     /// In a deterministic run, waits for the evaluation of `version` when the
@@ -298,7 +320,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
         completed: bool,
         t0: Instant,
         prepared: &Prepared,
-        stats: PpoStats,
+        stats: UpdateStats,
     ) -> Result<(), LearnerError> {
         if completed {
             self.ctx.shared.finished.store(true, Ordering::Release);
@@ -402,14 +424,17 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ppo::PpoStats;
 
     /// Updates that step on nothing finite count up; one good step resets.
     #[test]
     fn the_guard_counts_updates_that_stepped_on_nothing() {
-        let stats = |taken, skipped| PpoStats {
-            minibatch_steps: taken,
-            non_finite_steps: skipped,
-            ..PpoStats::default()
+        let stats = |taken, skipped| {
+            UpdateStats::Ppo(PpoStats {
+                minibatch_steps: taken,
+                non_finite_steps: skipped,
+                ..PpoStats::default()
+            })
         };
         let mut run = 0;
         for _ in 0..MAX_NON_FINITE_UPDATES {

@@ -87,6 +87,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
                 0
             },
             past_stride: c.selfplay.past_stride,
+            epsilon: crate::dqn::epsilon(c, at.env_steps),
             trace_context: sebulba_transport::trace::context_map(span),
         })
     }

@@ -1,6 +1,7 @@
-//! One line of `metrics.jsonl` per update: the PPO statistics, the data it
-//! trained on, and the run's counters at that point.
+//! One line of `metrics.jsonl` per update: the algorithm's statistics, the
+//! data it trained on, and the run's counters at that point.
 
+use crate::dqn::DqnStats;
 use crate::ppo::PpoStats;
 use crate::prepare::Prepared;
 use crate::state::Shared;
@@ -18,7 +19,7 @@ pub struct MetricsLine {
     /// A game's moves made by past versions: not among the samples.
     past_moves: u64,
     #[serde(flatten)]
-    ppo: PpoStats,
+    stats: UpdateStats,
     explained_variance: f64,
     policy_lag: Lag,
     /// Batches whose lag V-trace corrected (`ppo.lag_correction = vtrace`).
@@ -32,6 +33,33 @@ pub struct MetricsLine {
     batches_used: u64,
     batches_dropped_stale: u64,
     batches_rejected: u64,
+}
+
+/// An update's statistics, by algorithm (their keys go into the line as
+/// they are).
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(untagged)]
+pub enum UpdateStats {
+    Ppo(PpoStats),
+    Dqn(DqnStats),
+}
+
+impl UpdateStats {
+    /// Optimizer steps taken.
+    pub fn steps(&self) -> usize {
+        match self {
+            UpdateStats::Ppo(s) => s.minibatch_steps,
+            UpdateStats::Dqn(s) => s.q.gradient_steps,
+        }
+    }
+
+    /// Steps skipped for a non-finite loss or gradient.
+    pub fn non_finite_steps(&self) -> usize {
+        match self {
+            UpdateStats::Ppo(s) => s.non_finite_steps,
+            UpdateStats::Dqn(s) => s.q.non_finite_steps,
+        }
+    }
 }
 
 /// Where the run stands after an update.
@@ -48,7 +76,7 @@ impl MetricsLine {
         wall_seconds: f64,
         update_seconds: f64,
         prepared: &Prepared,
-        ppo: PpoStats,
+        stats: UpdateStats,
         shared: &Shared,
     ) -> Self {
         let (counts, _) = shared.accounting.snapshot();
@@ -59,9 +87,12 @@ impl MetricsLine {
             env_steps: at.env_steps,
             wall_seconds,
             steps_per_second: at.env_steps as f64 / wall_seconds.max(1e-9),
-            samples: prepared.data.len(),
+            samples: match &stats {
+                UpdateStats::Ppo(_) => prepared.data.len(),
+                UpdateStats::Dqn(s) => s.samples,
+            },
             past_moves: prepared.past_moves,
-            ppo,
+            stats,
             explained_variance: prepared.explained_variance,
             policy_lag: prepared.lag,
             lag_corrected_batches: prepared.lag_corrected,
