@@ -200,6 +200,12 @@ impl RunConfig {
                 "`dqn` learns from the env's own rewards: set it to false",
             );
         }
+        if self.dqn.batch_size > self.dqn.buffer_size {
+            return bad(
+                "dqn.batch_size",
+                "above dqn.buffer_size: the memory never holds a minibatch, so no step would be taken",
+            );
+        }
         let floats = self.dqn.buffer_size.saturating_mul(spec.obs_dim);
         if floats > MAX_REPLAY_FLOATS {
             return bad(
@@ -230,20 +236,25 @@ impl RunConfig {
         Ok(())
     }
 
-    /// Samples per update against minibatches and devices; the engine.
+    /// Samples per update against minibatches (DQN's: its own batch size)
+    /// and devices; the engine.
     fn check_learner(&self) -> Result<(), ConfigError> {
         let p = &self.ppo;
         let samples =
             self.env.envs_per_actor * self.env.rollout_length * self.learner.batches_per_update;
-        if p.minibatches == 0 || p.minibatches > samples {
+        let minibatch = if self.run.algorithm == Algorithm::Dqn {
+            self.dqn.batch_size
+        } else if p.minibatches == 0 || p.minibatches > samples {
             return bad(
                 "ppo.minibatches",
                 &format!("must be in 1..={samples} (samples per update)"),
             );
-        }
+        } else {
+            samples / p.minibatches
+        };
         match crate::devices::LearnerDevices::parse(&self.learner.devices) {
             Err(reason) => return bad("learner.devices", &reason),
-            Ok(d) if d.count() > samples / p.minibatches => {
+            Ok(d) if d.count() > minibatch => {
                 return bad(
                     "learner.devices",
                     "more devices than samples in a minibatch: each device needs a shard",
@@ -448,6 +459,13 @@ mod tests {
                 "{id} {sets:?}: {e}"
             );
         }
+        // PPO's minibatch rule does not apply: one step per update of one
+        // env, on two devices (each takes a shard of DQN's batch of 128).
+        set(
+            "Acrobot-v1",
+            &["env.rollout_length=1", "learner.devices=[\"cpu\", \"cpu\"]"],
+        )
+        .unwrap();
         // 10M transitions of 100 floats: over the replay memory's limit.
         let mut big = c.clone();
         big.dqn.buffer_size = 10_000_000;

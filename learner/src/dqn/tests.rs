@@ -249,3 +249,39 @@ fn a_dqn_update_keeps_its_schedule() {
         }
     }
 }
+
+/// Q steps on two burn replicas (each a shard of the minibatch, gradients
+/// all-reduced) move the weights as one replica does, and the replicas stay
+/// identical.
+#[test]
+fn two_replicas_take_the_q_steps_of_one() {
+    let mut one = on(false, 8);
+    let mut two = Ppo::<B>::with_model(
+        &spec(),
+        one.model().clone(),
+        &PpoConfig::default(),
+        8,
+        vec![Default::default(), Default::default()],
+    )
+    .expect("two CPU replicas");
+    let mut replay = Replay::new(1000, 2);
+    replay.push_batch(&ongoing(60));
+    for p in [&mut one, &mut two] {
+        p.sync_target();
+    }
+    let s = settings(10, 1e-3);
+    let a = one.q_update(&replay, &s).unwrap();
+    let b = two.q_update(&replay, &s).unwrap();
+    assert_eq!(b.gradient_steps, 10);
+    assert!((a.td_loss - b.td_loss).abs() < 1e-5, "{a:?} {b:?}");
+    let (pa, pb) = (params(&one), params(&two));
+    let diff = pa
+        .iter()
+        .zip(&pb)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max);
+    assert!(diff < 1e-5, "parameters {diff} apart");
+    let layout = Layout::new(&spec());
+    let second = read_params(&layout, two.replicas()[1].model()).expect("parameters");
+    assert_eq!(pb, second, "the replicas drifted apart");
+}

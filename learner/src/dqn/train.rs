@@ -21,8 +21,8 @@ pub struct QSettings {
     pub huber_delta: f64,
     pub learning_rate: f64,
     pub max_grad_norm: f64,
-    /// Adam's epsilon: the one the engine was built with (`ppo.adam_eps`;
-    /// burn's optimizer keeps its own).
+    /// Adam's epsilon: the one the engine was built with (`dqn.adam_eps` in
+    /// a DQN run, `Ppo::for_run`; burn's optimizer keeps its own).
     pub adam_eps: f64,
     /// Actions of the Q-head.
     pub actions: usize,

@@ -1,11 +1,13 @@
 //! A DQN run's update: the batches taken go into the replay memory, then
 //! `dqn.replay_ratio` gradient steps per transition taken in (once
-//! `dqn.learning_starts` env steps are in), the weights copied into the
-//! target network whenever the run passes a multiple of
+//! `dqn.learning_starts` env steps are in, and the memory holds a minibatch:
+//! steps due before that are not taken), the weights copied into the target
+//! network at the first update at or past each multiple of
 //! `dqn.target_update_interval` env steps (before that update's steps, as
 //! Stable-Baselines3 copies during collection). The replay memory and the
 //! target network are not checkpointed: a resumed run starts with an empty
-//! memory and the resumed weights as its target.
+//! memory, the resumed weights as its target, and waits `learning_starts`
+//! env steps again before its first gradient step.
 
 use super::replay::Replay;
 use super::train::{QSettings, QStats};
@@ -59,6 +61,8 @@ pub struct DqnLearner {
     owed: f64,
     /// `env_steps / target_update_interval` at the last target copy.
     synced_at: u64,
+    /// The run's env steps from which gradient steps are taken.
+    learning_from: u64,
     target_updates: u64,
     obs_dim: usize,
     /// Actions of the Q-head.
@@ -66,7 +70,8 @@ pub struct DqnLearner {
 }
 
 impl DqnLearner {
-    /// An empty memory; `ppo`'s current weights become the target network.
+    /// An empty memory at the run's `env_steps` (a resumed run's count);
+    /// `ppo`'s current weights become the target network.
     pub fn new<B: AutodiffBackend>(
         cfg: &DqnConfig,
         spec: &ModelSpec,
@@ -78,6 +83,7 @@ impl DqnLearner {
             replay: Replay::new(cfg.buffer_size, spec.obs_dim),
             owed: 0.0,
             synced_at: env_steps / cfg.target_update_interval.max(1),
+            learning_from: env_steps.saturating_add(cfg.learning_starts),
             target_updates: 0,
             obs_dim: spec.obs_dim,
             actions: spec.head_dim(),
@@ -104,7 +110,7 @@ impl DqnLearner {
             self.target_updates += 1;
         }
         let mut steps = 0;
-        if env_steps >= q.learning_starts {
+        if env_steps >= self.learning_from {
             self.owed += q.replay_ratio * samples as f64;
             steps = self.owed.floor() as usize;
             self.owed -= steps as f64;
