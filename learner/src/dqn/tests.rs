@@ -58,6 +58,14 @@ fn on(fused: bool, seed: u64) -> Ppo<B> {
     p
 }
 
+/// The largest element-wise distance between two parameter vectors.
+fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
 fn params(p: &Ppo<B>) -> Vec<f32> {
     read_params(&Layout::new(&spec()), p.model()).expect("parameters")
 }
@@ -140,11 +148,7 @@ fn the_engines_agree_on_q_steps() {
     );
     assert!((a.q_mean - b.q_mean).abs() < 1e-4, "{a:?} {b:?}");
     let (pa, pb) = (params(&burn), params(&fused));
-    let diff = pa
-        .iter()
-        .zip(&pb)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f32::max);
+    let diff = max_diff(&pa, &pb);
     assert!(diff < 1e-4, "parameters {diff} apart");
 }
 
@@ -275,11 +279,7 @@ fn two_replicas_take_the_q_steps_of_one() {
     assert_eq!(b.gradient_steps, 10);
     assert!((a.td_loss - b.td_loss).abs() < 1e-5, "{a:?} {b:?}");
     let (pa, pb) = (params(&one), params(&two));
-    let diff = pa
-        .iter()
-        .zip(&pb)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f32::max);
+    let diff = max_diff(&pa, &pb);
     assert!(diff < 1e-5, "parameters {diff} apart");
     let layout = Layout::new(&spec());
     let second = read_params(&layout, two.replicas()[1].model()).expect("parameters");

@@ -1,0 +1,250 @@
+//! The configuration's resolution, refusals and presets.
+
+use super::*;
+
+#[test]
+fn every_env_has_a_valid_preset() {
+    for id in crate::env::ENV_IDS {
+        let c = RunConfig::resolve(Some(id), None, &[]).unwrap();
+        assert_eq!(c.env.id, *id);
+    }
+}
+
+#[test]
+fn set_overrides_and_keeps_types() {
+    let c = RunConfig::resolve(
+        Some("CartPole-v1"),
+        None,
+        &[
+            "ppo.learning_rate=1".into(),
+            "network.hidden=[32, 16]".into(),
+            "network.activation=relu".into(),
+        ],
+    )
+    .unwrap();
+    assert_eq!(c.ppo.learning_rate, 1.0);
+    assert_eq!(c.network.hidden, vec![32, 16]);
+    assert_eq!(c.network.activation, Activation::Relu);
+    // `auto` picks the fused engine exactly where it applies.
+    let engine = |sets: &[&str]| {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        let c = RunConfig::resolve(Some("CartPole-v1"), None, &sets).unwrap();
+        c.learner.engine.use_fused(&c.learner.devices, &c.network)
+    };
+    assert!(engine(&[]));
+    assert!(engine(&["learner.engine=fused"]));
+    assert!(!engine(&["learner.engine=burn"]));
+    assert!(!engine(&["network.layer_norm=pre"]));
+    assert!(!engine(&["learner.devices=[\"cpu\", \"cpu\"]"]));
+    // A run file written before the field existed still reads (as `auto`).
+    let mut old = RunConfig::preset("CartPole-v1").unwrap().to_toml();
+    old = old.replace("engine = \"auto\"\n", "");
+    assert!(!old.contains("engine"));
+    let c: RunConfig = toml::from_str(&old).unwrap();
+    assert_eq!(c.learner.engine, LearnerEngine::Auto);
+}
+
+#[test]
+fn unknown_keys_and_bad_values_are_named() {
+    let e = RunConfig::resolve(Some("CartPole-v1"), None, &["ppo.lerning_rate=0.1".into()])
+        .unwrap_err();
+    assert_eq!(e.to_string(), "unknown config key `ppo.lerning_rate`");
+    let e = RunConfig::resolve(Some("CartPole-v1"), None, &["ppo.epochs=abc".into()]).unwrap_err();
+    assert!(e.to_string().contains("`ppo.epochs`"), "{e}");
+    let e = RunConfig::resolve(Some("CartPole-v1"), None, &["ppo.gamma=1.5".into()]).unwrap_err();
+    assert!(e.to_string().contains("`ppo.gamma`"), "{e}");
+    let e = RunConfig::resolve(
+        Some("CartPole-v1"),
+        None,
+        &["network.activation=gelu".into()],
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("gelu"), "{e}");
+    let e = RunConfig::resolve(
+        Some("CartPole-v1"),
+        None,
+        &[
+            "learner.engine=fused".into(),
+            "learner.devices=[\"cpu\", \"cpu\"]".into(),
+        ],
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("`learner.engine`"), "{e}");
+    let e =
+        RunConfig::resolve(Some("CartPole-v1"), None, &["learner.engine=jit".into()]).unwrap_err();
+    assert!(e.to_string().contains("jit"), "{e}");
+    let e = RunConfig::resolve(Some("Nope-v0"), None, &[]).unwrap_err();
+    assert!(e.to_string().contains("Nope-v0"), "{e}");
+    assert!(matches!(
+        RunConfig::resolve(None, None, &["novalue".into()]),
+        Err(ConfigError::BadOverride(_))
+    ));
+}
+
+/// Past selves need a game, and no lockstep; a run file written before
+/// the section existed reads as none.
+#[test]
+fn past_selves_are_refused_where_they_cannot_apply() {
+    let set = |id: &str, sets: &[&str]| {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        RunConfig::resolve(Some(id), None, &sets)
+    };
+    let c = set("Nim-v0", &["selfplay.past_fraction=0.2"]).unwrap();
+    assert_eq!(c.selfplay.past_fraction, 0.2);
+    for (id, sets) in [
+        ("CartPole-v1", &["selfplay.past_fraction=0.2"][..]),
+        (
+            "Nim-v0",
+            &["selfplay.past_fraction=0.2", "run.deterministic=true"][..],
+        ),
+        ("Nim-v0", &["selfplay.past_fraction=1.5"][..]),
+    ] {
+        let e = set(id, sets).unwrap_err();
+        assert!(e.to_string().contains("`selfplay.past_fraction`"), "{e}");
+    }
+    let e = set("Nim-v0", &["selfplay.past_versions=0"]).unwrap_err();
+    assert!(e.to_string().contains("`selfplay.past_versions`"), "{e}");
+    let old = RunConfig::preset("Nim-v0").unwrap().to_toml();
+    let i = old.find("[selfplay]").expect("section");
+    let c: RunConfig = toml::from_str(&old[..i]).unwrap();
+    assert_eq!(c.selfplay, SelfPlayConfig::default());
+}
+
+/// DQN needs discrete actions, one player, the env's own rewards and a
+/// replay memory within bounds; a run file written before the algorithm
+/// existed reads as PPO with the default `[dqn]` section.
+#[test]
+fn dqn_is_refused_where_it_cannot_apply() {
+    let set = |id: &str, sets: &[&str]| {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        RunConfig::resolve(Some(id), None, &sets)
+    };
+    let c = set(
+        "CartPole-v1",
+        &["run.algorithm=dqn", "ppo.scale_rewards=false"],
+    )
+    .unwrap();
+    assert_eq!(c.run.algorithm, Algorithm::Dqn);
+    for (id, sets, key) in [
+        (
+            "Pendulum-v1",
+            &["run.algorithm=dqn", "ppo.scale_rewards=false"][..],
+            "run.algorithm",
+        ),
+        ("Nim-v0", &["run.algorithm=dqn"][..], "run.algorithm"),
+        (
+            "CartPole-v1",
+            &["run.algorithm=dqn", "ppo.scale_rewards=true"][..],
+            "ppo.scale_rewards",
+        ),
+        (
+            "CartPole-v1",
+            &["dqn.epsilon_end=1.5"][..],
+            "dqn.epsilon_end",
+        ),
+        (
+            "CartPole-v1",
+            &["dqn.replay_ratio=0"][..],
+            "dqn.replay_ratio",
+        ),
+    ] {
+        let e = set(id, sets).unwrap_err();
+        assert!(
+            e.to_string().contains(&format!("`{key}`")),
+            "{id} {sets:?}: {e}"
+        );
+    }
+    // PPO's minibatch rule does not apply: one step per update of one
+    // env, on two devices (each takes a shard of DQN's batch of 128).
+    set(
+        "Acrobot-v1",
+        &["env.rollout_length=1", "learner.devices=[\"cpu\", \"cpu\"]"],
+    )
+    .unwrap();
+    // 10M transitions of 100 floats: over the replay memory's limit.
+    let mut big = c.clone();
+    big.dqn.buffer_size = 10_000_000;
+    let mut spec = crate::env::env_spec("CartPole-v1").unwrap();
+    assert!(big.check_dqn(&spec).is_ok());
+    spec.obs_dim = 100;
+    let e = big.check_dqn(&spec).unwrap_err();
+    assert!(e.to_string().contains("`dqn.buffer_size`"), "{e}");
+    let e = set("CartPole-v1", &["run.algorithm=sarsa"]).unwrap_err();
+    assert!(e.to_string().contains("sarsa"), "{e}");
+    let old = RunConfig::preset("CartPole-v1").unwrap().to_toml();
+    let old = old.replace("algorithm = \"ppo\"\n", "");
+    let old = &old[..old.find("[dqn]").expect("section")];
+    let c: RunConfig = toml::from_str(old).unwrap();
+    assert_eq!(c.run.algorithm, Algorithm::Ppo);
+    assert_eq!(c.dqn, DqnConfig::default());
+}
+
+/// The run files under configs/ resolve on their presets; the Acrobot
+/// PPO file gives back the PPO preset Acrobot had before DQN.
+#[test]
+fn the_shipped_run_files_resolve() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
+    let acrobot = dir.join("acrobot-ppo.toml");
+    let c = RunConfig::resolve(Some("Acrobot-v1"), Some(&acrobot), &[]).unwrap();
+    assert_eq!(c.run.algorithm, Algorithm::Ppo);
+    assert_eq!(
+        (c.run.total_steps, c.samples_per_update(), c.ppo.epochs),
+        (2_000_000, 512, 4)
+    );
+    assert!(c.network.obs_norm && c.ppo.scale_rewards && !c.network.shared_torso);
+    let preset = RunConfig::preset("Acrobot-v1").unwrap();
+    assert_eq!(preset.run.algorithm, Algorithm::Dqn);
+    let mujoco = dir.join("mujoco.toml");
+    RunConfig::resolve(Some("Pendulum-v1"), Some(&mujoco), &[]).unwrap();
+}
+
+/// A forced lag needs lockstep and must not exceed what the learner
+/// keeps; within both it resolves.
+#[test]
+fn a_forced_lag_needs_lockstep_and_room_under_the_stale_limit() {
+    let set = |sets: &[&str]| {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        RunConfig::resolve(Some("CartPole-v1"), None, &sets)
+    };
+    let c = set(&[
+        "run.deterministic=true",
+        "run.forced_lag=2",
+        "learner.max_policy_lag=2",
+    ])
+    .unwrap();
+    assert_eq!(c.run.forced_lag, 2);
+    for sets in [
+        &["run.forced_lag=1"][..],
+        &["run.deterministic=true", "run.forced_lag=3"][..],
+        &[
+            "run.deterministic=true",
+            "run.forced_lag=65",
+            "learner.max_policy_lag=100",
+        ][..],
+    ] {
+        let e = set(sets).unwrap_err();
+        assert!(e.to_string().contains("`run.forced_lag`"), "{sets:?}: {e}");
+    }
+}
+
+#[test]
+fn file_then_set_precedence() {
+    let dir = std::env::temp_dir().join(format!("sebulba-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("run.toml");
+    std::fs::write(
+        &path,
+        "[env]\nid = \"Pendulum-v1\"\n[ppo]\nepochs = 3\nent_coef = 0.01\n",
+    )
+    .unwrap();
+    let c = RunConfig::resolve(Some("CartPole-v1"), Some(&path), &["ppo.epochs=5".into()]).unwrap();
+    assert_eq!(c.env.id, "Pendulum-v1");
+    assert_eq!(c.ppo.epochs, 5);
+    assert_eq!(c.ppo.ent_coef, 0.01);
+    std::fs::write(&path, "[ppo]\nbogus = 1\n").unwrap();
+    let e = RunConfig::resolve(None, Some(&path), &[]).unwrap_err();
+    assert_eq!(e.to_string(), "unknown config key `ppo.bogus`");
+    // The resolved config written to a run dir reads back identically.
+    let c2: RunConfig = toml::from_str(&c.to_toml()).unwrap();
+    assert_eq!(c, c2);
+}
