@@ -49,6 +49,11 @@ fn main() -> anyhow::Result<()> {
         // Tests read the port back from `metrics=IP:PORT` when they asked for port 0.
         info!(metrics = %addr, "serving Prometheus metrics at /metrics");
     }
+    // A bad SEBULBA_KERNELS is refused here, before any role computes.
+    let kernels = sebulba_core::model::fused::kernels::select_from_env()?;
+    if cli.command.role().is_some() {
+        info!(kernels = kernels.name(), "fused kernels");
+    }
     let hold = metrics
         .is_some()
         .then(|| std::time::Duration::from_secs(cli.metrics_hold_secs));

@@ -156,8 +156,8 @@ impl InferencePolicy {
             }
             // Loaded into a copy of the current model (tensor handles are shared,
             // so the copy is cheap), not a freshly initialised one: an
-            // orthogonal init per version cost a fifth of the CPU of a local
-            // run. The copy is swapped in only when every tensor loaded.
+            // orthogonal init per version is costly (docs/performance.md).
+            // The copy is swapped in only when every tensor loaded.
             Model::Cpu(m) => {
                 let mut next = m.clone();
                 load_into(&mut next, bytes)?;

@@ -370,5 +370,6 @@ fn summarize(outcome: &LoopOutcome, clock: RunClock, shared: &Shared) -> Summary
         batches_per_actor,
         stopped_by_error: outcome.failure.clone(),
         peak_rss_mib: sebulba_core::memory::peak_rss_bytes().map(|b| b as f64 / (1 << 20) as f64),
+        kernels: sebulba_core::model::fused::kernels::active().name(),
     }
 }

@@ -41,6 +41,9 @@ pub struct Summary {
     /// Peak resident memory of the learner's process (in local mode: every
     /// role together), MiB; None where the OS does not say.
     pub peak_rss_mib: Option<f64>,
+    /// The fused kernels' instruction-set path (`SEBULBA_KERNELS`): runs give
+    /// the same bits across machines only on the same path.
+    pub kernels: &'static str,
 }
 
 #[derive(Debug, Clone, Copy, Serialize)]

@@ -1,7 +1,7 @@
 //! Publishing a version on the runtime while the update loop trains the next
-//! one. The update thread used to wait for each publish to be acknowledged
-//! (a fifth of its wall time on CartPole: a gRPC round trip through runtime
-//! threads busy stepping environments); now it waits only for the previous
+//! one. Waiting for each publish to be acknowledged cost the update thread a
+//! gRPC round trip through runtime threads busy stepping environments
+//! (measured in docs/performance.md); it waits only for the previous
 //! version's publish, before starting the next, so versions still reach the
 //! parameter server one at a time and in order.
 

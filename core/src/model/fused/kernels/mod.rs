@@ -2,11 +2,14 @@
 //! product (our own for small operands, see `small_gemm`; otherwise
 //! matrixmultiply, the same routine burn's ndarray backend ends in) and
 //! an f32 tanh without a libm call per element, so loops over it vectorise
-//! (compiled as wide as the CPU allows by [`wide`]).
-//! (burn-ndarray evaluates tanh in f64 through libm: a sixth of the learner's
-//! time in the profile before this engine existed.)
+//! (compiled for the chosen instruction set by [`wide`]; see [`isa`] for how
+//! the set is chosen). burn-ndarray evaluates tanh in f64 through libm, which
+//! does not vectorise.
 
+mod isa;
 mod small_gemm;
+
+pub use isa::{Isa, KernelsError, active, select_from_env};
 
 /// A read-only matrix operand: element `(i, j)` is `data[i * rs + j * cs]`, so a
 /// transpose is the same slice with the strides swapped.
@@ -41,14 +44,32 @@ impl<'a> View<'a> {
     }
 }
 
-/// `c = a · b + beta · c` with `a` `[m, k]`, `b` `[k, n]` and `c` row-major `[m, n]`.
+/// `c = a · b + beta · c` with `a` `[m, k]`, `b` `[k, n]` and `c` row-major `[m, n]`,
+/// on the [`active`] instruction set.
 /// Panics when an operand is smaller than its shape (a bug, never input).
+#[inline]
 pub fn gemm(m: usize, k: usize, n: usize, a: View<'_>, b: View<'_>, beta: f32, c: &mut [f32]) {
+    gemm_on(active(), m, k, n, a, b, beta, c);
+}
+
+/// [`gemm`] on the instruction set `isa`, which the CPU must have
+/// ([`Isa::supported`]); tests call it for every path.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_on(
+    isa: Isa,
+    m: usize,
+    k: usize,
+    n: usize,
+    a: View<'_>,
+    b: View<'_>,
+    beta: f32,
+    c: &mut [f32],
+) {
     assert!(
         a.fits(m, k) && b.fits(k, n) && c.len() >= m * n,
         "gemm operands smaller than [{m}, {k}] x [{k}, {n}]"
     );
-    if m == 0 || n == 0 || small_gemm::try_gemm(m, k, n, a, b, beta, c) {
+    if m == 0 || n == 0 || (isa == Isa::Avx512 && small_gemm::try_gemm(m, k, n, a, b, beta, c)) {
         return;
     }
     // SAFETY: the assertion above keeps every index the routine reads or writes
@@ -126,7 +147,7 @@ pub fn tanh(x: f32) -> f32 {
     ((1.0 - e) / (1.0 + e)).copysign(x)
 }
 
-/// Runs `f` compiled for the widest vectors this CPU has: AVX-512, or AVX2
+/// Runs `f` compiled for the [`active`] instruction set: AVX-512, or AVX2
 /// with FMA, or the portable build's SSE2 (4 lanes). For the element-wise
 /// loops of an update (tanh, its derivative, bias sums, Adam), which the
 /// compiler vectorises to whatever it may use. `f` must inline (mark it
@@ -135,17 +156,25 @@ pub fn tanh(x: f32) -> f32 {
 /// gives the same bits.
 #[inline(always)]
 pub fn wide<R>(f: impl FnOnce() -> R) -> R {
+    wide_on(active(), f)
+}
+
+/// [`wide`] on the instruction set `isa`; one the CPU lacks runs the
+/// portable build (tests call this for every path the CPU has).
+#[inline(always)]
+pub fn wide_on<R>(isa: Isa, f: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::is_x86_feature_detected!("avx512f") {
+        if isa == Isa::Avx512 && isa.supported() {
             // SAFETY: the CPU has AVX-512F (and so AVX2 and FMA), checked just above.
             return unsafe { with_avx512(f) };
         }
-        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+        if isa == Isa::Avx2 && isa.supported() {
             // SAFETY: the CPU has AVX2 and FMA, checked just above.
             return unsafe { with_avx2(f) };
         }
     }
+    let _ = isa;
     f()
 }
 
@@ -159,6 +188,23 @@ unsafe fn with_avx512<R>(f: impl FnOnce() -> R) -> R {
 #[target_feature(enable = "avx2,fma")]
 unsafe fn with_avx2<R>(f: impl FnOnce() -> R) -> R {
     f()
+}
+
+/// The paths this CPU has, for tests that run every path. A path it lacks is
+/// skipped loudly; under CI (`CI` set) a missing path is a failure, so a test
+/// never passes there without running.
+#[cfg(test)]
+pub(crate) fn paths_to_test(test: &str) -> Vec<Isa> {
+    let (have, lack): (Vec<Isa>, Vec<Isa>) = Isa::ALL.into_iter().partition(|isa| isa.supported());
+    for isa in lack {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set but this CPU lacks {}: {test} cannot run that path",
+            isa.name()
+        );
+        eprintln!("SKIPPED {test} on {}: this CPU lacks it", isa.name());
+    }
+    have
 }
 
 #[cfg(test)]
@@ -184,19 +230,80 @@ mod tests {
         assert!(tanh(f32::NAN).is_nan());
     }
 
-    /// tanh over a slice compiled wide (AVX-512 or AVX2 where the CPU has
-    /// them) gives the scalar function's bits, at every position of a slice
-    /// of odd length.
+    /// tanh over a slice compiled on each path gives the scalar function's
+    /// bits, at every position of a slice of odd length; so do column sums.
     #[test]
-    fn tanh_over_a_slice_is_the_scalar_tanh_bit_for_bit() {
+    fn every_path_gives_the_scalar_bits_element_wise() {
         let xs: Vec<f32> = (0..4099).map(|i| (i as f32 - 2049.5) * 0.0061).collect();
-        let mut ys = xs.clone();
-        wide(
-            #[inline(always)]
-            || ys.iter_mut().for_each(|v| *v = tanh(*v)),
-        );
-        for (x, y) in xs.iter().zip(&ys) {
-            assert_eq!(y.to_bits(), tanh(*x).to_bits(), "tanh({x})");
+        for isa in paths_to_test("every_path_gives_the_scalar_bits_element_wise") {
+            let mut ys = xs.clone();
+            wide_on(
+                isa,
+                #[inline(always)]
+                || ys.iter_mut().for_each(|v| *v = tanh(*v)),
+            );
+            for (x, y) in xs.iter().zip(&ys) {
+                assert_eq!(y.to_bits(), tanh(*x).to_bits(), "{isa:?}: tanh({x})");
+            }
+            let mut sums = vec![0.5f32; 17];
+            wide_on(
+                isa,
+                #[inline(always)]
+                || {
+                    for row in xs[..17 * 241].chunks_exact(17) {
+                        for (o, &v) in sums.iter_mut().zip(row) {
+                            *o += v;
+                        }
+                    }
+                },
+            );
+            let mut want = vec![0.5f32; 17];
+            for row in xs[..17 * 241].chunks_exact(17) {
+                for (o, &v) in want.iter_mut().zip(row) {
+                    *o += v;
+                }
+            }
+            assert_eq!(sums, want, "{isa:?}: column sums");
+        }
+    }
+
+    /// Every path's product of a layer-sized operand pair agrees with an f64
+    /// product to f32 rounding (the paths sum in different orders, so not
+    /// bit for bit), with and without accumulation and transposes.
+    #[test]
+    fn every_path_multiplies_like_f64() {
+        let (m, k, n) = (37, 70, 45);
+        let a: Vec<f32> = (0..m * k)
+            .map(|i| ((i * 7919) % 113) as f32 / 37.0 - 1.5)
+            .collect();
+        let b: Vec<f32> = (0..k * n)
+            .map(|i| ((i * 104_729) % 97) as f32 / 41.0 - 1.1)
+            .collect();
+        let c0: Vec<f32> = (0..m * n).map(|i| (i % 11) as f32 * 0.1).collect();
+        for isa in paths_to_test("every_path_multiplies_like_f64") {
+            for (b_t, beta) in [(false, 0.0), (true, 1.0), (false, 0.5)] {
+                let bt: Vec<f32> = (0..n * k).map(|i| b[(i % k) * n + i / k]).collect();
+                let bv = if b_t {
+                    View::transposed(&bt, k)
+                } else {
+                    View::rows(&b, n)
+                };
+                let mut c = c0.clone();
+                gemm_on(isa, m, k, n, View::rows(&a, k), bv, beta, &mut c);
+                for i in 0..m {
+                    for j in 0..n {
+                        let dot: f64 = (0..k)
+                            .map(|p| a[i * k + p] as f64 * b[p * n + j] as f64)
+                            .sum();
+                        let want = dot + beta as f64 * c0[i * n + j] as f64;
+                        let got = c[i * n + j] as f64;
+                        assert!(
+                            (got - want).abs() < 1e-4 * (1.0 + want.abs()),
+                            "{isa:?} b_t {b_t} beta {beta} at ({i},{j}): {got} vs {want}"
+                        );
+                    }
+                }
+            }
         }
     }
 
