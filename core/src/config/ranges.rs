@@ -134,6 +134,39 @@ impl Range {
     }
 }
 
+/// The configuration reference's range table (`docs/configuration.md`), one
+/// row per key of [`RANGES`], so the documentation cannot drift from the checks.
+pub fn reference_table() -> String {
+    let mut out = String::from("| key | range | takes |\n| --- | --- | --- |\n");
+    for r in RANGES {
+        let open = if r.open_low { '(' } else { '[' };
+        let takes = if r.integer { "whole numbers" } else { "reals" };
+        out += &format!(
+            "| `{}` | {open}{}, {}] | {takes} |\n",
+            r.key,
+            shown(r.low),
+            shown(r.high)
+        );
+    }
+    out
+}
+
+/// A bound as people write it: `2^22` for a large power of two, `1e13` for
+/// a large power of ten, `65536` otherwise.
+fn shown(x: f64) -> String {
+    let exponent = |base: f64| {
+        let e = x.log(base).round();
+        (x >= 1e6 && base.powf(e) == x).then_some(e as i32)
+    };
+    if let Some(e) = exponent(2.0) {
+        format!("2^{e}")
+    } else if let Some(e) = exponent(10.0) {
+        format!("1e{e}")
+    } else {
+        format!("{x}")
+    }
+}
+
 /// Checks one key's value against its range (for flags that set a key).
 pub fn check_key(key: &str, value: u64) -> Result<(), ConfigError> {
     range(key).check(value as f64, &value)
@@ -336,6 +369,23 @@ mod tests {
         ] {
             assert!(range(key).high <= f64::from(u32::MAX), "{key}");
         }
+    }
+
+    #[test]
+    fn the_reference_writes_bounds_as_people_do() {
+        assert_eq!(shown(1e13), "1e13");
+        assert_eq!(shown((1u64 << 22) as f64), "2^22");
+        assert_eq!(shown(65_536.0), "65536");
+        assert_eq!(shown(86_400.0), "86400");
+        assert_eq!(shown(0.0), "0");
+        assert_eq!(shown(1e6), "1e6");
+        let table = reference_table();
+        assert!(
+            table.contains("| `ppo.gamma` | (0, 1] | reals |\n"),
+            "{table}"
+        );
+        assert!(table.contains("| `run.total_steps` | [1, 1e13] | whole numbers |\n"));
+        assert_eq!(table.lines().count(), RANGES.len() + 2);
     }
 
     #[test]
