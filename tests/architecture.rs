@@ -66,3 +66,85 @@ fn the_path_reader_takes_paths_and_leaves_code() {
         ["learner/src/run.rs", "deploy/k8s/", "update/step.rs"]
     );
 }
+
+/// The `may depend on` column of ARCHITECTURE.md's crate table, by crate
+/// (dev-dependencies, in parentheses there, left out); the root package's
+/// "all of the above" is not listed.
+fn table_dependencies(text: &str) -> std::collections::BTreeMap<String, BTreeSet<String>> {
+    let section = text
+        .split("\n## ")
+        .find(|s| s.starts_with("Crates"))
+        .expect("ARCHITECTURE.md has a section on crates");
+    section
+        .lines()
+        .filter_map(|line| {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let name = cells.get(1)?.strip_prefix('`')?.strip_suffix('`')?;
+            let deps = cells.get(2)?.split('(').next()?;
+            if deps.contains("all of the above") {
+                return None;
+            }
+            let deps = deps
+                .split(',')
+                .map(str::trim)
+                .filter(|d| !d.is_empty() && *d != "—")
+                .map(String::from)
+                .collect();
+            Some((name.to_string(), deps))
+        })
+        .collect()
+}
+
+/// Every workspace crate depends on exactly the sebulba crates its row of
+/// the table names (normal dependencies; `cargo metadata`).
+#[test]
+fn the_crate_table_is_the_dependency_graph() {
+    let text = std::fs::read_to_string(root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let table = table_dependencies(&text);
+    let out = std::process::Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(root())
+        .output()
+        .expect("cargo metadata");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("metadata JSON");
+    let packages = meta["packages"].as_array().expect("packages");
+    let mut seen = 0;
+    for package in packages {
+        let name = package["name"].as_str().expect("name");
+        let Some(short) = name.strip_prefix("sebulba-") else {
+            continue;
+        };
+        let actual: BTreeSet<String> = package["dependencies"]
+            .as_array()
+            .expect("dependencies")
+            .iter()
+            .filter(|d| d["kind"].is_null())
+            .filter_map(|d| d["name"].as_str()?.strip_prefix("sebulba-"))
+            .map(String::from)
+            .collect();
+        let listed = table
+            .get(short)
+            .unwrap_or_else(|| panic!("ARCHITECTURE.md's crate table has no row for `{short}`"));
+        assert_eq!(
+            &actual, listed,
+            "`{short}`: its dependencies against its table row"
+        );
+        seen += 1;
+    }
+    assert_eq!(
+        seen,
+        table.len(),
+        "the table lists crates the workspace lacks"
+    );
+}

@@ -85,7 +85,7 @@ async fn end_of(acks: &mut tonic::Streaming<Ack>, within: Duration) -> (tonic::S
 }
 
 fn cartpole(actor: &str, sequence: u64, version: u64, t: usize, e: usize) -> TrajectoryBatch {
-    let env = sebulba_core::env::env_spec("CartPole-v1").expect("CartPole");
+    let env = sebulba_envs::env_spec("CartPole-v1").expect("CartPole");
     valid_batch(&env, t, e, actor, sequence, version)
 }
 

@@ -24,7 +24,7 @@ use tonic::Code;
 
 /// A well-formed CartPole batch of T steps x E envs for `actor`.
 fn good(actor: &str, sequence: u64, version: u64, t: usize, e: usize) -> TrajectoryBatch {
-    let env = sebulba_core::env::env_spec("CartPole-v1").expect("CartPole");
+    let env = sebulba_envs::env_spec("CartPole-v1").expect("CartPole");
     valid_batch(&env, t, e, actor, sequence, version)
 }
 
@@ -110,7 +110,7 @@ fn every_validation_rule_is_refused_over_grpc_and_training_continues() {
         assert_eq!(a.code, Code::NotFound as i32, "{a:?}");
         assert!(a.message.contains("`actor_id`"), "{a:?}");
         let mut version = a.learner_version;
-        let env = sebulba_core::env::env_spec("CartPole-v1").expect("CartPole");
+        let env = sebulba_envs::env_spec("CartPole-v1").expect("CartPole");
         let dims = Dims::of(&env, t, e);
         for (seq, rule) in streamable().into_iter().enumerate() {
             let Malformation {

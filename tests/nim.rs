@@ -10,10 +10,10 @@ mod common;
 use common::*;
 use sebulba_core::config::RunConfig;
 use sebulba_core::devices::DeviceKind;
-use sebulba_core::env::env_spec;
-use sebulba_core::games::TurnGame;
-use sebulba_core::games::nim::{ACTIONS, Nim, START};
 use sebulba_core::policy::InferencePolicy;
+use sebulba_envs::env_spec;
+use sebulba_envs::games::TurnGame;
+use sebulba_envs::games::nim::{ACTIONS, Nim, START};
 
 /// Every position of the board (heaps up to 1, 3, 5, 7) with a winning move: (the game, Bouton's moves, legal moves).
 fn winnable_positions() -> Vec<(Nim, Vec<usize>, usize)> {

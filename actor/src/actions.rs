@@ -7,7 +7,7 @@ use rand::Rng;
 use sebulba_core::distribution::{
     ActionDist, DistError, Squash, sample_categorical, sample_epsilon_greedy, sample_tanh_normal,
 };
-use sebulba_core::env::{ActionBatch, VectorEnv};
+use sebulba_envs::{ActionBatch, VectorEnv};
 use sebulba_proto::{Tensor, encode_f32, encode_i32, encode_u8};
 
 pub enum Actions {

@@ -1,6 +1,6 @@
 //! One rollout's arrays ([`Buffers`]), allocated once and reused.
 
-use sebulba_core::env::{DiscountedReturn, VecStepOut};
+use sebulba_envs::{DiscountedReturn, VecStepOut};
 use sebulba_proto::{EpisodeStats, TrajectoryBatch, encode_f32, encode_u8};
 
 /// One rollout's arrays, reused from rollout to rollout: R+1 observation rows

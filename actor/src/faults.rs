@@ -4,7 +4,7 @@
 //! on the next batch sent (`TrajectoryBatch.env_faults`). An env that keeps
 //! failing ends the actor with the error.
 
-use sebulba_core::env::{DiscountedReturn, EnvError, VectorEnv};
+use sebulba_envs::{DiscountedReturn, EnvError, VectorEnv};
 use sebulba_proto::EnvFaults;
 use tracing::warn;
 

@@ -189,7 +189,7 @@ async fn session(
         return Ok(SessionEnd::RunFinished);
     };
     *joined = Some(spec.run_id.clone());
-    let env = sebulba_core::env::env_spec_with(&spec.env_id, &spec.env_kwargs)
+    let env = sebulba_envs::env_spec_with(&spec.env_id, &spec.env_kwargs)
         .map_err(|e| ActorError::Fatal(e.to_string()))?;
     let network = network_from_wire(&spec.network.clone().unwrap_or_default())
         .map_err(|e| ActorError::Fatal(e.to_string()))?;
@@ -262,7 +262,7 @@ async fn session(
 fn follow_past(
     opts: &ActorOptions,
     spec: &RunSpec,
-    env: &sebulba_core::env::EnvSpec,
+    env: &sebulba_envs::EnvSpec,
     stop: &CancellationToken,
 ) -> Result<Option<(f64, watch::Receiver<pool::Pool>)>, ActorError> {
     let f = spec.past_fraction;

@@ -11,10 +11,8 @@ use rand::rngs::StdRng;
 use sebulba_core::config::NetworkConfig;
 use sebulba_core::devices::DeviceKind;
 use sebulba_core::distribution::ActionDist;
-use sebulba_core::env::{
-    DiscountedReturn, EnvError, EnvSpec, VecStepOut, VectorEnv, make_vector_env,
-};
 use sebulba_core::policy::InferencePolicy;
+use sebulba_envs::{DiscountedReturn, EnvError, EnvSpec, VecStepOut, VectorEnv, make_vector_env};
 use sebulba_proto::{TrajectoryBatch, Weights};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;

@@ -131,8 +131,8 @@ mod tests {
     use rand::SeedableRng;
     use sebulba_core::config::NetworkConfig;
     use sebulba_core::devices::DeviceKind;
-    use sebulba_core::env::{EnvSpec, env_spec};
     use sebulba_core::model::ModelSpec;
+    use sebulba_envs::{EnvSpec, env_spec};
     use sebulba_proto::Weights;
     use std::sync::Arc;
 

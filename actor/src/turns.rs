@@ -10,7 +10,7 @@
 //! earned it even when the game ends in the next batch: the move is still
 //! in the buffer then, as a carried row.
 
-use sebulba_core::env::{VecStepOut, VectorEnv};
+use sebulba_envs::{VecStepOut, VectorEnv};
 use sebulba_proto::{Tensor, encode_i32};
 
 pub(crate) struct Turns {

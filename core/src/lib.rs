@@ -1,20 +1,15 @@
-//! What every sebulba role shares about the problem itself: environments, the
-//! policy network (burn, and its fused forward pass on flat buffers) and its
-//! action distributions, the run configuration, weight (de)serialisation,
-//! inference, small file and memory helpers, and TensorBoard event files. No networking: that is
-//! `sebulba-transport`.
+//! What every sebulba role shares about the policy: the network (burn, and its
+//! fused forward pass on flat buffers) and its action distributions, the run
+//! configuration, weight (de)serialisation, inference, and memory and device
+//! helpers. Environments are `sebulba-envs`; run-directory files
+//! `sebulba-runfiles`. No networking: that is `sebulba-transport`.
 
 pub mod config;
 pub mod devices;
 pub mod distribution;
-pub mod env;
-pub mod files;
-/// Turn-based games (they live under `env`, whose vector envs they are).
-pub use env::games;
 pub mod memory;
 pub mod model;
 pub mod policy;
-pub mod tensorboard;
 pub mod weights;
 
 /// The CPU inference backend (actors, evaluator).

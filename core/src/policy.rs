@@ -7,13 +7,13 @@
 use crate::CpuBackend;
 use crate::config::{Activation, Init, LayerNormPlacement, NetworkConfig};
 use crate::devices::DeviceKind;
-use crate::env::EnvSpec;
 use crate::model::fused::net::Layout;
 use crate::model::fused::{FusedPolicy, ObsScaler};
 use crate::model::{ActorCritic, ModelSpec};
 use crate::weights::{WeightsError, flat, load_into};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
+use sebulba_envs::EnvSpec;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
@@ -206,7 +206,7 @@ mod tests {
 
     #[test]
     fn cpu_inference_and_cuda_without_the_feature() {
-        let env = crate::env::env_spec("CartPole-v1").unwrap();
+        let env = sebulba_envs::env_spec("CartPole-v1").unwrap();
         let net = NetworkConfig::default();
         let p = InferencePolicy::new(&env, &net, DeviceKind::Cpu).unwrap();
         assert_eq!(p.head(&[0.0; 8], 2).len(), 4);
@@ -224,7 +224,7 @@ mod tests {
 
     #[test]
     fn loading_a_version_replaces_every_weight_and_a_bad_one_changes_nothing() {
-        let env = crate::env::env_spec("CartPole-v1").unwrap();
+        let env = sebulba_envs::env_spec("CartPole-v1").unwrap();
         let net = NetworkConfig::default();
         let mut p = InferencePolicy::new(&env, &net, DeviceKind::Cpu).unwrap();
         let obs = [0.1, -0.2, 0.03, 0.4, -0.5, 0.6, 0.07, -0.08];

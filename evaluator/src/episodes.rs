@@ -4,8 +4,8 @@
 //! over all N envs (an env whose episode is counted steps on uncounted).
 
 use sebulba_core::distribution::{ActionDist, DistError, argmax, tanh_normal_mode};
-use sebulba_core::env::{ActionBatch, EnvError, VectorEnv, make_vector_env};
 use sebulba_core::policy::InferencePolicy;
+use sebulba_envs::{ActionBatch, EnvError, VectorEnv, make_vector_env};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PlayError {

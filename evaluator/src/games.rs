@@ -12,9 +12,9 @@ use crate::episodes::{EpisodeResults, PlayError};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use sebulba_core::distribution::argmax;
-use sebulba_core::env::{ActionBatch, VectorEnv, game_normaliser};
-use sebulba_core::games::GameVecEnv;
 use sebulba_core::policy::InferencePolicy;
+use sebulba_envs::games::GameVecEnv;
+use sebulba_envs::{ActionBatch, VectorEnv, game_normaliser};
 use serde::{Deserialize, Serialize};
 
 /// Who sits in the other seats.

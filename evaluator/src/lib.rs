@@ -10,11 +10,11 @@ mod versions;
 
 pub use episodes::{EpisodeResults, play_episodes};
 pub use games::{MatchResult, Opponent, play_match, wilson_interval};
-use sebulba_core::files::write_atomic;
 use sebulba_core::policy::{InferencePolicy, network_from_wire};
-use sebulba_core::tensorboard::{self, MirroredLines};
 use sebulba_proto::parameter_server_client::ParameterServerClient;
 use sebulba_proto::{EvalReport, Weights};
+use sebulba_runfiles::files::write_atomic;
+use sebulba_runfiles::tensorboard::{self, MirroredLines};
 use sebulba_transport::grpc::{SecureChannel, channel};
 use sebulba_transport::security::{Class, Security};
 use serde::Serialize;
@@ -70,7 +70,7 @@ impl Schedule {
     /// (narrow win-rate intervals); anything else 10 episodes every 10
     /// versions, 100 for the final one.
     pub fn default_for(env_id: &str) -> Self {
-        if sebulba_core::env::games::GAME_IDS.contains(&env_id) {
+        if sebulba_envs::games::GAME_IDS.contains(&env_id) {
             Self {
                 interval: 100,
                 episodes: 1000,
@@ -103,7 +103,7 @@ impl EvaluatorOptions {
 /// minus infinity, for a missing or empty file).
 fn evaluated(path: &std::path::Path) -> (Option<u64>, f64) {
     let text = std::fs::read_to_string(path).unwrap_or_default();
-    sebulba_core::files::json_lines(&text).fold((None, f64::NEG_INFINITY), |(last, best), v| {
+    sebulba_runfiles::files::json_lines(&text).fold((None, f64::NEG_INFINITY), |(last, best), v| {
         let version = v["version"].as_u64();
         let ret = v["return_mean"].as_f64().unwrap_or(f64::NEG_INFINITY);
         (last.max(version), best.max(ret))
@@ -290,7 +290,7 @@ impl<'a> Evaluator<'a> {
             version: w.version,
             reason,
         };
-        let env = sebulba_core::env::env_spec_with(&w.env_id, &w.env_kwargs)
+        let env = sebulba_envs::env_spec_with(&w.env_id, &w.env_kwargs)
             .map_err(|e| bad(e.to_string()))?;
         let network = network_from_wire(&w.network.clone().unwrap_or_default())
             .map_err(|e| bad(e.to_string()))?;
@@ -323,7 +323,7 @@ impl<'a> Evaluator<'a> {
         let span = info_span!("evaluate", version = w.version, episodes);
         sebulba_transport::trace::set_parent_from_map(&span, &w.trace_context);
         // Games are native ids: no spec (for a `gym:` id, a Python call) needed.
-        let game = sebulba_core::env::games::GAME_IDS.contains(&w.env_id.as_str());
+        let game = sebulba_envs::games::GAME_IDS.contains(&w.env_id.as_str());
         let earlier = if game {
             self.earlier.opponent_for(w)?
         } else {

@@ -56,7 +56,7 @@ impl Earlier {
             version: *version,
             reason,
         };
-        let env = sebulba_core::env::env_spec_with(&w.env_id, &w.env_kwargs)
+        let env = sebulba_envs::env_spec_with(&w.env_id, &w.env_kwargs)
             .map_err(|e| bad(e.to_string()))?;
         let network = network_from_wire(&w.network.clone().unwrap_or_default())
             .map_err(|e| bad(e.to_string()))?;

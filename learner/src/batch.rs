@@ -21,7 +21,7 @@ pub struct DecodedBatch {
     /// `[K * obs_dim]`, one row per truncated step in (t, e) order.
     pub final_observations: Vec<f32>,
     /// `[T * E]` each env's running discounted return after each step (the
-    /// actor keeps it, see `core::env::DiscountedReturn`); empty when the run
+    /// actor keeps it, see `envs::DiscountedReturn`); empty when the run
     /// does not scale rewards.
     pub discounted_returns: Vec<f32>,
     pub episode_returns: Vec<f64>,

@@ -10,8 +10,8 @@ use crate::engine::EngineState;
 use crate::ppo::PpoState;
 use crate::reward_scale::RewardScaler;
 use sebulba_core::config::NetworkConfig;
-use sebulba_core::files::write_atomic;
 use sebulba_core::model::RunningMeanStd;
+use sebulba_runfiles::files::write_atomic;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 

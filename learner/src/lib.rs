@@ -41,7 +41,7 @@ pub enum LearnerError {
     #[error(transparent)]
     Config(#[from] sebulba_core::config::ConfigError),
     #[error(transparent)]
-    Env(#[from] sebulba_core::env::EnvError),
+    Env(#[from] sebulba_envs::EnvError),
     #[error("field `learner.devices`: {0}")]
     Devices(String),
     #[error("run directory: {0}")]

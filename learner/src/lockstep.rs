@@ -179,7 +179,7 @@ mod tests {
     #[test]
     fn actors_are_seeded_by_lane_and_strangers_are_refused() {
         let cfg = RunConfig::preset("CartPole-v1").unwrap();
-        let env = sebulba_core::env::env_spec("CartPole-v1").unwrap();
+        let env = sebulba_envs::env_spec("CartPole-v1").unwrap();
         let names = vec!["local-0".to_string(), "local-1".to_string()];
         let shared = Shared::new(cfg.clone(), env.clone(), "run".into())
             .with_lockstep(Some(Lockstep::new(names, 2, 0)));

@@ -1,6 +1,6 @@
 //! Reward scaling as Gymnasium 1.x's `NormalizeReward`: rewards are divided
 //! by the running std of the envs' discounted returns. The returns themselves
-//! are kept by the actors, with their envs (`core::env::DiscountedReturn`:
+//! are kept by the actors, with their envs (`envs::DiscountedReturn`:
 //! restarted at termination only), and arrive with every batch; the learner
 //! keeps their statistics, from Gymnasium's prior (mean 0, var 1, weight
 //! 1e-4), over every step of every batch taken, stale ones included. Only the
@@ -63,7 +63,7 @@ mod tests {
 
     #[test]
     fn the_scale_is_the_std_of_every_return_seen_with_gymnasiums_prior() {
-        // Returns from core::env::DiscountedReturn's test (gamma 0.5): env 0
+        // Returns from envs::DiscountedReturn's test (gamma 0.5): env 0
         // 1, 1.5, 1, 2.5 (terminated at the third step), env 1 4, 6, 7, 7.5.
         let batch = [1.0f32, 4.0, 1.5, 6.0, 1.0, 7.0, 2.5, 7.5];
         let stale = [8.0f32, 3.0];

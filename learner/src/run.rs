@@ -15,10 +15,10 @@ use crate::{LearnerError, ppo, prepare};
 use burn::tensor::backend::AutodiffBackend;
 use sebulba_core::config::RunConfig;
 use sebulba_core::devices::LearnerDevices;
-use sebulba_core::files::{write_atomic, write_json_atomic};
 use sebulba_core::model::ModelSpec;
-use sebulba_core::tensorboard::{self, MirroredLines};
 use sebulba_proto::learner_server::LearnerServer;
+use sebulba_runfiles::files::{write_atomic, write_json_atomic};
+use sebulba_runfiles::tensorboard::{self, MirroredLines};
 use sebulba_transport::grpc::MAX_MESSAGE_BYTES;
 use sebulba_transport::security::Security;
 use std::path::PathBuf;
@@ -62,7 +62,7 @@ pub async fn run(
 ) -> Result<Summary, LearnerError> {
     let cfg = opts.config;
     cfg.validate()?;
-    let env = sebulba_core::env::env_spec_with(&cfg.env.id, &cfg.env.kwargs_json())?;
+    let env = sebulba_envs::env_spec_with(&cfg.env.id, &cfg.env.kwargs_json())?;
     let run_dir = opts.run_dir;
     let resume = crate::run_dir::open(&run_dir, &cfg, opts.start)?;
     let model_spec = ModelSpec::new(&env, &cfg.network);

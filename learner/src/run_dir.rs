@@ -6,7 +6,7 @@
 use crate::LearnerError;
 use crate::checkpoint::{self, Checkpoint};
 use sebulba_core::config::RunConfig;
-use sebulba_core::files::write_atomic;
+use sebulba_runfiles::files::write_atomic;
 use std::path::{Path, PathBuf};
 use tracing::info;
 
@@ -52,7 +52,7 @@ pub fn open(
                 std::fs::remove_file(run_dir.join(f))
                     .map_err(|e| LearnerError::Io((*f).into(), e))?;
             }
-            let events = run_dir.join(sebulba_core::tensorboard::DIR);
+            let events = run_dir.join(sebulba_runfiles::tensorboard::DIR);
             if events.exists() {
                 std::fs::remove_dir_all(&events)
                     .map_err(|e| LearnerError::Io(events.display().to_string(), e))?;

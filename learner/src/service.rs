@@ -301,7 +301,7 @@ mod tests {
         let mut cfg = RunConfig::preset("CartPole-v1").unwrap();
         cfg.env.envs_per_actor = 2;
         cfg.env.rollout_length = 1;
-        let env = sebulba_core::env::env_spec("CartPole-v1").unwrap();
+        let env = sebulba_envs::env_spec("CartPole-v1").unwrap();
         let (tx, rx) = mpsc::channel(4);
         (
             LearnerService {
@@ -322,7 +322,7 @@ mod tests {
     }
 
     fn batch(actor: &str, sequence: u64) -> TrajectoryBatch {
-        let env = sebulba_core::env::env_spec("CartPole-v1").unwrap();
+        let env = sebulba_envs::env_spec("CartPole-v1").unwrap();
         sebulba_testkit::valid_batch(&env, 1, 2, actor, sequence, 0)
     }
 

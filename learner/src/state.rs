@@ -3,7 +3,7 @@
 use crate::accounting::Accounting;
 use crate::actors::Actors;
 use sebulba_core::config::RunConfig;
-use sebulba_core::env::EnvSpec;
+use sebulba_envs::EnvSpec;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Live progress, readable from outside (the CLI's progress line).

@@ -3,7 +3,7 @@
 //! accepted batch is internally consistent, so the update never sees bad data.
 
 use prost::Message;
-use sebulba_core::env::{ActionSpace, EnvSpec};
+use sebulba_envs::{ActionSpace, EnvSpec};
 use sebulba_proto::{TensorError, TrajectoryBatch, decode_f32, decode_i32, decode_u8};
 use tonic::Code;
 

@@ -7,7 +7,7 @@
 
 use proptest::prelude::*;
 use prost::Message;
-use sebulba_core::env::{ActionSpace, EnvSpec, env_spec};
+use sebulba_envs::{ActionSpace, EnvSpec, env_spec};
 use sebulba_learner::batch::{BatchActions, DecodedBatch};
 use sebulba_learner::validate::{
     Expect, MAX_EPISODE_LENGTH, MAX_LOG_PROB, MAX_MAGNITUDE, decode_batch,

@@ -5,7 +5,7 @@
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyModule, PyTracebackMethods};
-use sebulba_core::env::EnvError;
+use sebulba_envs::EnvError;
 use std::ffi::CString;
 use std::sync::OnceLock;
 

@@ -5,13 +5,13 @@
 //! which packages follow the usual conventions: `PYTHONHOME` picks the
 //! installation, `VIRTUAL_ENV` adds a venv's packages.
 //!
-//! [`install`] registers the provider with `sebulba_core::env`; from then on
+//! [`install`] registers the provider with `sebulba_envs`; from then on
 //! every `make_vector_env`/`env_spec_with` of such an id lands here.
 
 mod interp;
 mod vector;
 
-use sebulba_core::env::{
+use sebulba_envs::{
     ActionSpace, EnvError, EnvProvider, EnvSpec, VectorEnv, derive_env_seed, install_provider,
 };
 use std::collections::HashMap;

@@ -8,7 +8,7 @@
 use crate::interp;
 use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
-use sebulba_core::env::{
+use sebulba_envs::{
     ActionBatch, EnvError, EnvSpec, EpisodeStats, VecStepOut, VectorEnv, derive_env_seed,
     validate_actions,
 };

@@ -8,7 +8,7 @@
 //! (as in CI) a missing venv fails them instead.
 
 use pyo3::prelude::*;
-use sebulba_core::env::{
+use sebulba_envs::{
     Action, ActionBatch, ActionSpace, EnvError, StateOrigin, TimeLimit, VectorEnv, env_spec_with,
     make_env, make_vector_env,
 };
@@ -109,7 +109,7 @@ use pyo3::types::IntoPyDict;
 fn replay(id: &str, seed: u64, steps: usize, action: impl Fn(usize) -> Vec<f32>) -> usize {
     let gym_id = format!("gym:{id}");
     let mut py_env = make_vector_env(&gym_id, "", 1, seed).expect("python env");
-    let env_seed = sebulba_core::env::derive_env_seed(seed, 0);
+    let env_seed = sebulba_envs::derive_env_seed(seed, 0);
     let twin = Twin::new(id, env_seed);
     let mut native = TimeLimit::new(make_env(id, 0).expect("native"));
     let d = native.env().spec().obs_dim;

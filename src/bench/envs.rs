@@ -4,8 +4,8 @@
 
 use sebulba_core::config::NetworkConfig;
 use sebulba_core::devices::DeviceKind;
-use sebulba_core::env::{ActionBatch, ActionSpace, ENV_IDS, EnvError, env_spec, make_vector_env};
 use sebulba_core::policy::InferencePolicy;
+use sebulba_envs::{ActionBatch, ActionSpace, ENV_IDS, EnvError, env_spec, make_vector_env};
 use serde::Serialize;
 use std::time::Instant;
 
@@ -23,7 +23,7 @@ pub fn bench_envs(
 ) -> Result<Vec<EnvBench>, EnvError> {
     let native: Vec<String> = ENV_IDS
         .iter()
-        .chain(sebulba_core::games::GAME_IDS)
+        .chain(sebulba_envs::games::GAME_IDS)
         .map(|s| s.to_string())
         .collect();
     let ids = if ids.is_empty() { &native[..] } else { ids };
@@ -128,7 +128,7 @@ mod tests {
     #[test]
     fn benches_cover_every_env_and_count_what_they_did() {
         let rows = bench_envs(&[], 2, 0.01).unwrap();
-        let games = sebulba_core::games::GAME_IDS;
+        let games = sebulba_envs::games::GAME_IDS;
         assert_eq!(rows.len(), ENV_IDS.len() + games.len());
         for r in &rows {
             assert!(r.steps > 0 && r.steps % 2 == 0, "{r:?}");

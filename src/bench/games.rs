@@ -5,7 +5,7 @@
 
 use super::EnvBench;
 use rand::Rng;
-use sebulba_core::games::{TurnGame, game_rng, new_game};
+use sebulba_envs::games::{TurnGame, game_rng, new_game};
 use std::time::Instant;
 
 /// `None` when `id` is not a game.

@@ -5,7 +5,7 @@
 use anyhow::Context;
 use futures::StreamExt;
 use prost::Message;
-use sebulba_core::env::env_spec;
+use sebulba_envs::env_spec;
 use sebulba_learner::validate::{Expect, decode_batch};
 use sebulba_proto::learner_client::LearnerClient;
 use sebulba_proto::learner_server::{Learner, LearnerServer};
@@ -33,7 +33,7 @@ pub struct TransportBench {
 
 /// Decodes and validates every batch like the learner's ingest, then acks it.
 struct Sink {
-    env: sebulba_core::env::EnvSpec,
+    env: sebulba_envs::EnvSpec,
     num_steps: usize,
     num_envs: usize,
 }
@@ -100,7 +100,7 @@ where
 
 /// A loopback server that decodes, validates and acks every batch.
 async fn start_sink(
-    env: &sebulba_core::env::EnvSpec,
+    env: &sebulba_envs::EnvSpec,
     rollout_length: usize,
     num_envs: usize,
 ) -> anyhow::Result<(

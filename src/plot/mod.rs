@@ -146,7 +146,7 @@ fn load(dir: &Path, source: &Source) -> anyhow::Result<Run> {
     let text = std::fs::read_to_string(&path).with_context(|| format!("{}", path.display()))?;
     let mut steps = Vec::new();
     let mut wall = Vec::new();
-    for v in sebulba_core::files::json_lines(&text) {
+    for v in sebulba_runfiles::files::json_lines(&text) {
         let (Some(x), Some(t), Some(y)) = (
             v["env_steps"].as_f64(),
             v["wall_seconds"].as_f64(),

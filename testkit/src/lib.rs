@@ -6,7 +6,7 @@
 //! the unit tests, the fuzz tests, the process tests and the transport benchmark
 //! agree on what "valid" means.
 
-use sebulba_core::env::{ActionSpace, EnvSpec};
+use sebulba_envs::{ActionSpace, EnvSpec};
 use sebulba_proto::{EpisodeStats, TrajectoryBatch, encode_f32, encode_i32, encode_u8};
 use tonic::Code;
 

@@ -37,7 +37,7 @@ pub enum ConfigError {
         source: toml::de::Error,
     },
     #[error(transparent)]
-    Env(#[from] crate::env::EnvError),
+    Env(#[from] sebulba_envs::EnvError),
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -130,7 +130,7 @@ impl RunConfig {
 
     /// The env exists; the relations between keys that ranges cannot express.
     fn check_relations(&self) -> Result<(), ConfigError> {
-        let spec = crate::env::env_spec_with(&self.env.id, &self.env.kwargs_json())?;
+        let spec = sebulba_envs::env_spec_with(&self.env.id, &self.env.kwargs_json())?;
         if self.run.algorithm == Algorithm::Dqn {
             self.check_dqn(&spec)?;
         }
@@ -174,9 +174,12 @@ impl RunConfig {
 
     /// DQN's Q-head needs discrete actions and one player; its replay memory
     /// stays within memory; it learns from the env's own rewards.
-    fn check_dqn(&self, spec: &crate::env::EnvSpec) -> Result<(), ConfigError> {
+    fn check_dqn(&self, spec: &sebulba_envs::EnvSpec) -> Result<(), ConfigError> {
         let key = "run.algorithm";
-        if !matches!(spec.action_space, crate::env::ActionSpace::Discrete { .. }) {
+        if !matches!(
+            spec.action_space,
+            sebulba_envs::ActionSpace::Discrete { .. }
+        ) {
             return bad(
                 key,
                 &format!(

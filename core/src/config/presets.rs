@@ -8,10 +8,10 @@ impl RunConfig {
     pub fn preset(env_id: &str) -> Result<Self, ConfigError> {
         // External (Python) envs: the generic preset with observation
         // normalisation on; a run file (e.g. configs/mujoco.toml) tunes the rest.
-        let continuous = if crate::env::is_external(env_id) {
+        let continuous = if sebulba_envs::is_external(env_id) {
             true
         } else {
-            !crate::env::env_spec(env_id)?.action_space.is_discrete()
+            !sebulba_envs::env_spec(env_id)?.action_space.is_discrete()
         };
         let mut c = Self::base(env_id);
         if continuous {

@@ -390,7 +390,7 @@ mod tests {
 
     #[test]
     fn every_preset_is_inside_the_ranges() {
-        for id in [crate::env::ENV_IDS, crate::env::games::GAME_IDS].concat() {
+        for id in [sebulba_envs::ENV_IDS, sebulba_envs::games::GAME_IDS].concat() {
             let c = RunConfig::preset(id).expect("preset");
             c.validate().unwrap_or_else(|e| panic!("{id}: {e}"));
         }

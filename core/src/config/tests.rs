@@ -4,7 +4,7 @@ use super::*;
 
 #[test]
 fn every_env_has_a_valid_preset() {
-    for id in crate::env::ENV_IDS {
+    for id in sebulba_envs::ENV_IDS {
         let c = RunConfig::resolve(Some(id), None, &[]).unwrap();
         assert_eq!(c.env.id, *id);
     }
@@ -164,7 +164,7 @@ fn dqn_is_refused_where_it_cannot_apply() {
     // 10M transitions of 100 floats: over the replay memory's limit.
     let mut big = c.clone();
     big.dqn.buffer_size = 10_000_000;
-    let mut spec = crate::env::env_spec("CartPole-v1").unwrap();
+    let mut spec = sebulba_envs::env_spec("CartPole-v1").unwrap();
     assert!(big.check_dqn(&spec).is_ok());
     spec.obs_dim = 100;
     let e = big.check_dqn(&spec).unwrap_err();

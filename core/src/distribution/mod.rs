@@ -12,7 +12,7 @@ pub use epsilon_greedy::*;
 pub use tanh_normal::*;
 
 use crate::config::NetworkConfig;
-use crate::env::ActionSpace;
+use sebulba_envs::ActionSpace;
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum DistError {

@@ -14,10 +14,10 @@ pub use obs_norm::{OBS_NORM_EPS, ObsNorm, RunningMeanStd};
 
 use crate::config::NetworkConfig;
 use crate::distribution::{ActionDist, softplus_inverse};
-use crate::env::{ActionSpace, EnvSpec};
 use burn::module::Module;
 use burn::nn::Linear;
 use burn::tensor::{Tensor, backend::Backend};
+use sebulba_envs::{ActionSpace, EnvSpec};
 use serde::{Deserialize, Serialize};
 
 /// Everything needed to build the network: what the weights' shapes follow from.
@@ -222,7 +222,7 @@ mod tests {
     }
 
     fn pendulum_spec(network: NetworkConfig) -> ModelSpec {
-        let env = crate::env::env_spec("Pendulum-v1").unwrap();
+        let env = sebulba_envs::env_spec("Pendulum-v1").unwrap();
         ModelSpec::new(&env, &network)
     }
 

@@ -98,8 +98,8 @@ mod tests {
     use super::*;
     use crate::CpuBackend;
     use crate::config::{Activation, NetworkConfig};
-    use crate::env::ActionSpace;
     use burn::tensor::{Tensor, TensorData};
+    use sebulba_envs::ActionSpace;
 
     fn spec(hidden: Vec<usize>) -> ModelSpec {
         ModelSpec {

@@ -7,10 +7,10 @@ use crate::batch::{BatchActions, DecodedBatch};
 use crate::ppo::Ppo;
 use sebulba_core::CpuAutodiff;
 use sebulba_core::config::{NetworkConfig, PpoConfig};
-use sebulba_core::env::ActionSpace;
 use sebulba_core::model::ModelSpec;
 use sebulba_core::model::fused::net::Layout;
 use sebulba_core::model::fused::params::read_params;
+use sebulba_envs::ActionSpace;
 
 type B = CpuAutodiff;
 

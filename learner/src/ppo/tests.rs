@@ -141,7 +141,7 @@ fn target_kl_stops_the_update_early() {
 
 #[test]
 fn a_continuous_update_moves_the_mean_toward_advantaged_actions() {
-    let env = sebulba_core::env::env_spec("Pendulum-v1").unwrap();
+    let env = sebulba_envs::env_spec("Pendulum-v1").unwrap();
     let s = ModelSpec::new(
         &env,
         &NetworkConfig {
@@ -264,7 +264,7 @@ fn max_rel_diff(a: &[f32], b: &[f32]) -> f64 {
 }
 
 fn continuous_case() -> (ModelSpec, UpdateData) {
-    let env = sebulba_core::env::env_spec("Pendulum-v1").unwrap();
+    let env = sebulba_envs::env_spec("Pendulum-v1").unwrap();
     let s = ModelSpec::new(
         &env,
         &NetworkConfig {
@@ -451,7 +451,7 @@ pub(crate) fn actor_log_probs(
     spec: &ModelSpec,
     data: &UpdateData,
 ) -> Vec<f32> {
-    let env = sebulba_core::env::env_spec(env_id).unwrap();
+    let env = sebulba_envs::env_spec(env_id).unwrap();
     let mut policy = sebulba_core::policy::InferencePolicy::new(
         &env,
         &spec.network,
@@ -503,7 +503,7 @@ fn at_zero_lag_the_first_steps_ratio_is_one_in_both_engines() {
         (
             "CartPole-v1",
             ModelSpec::new(
-                &sebulba_core::env::env_spec("CartPole-v1").unwrap(),
+                &sebulba_envs::env_spec("CartPole-v1").unwrap(),
                 &spec().network,
             ),
             {
@@ -619,7 +619,7 @@ fn a_state_with_a_non_finite_weight_is_refused() {
 fn auto_threads_split_only_big_minibatches() {
     let spec = |id: &str| {
         let cfg = RunConfig::preset(id).unwrap();
-        let env = sebulba_core::env::env_spec(id).unwrap();
+        let env = sebulba_envs::env_spec(id).unwrap();
         (ModelSpec::new(&env, &cfg.network), cfg)
     };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());

@@ -116,7 +116,7 @@ fn values_gae_and_normalisation_follow_an_independent_computation_in_both_engine
     cfg.network.hidden = vec![1];
     cfg.ppo.adv_norm = AdvantageNorm::Off;
     let spec = ModelSpec::new(
-        &sebulba_core::env::env_spec("CartPole-v1").unwrap(),
+        &sebulba_envs::env_spec("CartPole-v1").unwrap(),
         &cfg.network,
     );
     let batches = [batch("a", 1), batch("b", 2)];
@@ -228,7 +228,7 @@ fn lagged_batches_get_vtrace_against_an_independent_computation_in_both_engines(
     cfg.ppo.adv_norm = AdvantageNorm::Off;
     cfg.ppo.lag_correction = LagCorrection::Vtrace;
     let spec = ModelSpec::new(
-        &sebulba_core::env::env_spec("CartPole-v1").unwrap(),
+        &sebulba_envs::env_spec("CartPole-v1").unwrap(),
         &cfg.network,
     );
     let mut batches = [batch("a", 1), batch("b", 2)];

@@ -194,7 +194,7 @@ mod tests {
     fn stale_batches_are_dropped_but_their_returns_are_kept() {
         let mut cfg = RunConfig::preset("Pendulum-v1").unwrap();
         (cfg.learner.batches_per_update, cfg.learner.max_policy_lag) = (2, 1);
-        let env = sebulba_core::env::env_spec("Pendulum-v1").unwrap();
+        let env = sebulba_envs::env_spec("Pendulum-v1").unwrap();
         let shared = Shared::new(cfg, env, "run".into());
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()

@@ -46,8 +46,8 @@ mod tests {
     use crate::batch::BatchActions;
     use crate::data::UpdateData;
     use crate::engine::burn::tests::B;
-    use sebulba_core::env::ActionSpace;
     use sebulba_core::model::ModelSpec;
+    use sebulba_envs::ActionSpace;
 
     /// A batch of `env_id` whose observations are far from mean 0, std 1 (so
     /// normalisation matters; `shift` moves them further), with the
@@ -118,7 +118,7 @@ mod tests {
                 cfg.network.obs_norm = true;
                 cfg.ppo.scale_rewards = false;
                 (cfg.ppo.epochs, cfg.ppo.minibatches) = (2, 2);
-                let env = sebulba_core::env::env_spec(env_id).unwrap();
+                let env = sebulba_envs::env_spec(env_id).unwrap();
                 let spec = ModelSpec::new(&env, &cfg.network);
                 let mut ppo = Ppo::<B>::new(&spec, &cfg.ppo, 3, vec![Default::default()]).unwrap();
                 if fused {

@@ -3,7 +3,7 @@ use sebulba_proto::{encode_f32, encode_i32, encode_u8};
 use sebulba_testkit::{Dims, malformations, set_flags, valid_batch};
 
 fn spec() -> EnvSpec {
-    sebulba_core::env::env_spec("CartPole-v1").unwrap()
+    sebulba_envs::env_spec("CartPole-v1").unwrap()
 }
 
 /// A 2x2 CartPole batch at version 3 with one termination and one
@@ -74,7 +74,7 @@ fn masks_and_continuous_actions_decode() {
         Some(&[0, 1, 1, 1, 1, 1, 0, 1][..])
     );
 
-    let p = sebulba_core::env::env_spec("Pendulum-v1").unwrap();
+    let p = sebulba_envs::env_spec("Pendulum-v1").unwrap();
     let mut b = good();
     b.observations = Some(encode_f32(&[3, 2, 3], &[0.1; 18]));
     b.final_observations = Some(encode_f32(&[1, 3], &[0.2; 3]));
@@ -133,7 +133,7 @@ fn a_run_that_scales_rewards_needs_every_steps_discounted_return() {
 /// R = 3 step rows, 4 observation rows; env 1's game ends at row 1 and its
 /// next game starts with seat 0 again.
 fn game_batch() -> TrajectoryBatch {
-    let s = sebulba_core::env::env_spec("Nim-v0").unwrap();
+    let s = sebulba_envs::env_spec("Nim-v0").unwrap();
     let (r, e, d, n) = (3, 2, s.obs_dim, s.action_space.dim());
     let mut b = valid_batch(&s, 2, 2, "a-0", 0, 3);
     b.observations = Some(encode_f32(&[r + 1, e, d], &vec![0.0; (r + 1) * e * d]));
@@ -150,7 +150,7 @@ fn game_batch() -> TrajectoryBatch {
 
 #[test]
 fn a_game_batch_is_split_into_trained_rows_and_overlap() {
-    let s = sebulba_core::env::env_spec("Nim-v0").unwrap();
+    let s = sebulba_envs::env_spec("Nim-v0").unwrap();
     let d = decode_batch(&game_batch(), &expect(&s)).expect("valid");
     let (t, e, od) = (2, 2, s.obs_dim);
     assert_eq!(d.observations.len(), (t + 1) * e * od);
@@ -166,7 +166,7 @@ fn a_game_batch_is_split_into_trained_rows_and_overlap() {
 
 #[test]
 fn a_game_batch_breaking_the_turn_order_or_the_seats_is_refused() {
-    let s = sebulba_core::env::env_spec("Nim-v0").unwrap();
+    let s = sebulba_envs::env_spec("Nim-v0").unwrap();
     let refused = |b: TrajectoryBatch, field: &str| {
         let err = decode_batch(&b, &expect(&s)).expect_err(field);
         assert!(err.message.contains(field), "{field}: {}", err.message);
@@ -199,7 +199,7 @@ fn a_game_batch_breaking_the_turn_order_or_the_seats_is_refused() {
 /// no past versions, for one player, with a wrong shape or a value not 0/1.
 #[test]
 fn past_moves_are_kept_for_the_trained_rows_and_checked() {
-    let s = sebulba_core::env::env_spec("Nim-v0").unwrap();
+    let s = sebulba_envs::env_spec("Nim-v0").unwrap();
     let past = Expect {
         past_selves: true,
         ..expect(&s)

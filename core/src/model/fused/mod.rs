@@ -145,9 +145,9 @@ mod tests {
     use super::*;
     use crate::CpuBackend;
     use crate::config::{Activation, LayerNormPlacement, NetworkConfig};
-    use crate::env::env_spec;
     use crate::model::RunningMeanStd;
     use burn::tensor::{Tensor, TensorData};
+    use sebulba_envs::env_spec;
 
     #[test]
     fn the_fused_policy_matches_burns_forward_pass() {

@@ -1,11 +1,11 @@
 use super::*;
 use crate::CpuBackend;
 use crate::config::{Activation, NetworkConfig};
-use crate::env::env_spec;
 use crate::model::fused::params::read_params;
 use crate::model::{ActorCritic, RunningMeanStd};
 use crate::weights;
 use burn::tensor::{Tensor, TensorData};
+use sebulba_envs::env_spec;
 
 /// Networks the fused pass covers: separate and shared torsos, tanh and
 /// relu, with and without the normaliser, discrete and continuous heads.

@@ -8,7 +8,7 @@ use burn::tensor::{ElementConversion, Tensor, TensorData};
 use burn_optim::GradientsParams;
 use sebulba_core::CpuAutodiff;
 use sebulba_core::config::NetworkConfig;
-use sebulba_core::env::ActionSpace;
+use sebulba_envs::ActionSpace;
 
 pub(crate) type B = CpuAutodiff;
 pub(crate) type Inner = <B as AutodiffBackend>::InnerBackend;

@@ -18,12 +18,12 @@ use sebulba_core::config::PpoConfig;
 use sebulba_core::config::{Activation, AdvantageNorm, NetworkConfig, RunConfig};
 use sebulba_core::distribution::ActionDist;
 use sebulba_core::distribution::{log_softmax_row, tanh_normal_log_prob};
-use sebulba_core::env::{ActionSpace, env_spec};
 use sebulba_core::model::ModelSpec;
 use sebulba_core::model::fused::ObsScaler;
 use sebulba_core::model::fused::net::Layout;
 use sebulba_core::model::fused::params::{param_slots, read_params};
 use sebulba_core::model::{ActorCritic, RunningMeanStd};
+use sebulba_envs::{ActionSpace, env_spec};
 
 type B = CpuAutodiff;
 type Inner = <B as AutodiffBackend>::InnerBackend;

@@ -167,7 +167,7 @@ fn only_kwarg(
 pub fn game_normaliser(id: &str, kwargs: &str) -> Result<f64, EnvError> {
     let hint = "a game takes only `score_normaliser`";
     match only_kwarg(id, kwargs, "score_normaliser", hint)? {
-        None => Ok(crate::env::games::default_normaliser(id)),
+        None => Ok(crate::games::default_normaliser(id)),
         Some(v) => v
             .as_f64()
             .filter(|x| x.is_finite() && *x > 0.0)
@@ -184,7 +184,7 @@ pub fn game_normaliser(id: &str, kwargs: &str) -> Result<f64, EnvError> {
 pub fn env_spec_with(id: &str, kwargs: &str) -> Result<EnvSpec, EnvError> {
     if is_external(id) {
         provider(id)?.spec(id, kwargs)
-    } else if let Some(spec) = crate::env::games::game_spec(id) {
+    } else if let Some(spec) = crate::games::game_spec(id) {
         game_normaliser(id, kwargs)?;
         Ok(spec)
     } else {
@@ -205,9 +205,9 @@ pub fn make_vector_env(
     }
     if is_external(id) {
         provider(id)?.make(id, kwargs, num_envs, seed)
-    } else if crate::env::games::game_spec(id).is_some() {
+    } else if crate::games::game_spec(id).is_some() {
         let normaliser = game_normaliser(id, kwargs)?;
-        Ok(Box::new(crate::env::games::GameVecEnv::new(
+        Ok(Box::new(crate::games::GameVecEnv::new(
             id, num_envs, seed, normaliser,
         )?))
     } else {

@@ -3,7 +3,7 @@
 //! actions are legal, and at its end a score per player), and the games.
 //!
 //! Actors and the evaluator step a game through [`GameVecEnv`], a
-//! [`VectorEnv`](crate::env::VectorEnv) whose observation is the mover's.
+//! [`VectorEnv`](crate::VectorEnv) whose observation is the mover's.
 
 pub mod bigtwo;
 pub mod nim;

@@ -72,7 +72,7 @@ pub struct EnvSpec {
     /// Observation-space bounds as `f32`, `f32::INFINITY` where Gymnasium has inf.
     pub obs_low: Vec<f32>,
     pub obs_high: Vec<f32>,
-    /// Seats of a turn-based game (`crate::env::games`): one acts per step, in
+    /// Seats of a turn-based game (`crate::games`): one acts per step, in
     /// turn (seat after seat, cyclically); 1 for every other environment.
     #[serde(default = "one_player")]
     pub players: usize,
@@ -124,7 +124,7 @@ pub enum StateOrigin {
 
 #[derive(thiserror::Error, Debug)]
 pub enum EnvError {
-    #[error("unknown environment id `{0}` (known: {known})", known = [ENV_IDS, crate::env::games::GAME_IDS].concat().join(", "))]
+    #[error("unknown environment id `{0}` (known: {known})", known = [ENV_IDS, crate::games::GAME_IDS].concat().join(", "))]
     UnknownId(String),
     #[error("bad state for `{id}`: {reason}")]
     BadState { id: String, reason: String },
@@ -202,8 +202,7 @@ pub fn env_spec(id: &str) -> Result<EnvSpec, EnvError> {
         "Pendulum-v1" => pendulum::spec(),
         "MountainCarContinuous-v0" => mountain_car_continuous::spec(),
         _ => {
-            return crate::env::games::game_spec(id)
-                .ok_or_else(|| EnvError::UnknownId(id.to_string()));
+            return crate::games::game_spec(id).ok_or_else(|| EnvError::UnknownId(id.to_string()));
         }
     })
 }

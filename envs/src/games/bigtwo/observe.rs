@@ -108,8 +108,8 @@ fn by_position(hand: u64, out: &mut [f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::env::games::bigtwo::actions::action_of;
-    use crate::env::games::bigtwo::combo::parse;
+    use crate::games::bigtwo::actions::action_of;
+    use crate::games::bigtwo::combo::parse;
 
     #[test]
     fn a_hand_worked_position() {

@@ -10,7 +10,7 @@
 //! it holds the rows. The next game is dealt in the same step.
 
 use super::{TurnGame, new_game};
-use crate::env::{
+use crate::{
     ActionBatch, ActionSpace, EnvError, EnvSpec, EpisodeStats, VecStepOut, VectorEnv,
     derive_env_seed, validate_actions,
 };
@@ -208,7 +208,7 @@ impl VectorEnv for GameVecEnv {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::env::{env_spec_with, make_vector_env};
+    use crate::{env_spec_with, make_vector_env};
 
     /// Plays the first legal move of every table until `games` have ended,
     /// checking turns, masks and scores on the way.
@@ -269,7 +269,7 @@ mod tests {
     fn big_two_spec_and_kwargs() {
         let s = env_spec_with("BigTwo-v0", "").expect("spec");
         assert_eq!((s.players, s.obs_dim, s.action_space.dim()), (4, 496, 1365));
-        assert_eq!(crate::env::env_spec("BigTwo-v0").expect("spec"), s);
+        assert_eq!(crate::env_spec("BigTwo-v0").expect("spec"), s);
         for bad in [
             r#"{"score_normaliser": 0}"#,
             r#"{"score_normaliser": "x"}"#,

@@ -37,7 +37,7 @@ pub fn greedy_move(game: &BigTwo) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::env::games::bigtwo::combo::{name, parse};
+    use crate::games::bigtwo::combo::{name, parse};
 
     fn hand(names: &str) -> u64 {
         names
@@ -59,7 +59,7 @@ mod tests {
 
     fn played(g: &BigTwo, a: usize) -> Vec<String> {
         let cards = g.cards_of(a).unwrap();
-        crate::env::games::bigtwo::combo::cards(cards)
+        crate::games::bigtwo::combo::cards(cards)
             .map(name)
             .collect()
     }
@@ -81,7 +81,7 @@ mod tests {
     fn following_it_plays_the_lowest_that_beats() {
         let mut g = game_with("3♦ 4♣ 6♥ 8♠ 10♦ Q♣ K♥ A♠ 2♦ 5♣ 7♥ 9♠ J♦");
         // Player 0 leads the 3♦ alone (a legal single), then player 1 follows.
-        g.step(crate::env::games::bigtwo::actions::action_of(&[0]).unwrap())
+        g.step(crate::games::bigtwo::actions::action_of(&[0]).unwrap())
             .unwrap();
         let a = greedy_move(&g);
         let cards = played(&g, a);

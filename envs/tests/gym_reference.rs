@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use sebulba_core::env::{Action, ENV_IDS, StateOrigin, TimeLimit, make_env};
+use sebulba_envs::{Action, ENV_IDS, StateOrigin, TimeLimit, make_env};
 use serde::Deserialize;
 
 const TOL: f64 = 1e-6;
@@ -336,7 +336,7 @@ fn specs_match_gymnasium_meta() {
 }
 
 fn check_meta(file: &str) {
-    use sebulba_core::env::{ActionSpace, env_spec};
+    use sebulba_envs::{ActionSpace, env_spec};
     let path = reference_dir().join(file);
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));

@@ -1,0 +1,7 @@
+//! What a run writes into its directory: files written atomically, append-only
+//! JSON lines, and TensorBoard event files that mirror the JSON lines. The
+//! learner and the evaluator write through it; which run a directory holds is
+//! the learner's concern (`learner/src/run_dir.rs`).
+
+pub mod files;
+pub mod tensorboard;
