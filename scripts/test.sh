@@ -25,7 +25,7 @@ extra=("$@")
 [ ${#tiers[@]} -eq 0 ] && tiers=(all)
 
 cargo_test() {
-  cargo test --workspace --features python "$@" ${extra[@]+"${extra[@]}"}
+  cargo test --workspace --features python --no-fail-fast "$@" ${extra[@]+"${extra[@]}"}
 }
 
 # Integration-test targets by tier, from the files.

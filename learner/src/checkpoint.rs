@@ -6,9 +6,9 @@
 //! so a learner killed mid-write leaves the previous checkpoint intact. Every
 //! part carries its SHA-256, so a flipped bit anywhere is refused, naming the part.
 
-use crate::engine::EngineState;
-use crate::ppo::PpoState;
-use crate::reward_scale::RewardScaler;
+use sebulba_algorithms::engine::EngineState;
+use sebulba_algorithms::reward_scale::RewardScaler;
+use sebulba_algorithms::trainer::TrainerState;
 use sebulba_core::config::NetworkConfig;
 use sebulba_core::model::RunningMeanStd;
 use sebulba_runfiles::files::write_atomic;
@@ -66,7 +66,7 @@ pub struct Meta {
 #[derive(Clone, PartialEq)]
 pub struct Checkpoint {
     pub meta: Meta,
-    pub ppo: PpoState,
+    pub trainer: TrainerState,
 }
 
 fn put(out: &mut Vec<u8>, part: &[u8]) {
@@ -110,13 +110,13 @@ impl Checkpoint {
     pub fn encode(&self) -> Result<Vec<u8>, serde_json::Error> {
         let meta = serde_json::to_vec(&self.meta)?;
         let mut out = Vec::with_capacity(
-            64 + meta.len() + self.ppo.engine.model.len() + self.ppo.engine.optim.len(),
+            64 + meta.len() + self.trainer.engine.model.len() + self.trainer.engine.optim.len(),
         );
         out.extend_from_slice(MAGIC);
         put(&mut out, &meta);
-        put(&mut out, &self.ppo.engine.model);
-        put(&mut out, &self.ppo.engine.optim);
-        put(&mut out, &self.ppo.rng_seed.to_le_bytes());
+        put(&mut out, &self.trainer.engine.model);
+        put(&mut out, &self.trainer.engine.optim);
+        put(&mut out, &self.trainer.rng_seed.to_le_bytes());
         Ok(out)
     }
 
@@ -144,7 +144,7 @@ impl Checkpoint {
         }
         Ok(Self {
             meta,
-            ppo: PpoState {
+            trainer: TrainerState {
                 engine: EngineState { model, optim },
                 rng_seed: u64::from_le_bytes(seed),
             },
@@ -202,7 +202,7 @@ mod tests {
                     latest: None,
                 },
             },
-            ppo: PpoState {
+            trainer: TrainerState {
                 engine: EngineState {
                     model: vec![1, 2, 3],
                     optim: vec![4, 5],

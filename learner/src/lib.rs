@@ -1,25 +1,17 @@
-//! The learner: trajectory ingest service, bounded on-policy pipeline, GAE and
-//! PPO updates on one of two engines, weight publishing, metrics and the run
-//! summary. [`run`] is the role's entry point; ARCHITECTURE.md walks a batch
+//! The learner service: trajectory ingest, the bounded on-policy pipeline,
+//! the update loop (calling `sebulba-algorithms` for the arithmetic), weight
+//! publishing, checkpoints, metrics and the run summary. [`run`] is the role's entry point; ARCHITECTURE.md walks a batch
 //! and an update through the modules below in order.
 
 pub mod accounting;
 pub mod actors;
 pub mod batch;
 pub mod checkpoint;
-pub mod data;
-pub mod dqn;
-pub mod engine;
 pub mod evals;
-pub mod gae;
-pub mod gae_players;
 pub mod lockstep;
 pub mod metrics;
-pub mod ppo;
-pub mod prepare;
 pub mod progress;
 pub mod publish;
-pub mod reward_scale;
 pub mod run;
 pub mod run_dir;
 pub mod service;
@@ -28,7 +20,6 @@ pub mod stream;
 pub mod summary;
 pub mod update;
 pub mod validate;
-pub mod vtrace;
 
 pub use run::{LearnerOptions, on_learner_devices, run};
 pub use run_dir::RunStart;
@@ -67,7 +58,7 @@ pub enum LearnerError {
     #[error("the update thread: {0}")]
     Thread(String),
     #[error(transparent)]
-    Engine(#[from] engine::EngineError),
+    Engine(#[from] sebulba_algorithms::engine::EngineError),
     #[error(transparent)]
     Checkpoint(#[from] checkpoint::CheckpointError),
 }

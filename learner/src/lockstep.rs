@@ -125,32 +125,12 @@ impl LaneOrder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::BatchActions;
     use crate::state::Shared;
+    use sebulba_algorithms::TrajectoryBuilder;
     use sebulba_core::config::RunConfig;
 
     fn batch(actor: &str, sequence: u64) -> DecodedBatch {
-        DecodedBatch {
-            actor_id: actor.into(),
-            sequence,
-            policy_version: 0,
-            num_steps: 1,
-            num_envs: 1,
-            observations: vec![0.0; 8],
-            actions: BatchActions::Discrete(vec![0]),
-            action_masks: None,
-            log_probs: vec![-0.7],
-            rewards: vec![1.0],
-            terminated: vec![0],
-            truncated: vec![0],
-            final_observations: vec![],
-            discounted_returns: vec![],
-            episode_returns: vec![],
-            episode_lengths: vec![],
-            game: None,
-            ack_to: None,
-            trace: Default::default(),
-        }
+        DecodedBatch::unsent(actor, sequence, TrajectoryBuilder::new(1, 1, 4).build())
     }
 
     /// Batches filed in any order come out lane by lane, each lane's in the

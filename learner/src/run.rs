@@ -3,6 +3,7 @@
 //! thread with one model replica per learner device, then wait (bounded) for
 //! the final version's evaluation and write the summary.
 
+use crate::LearnerError;
 use crate::checkpoint::Checkpoint;
 use crate::publish::Publisher;
 use crate::run_dir::RunStart;
@@ -11,8 +12,8 @@ use crate::state::{LiveStats, RunClock, Shared};
 use crate::summary::Summary;
 use crate::update::{LoopContext, LoopOutcome, UpdateLoop};
 use crate::validate::Expect;
-use crate::{LearnerError, ppo, prepare};
 use burn::tensor::backend::AutodiffBackend;
+use sebulba_algorithms::{Trainer, prepare};
 use sebulba_core::config::RunConfig;
 use sebulba_core::devices::LearnerDevices;
 use sebulba_core::model::ModelSpec;
@@ -270,15 +271,15 @@ impl OnBackend for SpawnLoop {
         let SpawnLoop(ctx, rx, resume) = self;
         let cfg = &ctx.shared.config;
         info!(devices = ?cfg.learner.devices, "learner replicas");
-        let ppo = ppo::Ppo::<B>::for_run(&ctx.model_spec, cfg, devices)?;
+        let trainer = Trainer::<B>::for_run(&ctx.model_spec, cfg, devices)?;
         info!(
-            engine = ppo.engine(),
-            threads = ppo.threads(),
+            engine = trainer.engine(),
+            threads = trainer.threads(),
             "learner update engine"
         );
         let final_path = ctx.run_dir.join("final.safetensors");
         let mut update_loop = UpdateLoop {
-            ppo,
+            trainer,
             ctx,
             pending_publish: None,
             held: Default::default(),

@@ -45,21 +45,3 @@ pub struct Summary {
     /// the same bits across machines only on the same path.
     pub kernels: &'static str,
 }
-
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct Lag {
-    pub min: u64,
-    pub mean: f64,
-    pub max: u64,
-}
-
-impl Lag {
-    /// Of each batch's lag (all 0 for none).
-    pub fn of(lags: &[u64]) -> Self {
-        Self {
-            min: lags.iter().copied().min().unwrap_or(0),
-            mean: lags.iter().sum::<u64>() as f64 / lags.len().max(1) as f64,
-            max: lags.iter().copied().max().unwrap_or(0),
-        }
-    }
-}

@@ -7,7 +7,7 @@ use sebulba_envs::{ActionSpace, EnvSpec};
 use sebulba_proto::{TensorError, TrajectoryBatch, decode_f32, decode_i32, decode_u8};
 use tonic::Code;
 
-use crate::batch::{BatchActions, BatchTrace, DecodedBatch};
+use crate::batch::{BatchActions, DecodedBatch, Trajectory};
 
 mod game;
 
@@ -191,11 +191,9 @@ pub fn decode_batch(b: &TrajectoryBatch, expect: &Expect<'_>) -> Result<DecodedB
         d: d as usize,
     };
     let game = game::decode_game(b, (expect.env.players, expect.past_selves), &rows, split)?;
-    Ok(DecodedBatch {
-        actor_id: b.actor_id.clone(),
-        sequence: b.sequence,
+    let trajectory = Trajectory {
         policy_version: b.policy_version,
-        num_steps: t,
+        rollout_length: t,
         num_envs: e,
         observations,
         actions,
@@ -209,9 +207,8 @@ pub fn decode_batch(b: &TrajectoryBatch, expect: &Expect<'_>) -> Result<DecodedB
         episode_returns,
         episode_lengths,
         game,
-        ack_to: None,
-        trace: BatchTrace::default(),
-    })
+    };
+    Ok(DecodedBatch::unsent(&b.actor_id, b.sequence, trajectory))
 }
 
 /// The envs' running discounted returns `[T, E]`: required when the run

@@ -160,8 +160,9 @@ fn batch(env: &EnvSpec) -> BoxedStrategy<TrajectoryBatch> {
 
 /// What "accepted" promises the update loop.
 fn assert_well_formed(env: &EnvSpec, b: &DecodedBatch) {
+    let b = &b.trajectory;
     let (t, e, d) = (T, E, env.obs_dim);
-    assert_eq!((b.num_steps, b.num_envs), (t, e));
+    assert_eq!((b.rollout_length, b.num_envs), (t, e));
     assert!(b.policy_version <= VERSION);
     // Finite and bounded: nothing accepted can overflow f32 arithmetic.
     let bounded = |v: &[f32], bound: f32| v.iter().all(|x| x.is_finite() && x.abs() <= bound);
@@ -289,6 +290,7 @@ proptest! {
         let bytes = b.encode_to_vec();
         let back = TrajectoryBatch::decode(bytes.as_slice()).expect("protobuf");
         let d = decode_batch(&back, &expect(&env)).expect("well-formed batch accepted");
+        let d = d.trajectory;
         prop_assert_eq!(&d.observations, &obs);
         prop_assert_eq!(&d.log_probs, &log_probs);
         prop_assert_eq!(&d.rewards, &rewards);

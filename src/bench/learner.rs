@@ -4,12 +4,13 @@
 use burn::tensor::backend::AutodiffBackend;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use sebulba_algorithms::data::UpdateData;
+use sebulba_algorithms::ppo;
+use sebulba_algorithms::trainer::Trainer;
 use sebulba_core::config::RunConfig;
 use sebulba_core::model::ModelSpec;
 use sebulba_envs::{ActionSpace, env_spec};
 use sebulba_learner::batch::BatchActions;
-use sebulba_learner::data::UpdateData;
-use sebulba_learner::ppo::Ppo;
 use sebulba_learner::run::OnBackend;
 use sebulba_learner::{LearnerError, on_learner_devices};
 use serde::Serialize;
@@ -72,9 +73,10 @@ impl OnBackend for Bench<'_> {
         } = self;
         let env = env_spec(&cfg.env.id)?;
         let spec = ModelSpec::new(&env, &cfg.network);
-        let mut ppo = Ppo::<B>::for_run(&spec, cfg, devices)?;
+        let mut trainer = Trainer::<B>::for_run(&spec, cfg, devices)?;
         let data = synthetic(&env.action_space, env.obs_dim, samples, cfg.run.seed);
-        let mut step = || ppo.update(&data, &cfg.ppo, cfg.ppo.learning_rate, cfg.ppo.clip_coef);
+        let (lr, clip) = (cfg.ppo.learning_rate, cfg.ppo.clip_coef);
+        let mut step = || ppo::update(&mut trainer, &data, &cfg.ppo, lr, clip);
         step()?;
         let t0 = Instant::now();
         for _ in 0..updates {
@@ -86,8 +88,8 @@ impl OnBackend for Bench<'_> {
             env_id: cfg.env.id.clone(),
             hidden: cfg.network.hidden.clone(),
             devices: cfg.learner.devices.clone(),
-            engine: ppo.engine().to_string(),
-            threads: ppo.threads(),
+            engine: trainer.engine().to_string(),
+            threads: trainer.threads(),
             samples_per_update: samples,
             epochs: cfg.ppo.epochs,
             minibatches: cfg.ppo.minibatches,

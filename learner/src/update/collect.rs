@@ -6,7 +6,7 @@
 //! ([`Order`]).
 
 use crate::accounting::Outcome;
-use crate::batch::{DecodedBatch, Verdict};
+use crate::batch::{BatchOrigin, DecodedBatch, Trajectory, Verdict};
 use crate::lockstep::LaneOrder;
 use crate::state::{LiveStats, Shared};
 use std::sync::atomic::Ordering;
@@ -14,10 +14,11 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
-/// What one update takes off the queue.
+/// What one update takes off the queue (acked already).
 pub struct Taken {
-    /// The fresh batches to train on.
-    pub batches: Vec<DecodedBatch>,
+    /// The fresh batches to train on, and where each came from.
+    pub trajectories: Vec<Trajectory>,
+    pub origins: Vec<BatchOrigin>,
     /// The discounted returns of the stale batches dropped meanwhile.
     pub stale_returns: Vec<f32>,
 }
@@ -106,7 +107,7 @@ pub fn collect(
         };
         // Taken: its queue_wait span ends here.
         b.trace.queue_wait.take();
-        let lag = version.saturating_sub(b.policy_version);
+        let lag = version.saturating_sub(b.trajectory.policy_version);
         if lag > cfg.learner.max_policy_lag {
             debug!(actor = %b.actor_id, lag, "dropping stale batch");
             let why = format!(
@@ -114,7 +115,7 @@ pub fn collect(
                 cfg.learner.max_policy_lag
             );
             b.acknowledge(version, Verdict::Dropped(why), false);
-            stale_returns.extend_from_slice(&b.discounted_returns);
+            stale_returns.extend_from_slice(&b.trajectory.discounted_returns);
             shared
                 .accounting
                 .dequeued(&b.actor_id, Outcome::DroppedStale);
@@ -126,8 +127,10 @@ pub fn collect(
         live.env_steps.store(*env_steps, Ordering::Relaxed);
         batches.push(b);
     }
+    let (origins, trajectories) = batches.into_iter().map(DecodedBatch::into_parts).unzip();
     Some(Taken {
-        batches,
+        trajectories,
+        origins,
         stale_returns,
     })
 }
@@ -161,31 +164,16 @@ pub fn drain(intake: &mut Intake, shared: &Shared, version: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::BatchActions;
+    use sebulba_algorithms::TrajectoryBuilder;
     use sebulba_core::config::RunConfig;
 
     fn batch(actor: &str, policy_version: u64, returns: &[f32]) -> DecodedBatch {
-        DecodedBatch {
-            actor_id: actor.into(),
-            sequence: 0,
-            policy_version,
-            num_steps: 1,
-            num_envs: returns.len(),
-            observations: vec![0.0; 2 * returns.len() * 3],
-            actions: BatchActions::Continuous(vec![0.0; returns.len()]),
-            action_masks: None,
-            log_probs: vec![-1.0; returns.len()],
-            rewards: vec![-1.0; returns.len()],
-            terminated: vec![0; returns.len()],
-            truncated: vec![0; returns.len()],
-            final_observations: vec![],
-            discounted_returns: returns.to_vec(),
-            episode_returns: vec![],
-            episode_lengths: vec![],
-            game: None,
-            ack_to: None,
-            trace: Default::default(),
-        }
+        let trajectory = TrajectoryBuilder::new(1, returns.len(), 3)
+            .policy_version(policy_version)
+            .continuous(vec![0.0; returns.len()])
+            .discounted_returns(returns.to_vec())
+            .build();
+        DecodedBatch::unsent(actor, 0, trajectory)
     }
 
     /// A stale batch is not trained on, but its envs' returns still reach
@@ -222,7 +210,11 @@ mod tests {
             &mut env_steps,
         )
         .unwrap();
-        let versions: Vec<u64> = taken.batches.iter().map(|b| b.policy_version).collect();
+        let versions: Vec<u64> = taken
+            .trajectories
+            .iter()
+            .map(|t| t.policy_version)
+            .collect();
         assert_eq!(versions, [8, 9]);
         assert_eq!(taken.stale_returns, [-7.0, -8.0]);
         assert_eq!(env_steps, 4, "only batches trained on count");

@@ -1,6 +1,6 @@
 //! The update loop, on its own thread. Each turn: collect `batches_per_update`
-//! fresh batches ([`collect`]), train on them (values, GAE and advantages in
-//! [`crate::prepare`], then [`Ppo::update`]), publish the new version (on the
+//! fresh batches ([`collect`]), train on them ([`sebulba_algorithms::ppo::train`]
+//! or the DQN learner's `train`), publish the new version (on the
 //! runtime, while the next update trains: [`outbox`]), write a checkpoint when
 //! due and a metrics line ([`record`]).
 
@@ -8,19 +8,18 @@ mod collect;
 mod outbox;
 mod publishing;
 mod record;
-pub mod step;
 
 use crate::LearnerError;
 use crate::accounting::Outcome;
-use crate::batch::DecodedBatch;
+use crate::batch::{BatchOrigin, DecodedBatch};
 use crate::checkpoint::{Checkpoint, Meta};
-use crate::dqn::DqnLearner;
-use crate::ppo::Ppo;
-use crate::prepare::{Normalizers, Prepared};
 use crate::publish::Publisher;
 use crate::state::{LiveStats, Shared};
 use burn::tensor::backend::AutodiffBackend;
 use record::{Counters, MetricsLine, UpdateStats};
+use sebulba_algorithms::dqn::DqnLearner;
+use sebulba_algorithms::prepare::{Normalizers, Prepared};
+use sebulba_algorithms::trainer::Trainer;
 use sebulba_core::config::Algorithm;
 use sebulba_core::model::ModelSpec;
 use sebulba_proto::Weights;
@@ -35,7 +34,7 @@ use tracing::{debug, error, info, info_span, warn};
 /// The update loop: PPO on the learner's backend, and everything else it
 /// works with.
 pub struct UpdateLoop<B: AutodiffBackend> {
-    pub ppo: Ppo<B>,
+    pub trainer: Trainer<B>,
     pub ctx: LoopContext,
     /// The last version's publish, while it runs on the runtime.
     pub pending_publish: Option<tokio::task::JoinHandle<Result<u64, LearnerError>>>,
@@ -85,7 +84,7 @@ pub const MAX_NON_FINITE_UPDATES: u32 = 3;
 /// Logs the steps of an update skipped for a non-finite loss or gradient, with
 /// the batches it trained on; returns how many updates in a row (this one
 /// included) stepped on nothing finite.
-fn non_finite_guard(batches: &[DecodedBatch], stats: &UpdateStats, update: u64, run: u32) -> u32 {
+fn non_finite_guard(batches: &[BatchOrigin], stats: &UpdateStats, update: u64, run: u32) -> u32 {
     if stats.non_finite_steps() == 0 {
         return 0;
     }
@@ -124,7 +123,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
         if self.ctx.shared.config.run.algorithm == Algorithm::Dqn {
             let c = &self.ctx.shared.config.dqn;
             let spec = &self.ctx.model_spec;
-            self.dqn = Some(DqnLearner::new(c, spec, at.env_steps, &mut self.ppo));
+            self.dqn = Some(DqnLearner::new(c, spec, at.env_steps, &mut self.trainer));
         }
         let mut completed = false;
         let mut failure = None;
@@ -151,13 +150,13 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
             if let Some(scale) = &mut self.ctx.normalizers.rewards {
                 scale.observe(&taken.stale_returns);
             }
-            let batches = taken.batches;
             let t0 = Instant::now();
-            let (prepared, stats) = self.train(&batches, at, steps_before)?;
-            for b in &batches {
+            let (prepared, stats) = self.train(&taken, at, steps_before)?;
+            for b in &taken.origins {
                 shared.accounting.dequeued(&b.actor_id, Outcome::Used);
             }
-            non_finite_run = non_finite_guard(&batches, &stats, at.updates + 1, non_finite_run);
+            non_finite_run =
+                non_finite_guard(&taken.origins, &stats, at.updates + 1, non_finite_run);
             at.updates += 1;
             at.version += 1;
             completed = at.env_steps >= shared.config.run.total_steps;
@@ -198,7 +197,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
 
     /// Restores PPO, the normalisers and the counters from a checkpoint.
     fn restore(&mut self, ck: Checkpoint) -> Result<Counters, LearnerError> {
-        self.ppo.load_state(&ck.ppo)?;
+        self.trainer.load_state(&ck.trainer)?;
         self.ctx.normalizers.obs = ck.meta.obs_stats;
         self.ctx.normalizers.rewards = ck.meta.reward_scale;
         let mut at = Counters {
@@ -236,7 +235,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
     /// batches it used.
     fn train(
         &mut self,
-        batches: &[DecodedBatch],
+        taken: &collect::Taken,
         at: Counters,
         steps_before: u64,
     ) -> Result<(Prepared, UpdateStats), LearnerError> {
@@ -247,11 +246,12 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
             update = at.updates + 1,
             version = at.version,
             samples = cfg.samples_per_update(),
-            batches = batches.len(),
+            batches = taken.origins.len(),
         );
-        for b in batches {
-            sebulba_transport::trace::link_from_map(&span, &b.trace.ingest);
+        for b in &taken.origins {
+            sebulba_transport::trace::link_from_map(&span, &b.ingest);
         }
+        let batches = &taken.trajectories;
         let _enter = span.enter();
         if let Some(dqn) = &mut self.dqn {
             let norms = &mut self.ctx.normalizers;
@@ -260,7 +260,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
                     batches,
                     at.version,
                     at.env_steps,
-                    &mut self.ppo,
+                    &mut self.trainer,
                     norms,
                     &cfg,
                 )
@@ -271,14 +271,14 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
         let anneal = |on: bool, x: f64| if on { x * remaining } else { x };
         let lr = anneal(cfg.ppo.anneal_lr, cfg.ppo.learning_rate);
         let clip = anneal(cfg.ppo.anneal_clip, cfg.ppo.clip_coef);
-        let (prepared, stats) = step::prepare_and_train(
+        let (prepared, stats) = sebulba_algorithms::ppo::train(
             batches,
             at.version,
-            &mut self.ppo,
+            &mut self.trainer,
             &mut self.ctx.normalizers,
             &cfg,
             self.ctx.model_spec.obs_dim,
-            step::Schedule { lr, clip },
+            sebulba_algorithms::ppo::Schedule { lr, clip },
         )?;
         Ok((prepared, UpdateStats::Ppo(stats)))
     }
@@ -398,7 +398,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
     }
 
     fn write_checkpoint(&mut self, at: Counters) -> Result<(), LearnerError> {
-        let ppo = self.ppo.save_state()?;
+        let trainer = self.trainer.save_state()?;
         let c = &self.ctx.shared.config;
         let ck = Checkpoint {
             meta: Meta {
@@ -415,7 +415,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
                 accounting: self.ctx.shared.accounting.saved(),
                 evals: self.ctx.shared.evals.scores(),
             },
-            ppo,
+            trainer,
         };
         Ok(ck.write(&self.ctx.run_dir)?)
     }
@@ -424,7 +424,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ppo::PpoStats;
+    use sebulba_algorithms::ppo::PpoStats;
 
     /// Updates that step on nothing finite count up; one good step resets.
     #[test]

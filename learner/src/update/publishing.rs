@@ -17,7 +17,7 @@ use tracing::{Instrument, info_span};
 impl<B: AutodiffBackend> UpdateLoop<B> {
     /// safetensors bytes of the current weights.
     pub fn weights_bytes(&self) -> Result<Vec<u8>, LearnerError> {
-        Ok(self.ppo.safetensors()?)
+        Ok(self.trainer.safetensors()?)
     }
 
     /// Publishes the current weights as version `at.version` and waits for
@@ -87,7 +87,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
                 0
             },
             past_stride: c.selfplay.past_stride,
-            epsilon: crate::dqn::epsilon(c, at.env_steps),
+            epsilon: sebulba_algorithms::dqn::epsilon(c, at.env_steps),
             trace_context: sebulba_transport::trace::context_map(span),
         })
     }

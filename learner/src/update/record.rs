@@ -1,11 +1,11 @@
 //! One line of `metrics.jsonl` per update: the algorithm's statistics, the
 //! data it trained on, and the run's counters at that point.
 
-use crate::dqn::DqnStats;
-use crate::ppo::PpoStats;
-use crate::prepare::Prepared;
 use crate::state::Shared;
-use crate::summary::Lag;
+use sebulba_algorithms::data::Lag;
+use sebulba_algorithms::dqn::DqnStats;
+use sebulba_algorithms::ppo::PpoStats;
+use sebulba_algorithms::prepare::Prepared;
 use serde::Serialize;
 
 #[derive(Serialize)]

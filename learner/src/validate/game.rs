@@ -5,7 +5,7 @@
 
 use super::{Rejection, check_flags, reject};
 use crate::batch::{BatchActions, GameRows};
-use crate::gae_players::{PlayerGaeError, PlayerGaeInput, compute_player_gae};
+use sebulba_algorithms::gae_players::{PlayerGaeError, PlayerGaeInput, compute_player_gae};
 use sebulba_proto::{TrajectoryBatch, decode_i32, decode_u8};
 use tonic::Code;
 

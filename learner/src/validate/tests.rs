@@ -29,9 +29,9 @@ fn expect(s: &EnvSpec) -> Expect<'_> {
 fn a_good_batch_decodes() {
     let s = spec();
     let d = decode_batch(&good(), &expect(&s)).unwrap();
-    assert_eq!(d.final_observations.len(), 4);
+    assert_eq!(d.trajectory.final_observations.len(), 4);
     assert_eq!(d.env_steps(), 4);
-    assert_eq!(d.terminated, [0, 0, 1, 0]);
+    assert_eq!(d.trajectory.terminated, [0, 0, 1, 0]);
 }
 
 #[test]
@@ -70,7 +70,7 @@ fn masks_and_continuous_actions_decode() {
     b.action_masks = Some(encode_u8(&[2, 2, 2], &[0, 1, 1, 1, 1, 1, 0, 1]));
     let d = decode_batch(&b, &expect(&s)).unwrap();
     assert_eq!(
-        d.action_masks.as_deref(),
+        d.trajectory.action_masks.as_deref(),
         Some(&[0, 1, 1, 1, 1, 1, 0, 1][..])
     );
 
@@ -83,7 +83,7 @@ fn masks_and_continuous_actions_decode() {
     b.log_probs = Some(encode_f32(&[2, 2], &[1.5, -0.2, 0.3, 2.0]));
     let d = decode_batch(&b, &expect(&p)).unwrap();
     assert_eq!(
-        d.actions,
+        d.trajectory.actions,
         BatchActions::Continuous(vec![0.5, -3.0, 9.0, 0.0])
     );
     b.actions = Some(encode_f32(&[2, 2, 1], &[0.5, f32::NAN, 9.0, 0.0]));
@@ -109,7 +109,7 @@ fn a_run_that_scales_rewards_needs_every_steps_discounted_return() {
     assert!(r.message.contains("`discounted_returns`"), "{}", r.message);
     b.discounted_returns = Some(encode_f32(&[2, 2], &[1.0, 2.0, 1.5, 3.0]));
     let d = decode_batch(&b, &scaled).unwrap();
-    assert_eq!(d.discounted_returns, [1.0, 2.0, 1.5, 3.0]);
+    assert_eq!(d.trajectory.discounted_returns, [1.0, 2.0, 1.5, 3.0]);
     for (bad, reason) in [
         (encode_f32(&[2, 1], &[1.0, 2.0]), "shape"),
         (
@@ -153,15 +153,21 @@ fn a_game_batch_is_split_into_trained_rows_and_overlap() {
     let s = sebulba_envs::env_spec("Nim-v0").unwrap();
     let d = decode_batch(&game_batch(), &expect(&s)).expect("valid");
     let (t, e, od) = (2, 2, s.obs_dim);
-    assert_eq!(d.observations.len(), (t + 1) * e * od);
-    assert_eq!(d.rewards, [0.0, 0.0, 0.0, 1.0]);
-    assert_eq!(d.log_probs.len(), t * e);
-    assert_eq!(d.action_masks.as_ref().map(Vec::len), Some(t * e * 28));
-    let g = d.game.as_ref().expect("game rows");
+    assert_eq!(d.trajectory.observations.len(), (t + 1) * e * od);
+    assert_eq!(d.trajectory.rewards, [0.0, 0.0, 0.0, 1.0]);
+    assert_eq!(d.trajectory.log_probs.len(), t * e);
+    assert_eq!(
+        d.trajectory.action_masks.as_ref().map(Vec::len),
+        Some(t * e * 28)
+    );
+    let g = d.trajectory.game.as_ref().expect("game rows");
     assert_eq!(g.player_ids, [0, 1, 1, 0, 0, 0, 1, 1]);
     assert_eq!(g.overlap_observations.len(), e * od);
     assert_eq!(g.overlap_terminated, [0, 0]);
-    assert_eq!(g.all_terminated(&d.terminated), [0, 0, 0, 1, 0, 0, 0, 0]);
+    assert_eq!(
+        g.all_terminated(&d.trajectory.terminated),
+        [0, 0, 0, 1, 0, 0, 0, 0]
+    );
 }
 
 #[test]
@@ -207,11 +213,11 @@ fn past_moves_are_kept_for_the_trained_rows_and_checked() {
     let mut b = game_batch();
     b.past_moves = Some(encode_u8(&[3, 2], &[0, 1, 1, 0, 1, 1]));
     let d = decode_batch(&b, &past).expect("valid");
-    assert_eq!(d.game.as_ref().unwrap().past_moves, [0, 1, 1, 0]);
+    assert_eq!(d.trajectory.game.as_ref().unwrap().past_moves, [0, 1, 1, 0]);
     // All 0 reads as none.
     b.past_moves = Some(encode_u8(&[3, 2], &[0; 6]));
     let d = decode_batch(&b, &past).expect("valid");
-    assert!(d.game.as_ref().unwrap().past_moves.is_empty());
+    assert!(d.trajectory.game.as_ref().unwrap().past_moves.is_empty());
     let refused = |b: &TrajectoryBatch, e: &Expect<'_>, why: &str| {
         let err = decode_batch(b, e).expect_err(why);
         assert!(

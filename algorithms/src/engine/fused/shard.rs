@@ -8,8 +8,8 @@
 
 use super::backward::{self, Grads};
 use super::heads;
-use crate::batch::BatchActions;
 use crate::data::{Loss, Minibatch};
+use crate::trajectory::BatchActions;
 use sebulba_core::distribution::ActionDist;
 use sebulba_core::model::fused::ObsScaler;
 use sebulba_core::model::fused::net::{self, Layout, Work};

@@ -5,10 +5,10 @@
 
 use super::clip_global_norm;
 use super::losses::{MbActions, MinibatchTensors, ppo_losses, q_losses};
-use crate::batch::BatchActions;
 use crate::data::Loss;
 use crate::data::{StepStats, UpdateData};
 use crate::engine::{EngineError, EngineState};
+use crate::trajectory::BatchActions;
 use burn::module::AutodiffModule;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Bool, ElementConversion, Int, Tensor, TensorData, TensorPrimitive};

@@ -6,7 +6,7 @@ use super::burn_io::{read_adam, write_adam};
 use super::*;
 use crate::data::{Loss, Minibatch, UpdateData};
 use crate::engine::burn::{Replica, Shard, ppo_losses};
-use crate::ppo::Ppo;
+use crate::trainer::Trainer;
 use burn::module::Module;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{ElementConversion, Tensor, TensorData};
@@ -139,12 +139,12 @@ fn data(case: &Case, n: usize, seed: u64) -> UpdateData {
                 })
                 .collect();
             (
-                crate::batch::BatchActions::Discrete(actions),
+                crate::trajectory::BatchActions::Discrete(actions),
                 case.masks.then_some(masks),
             )
         }
         ActionSpace::Box { low, .. } => (
-            crate::batch::BatchActions::Continuous(
+            crate::trajectory::BatchActions::Continuous(
                 (0..n * low.len())
                     .map(|_| rng.random_range(-1.5..1.5))
                     .collect(),
@@ -174,7 +174,7 @@ fn data(case: &Case, n: usize, seed: u64) -> UpdateData {
     for i in 0..n {
         let head = &heads[i * hd..(i + 1) * hd];
         let lp = match (&dist, &data.actions) {
-            (ActionDist::Categorical { .. }, crate::batch::BatchActions::Discrete(a)) => {
+            (ActionDist::Categorical { .. }, crate::trajectory::BatchActions::Discrete(a)) => {
                 let mut out = vec![0.0; hd];
                 let mask = data.masks.as_ref().map(|mk| &mk[i * hd..(i + 1) * hd]);
                 log_softmax_row(head, mask, &mut out);
@@ -184,7 +184,7 @@ fn data(case: &Case, n: usize, seed: u64) -> UpdateData {
                 ActionDist::TanhNormal {
                     squash, min_std, ..
                 },
-                crate::batch::BatchActions::Continuous(u),
+                crate::trajectory::BatchActions::Continuous(u),
             ) => {
                 let w = hd / 2;
                 tanh_normal_log_prob(head, &u[i * w..(i + 1) * w], *min_std, squash)
@@ -204,7 +204,13 @@ fn fused_from(case: &Case, m: &ActorCritic<B>, threads: usize) -> Fused {
 }
 
 /// PPO on one CPU device from a copy of `m`, on the fused engine when `fused`.
-fn on_cpu(spec: &ModelSpec, m: &ActorCritic<B>, cfg: &PpoConfig, seed: u64, fused: bool) -> Ppo<B> {
+fn on_cpu(
+    spec: &ModelSpec,
+    m: &ActorCritic<B>,
+    cfg: &PpoConfig,
+    seed: u64,
+    fused: bool,
+) -> Trainer<B> {
     on_threads(spec, m, cfg, seed, if fused { 1 } else { 0 })
 }
 
@@ -216,9 +222,9 @@ fn on_threads(
     cfg: &PpoConfig,
     seed: u64,
     threads: usize,
-) -> Ppo<B> {
+) -> Trainer<B> {
     let mut ppo =
-        Ppo::<B>::with_model(spec, m.clone(), cfg, seed, vec![Default::default()]).unwrap();
+        Trainer::<B>::with_model(spec, m.clone(), cfg, seed, vec![Default::default()]).unwrap();
     if threads > 0 {
         ppo.use_fused(threads).unwrap();
     }
@@ -358,9 +364,9 @@ fn whole_updates_follow_the_burn_engine() {
         let layout = Layout::new(&case.spec);
         let start = flat(burn.model(), &layout);
         for _ in 0..2 {
-            let a = burn.update(&data, &cfg, 3e-3, 0.2).unwrap();
-            let b = fused.update(&data, &cfg, 3e-3, 0.2).unwrap();
-            let c = sharded.update(&data, &cfg, 3e-3, 0.2).unwrap();
+            let a = crate::ppo::update(&mut burn, &data, &cfg, 3e-3, 0.2).unwrap();
+            let b = crate::ppo::update(&mut fused, &data, &cfg, 3e-3, 0.2).unwrap();
+            let c = crate::ppo::update(&mut sharded, &data, &cfg, 3e-3, 0.2).unwrap();
             assert_eq!(a.minibatch_steps, b.minibatch_steps);
             assert_eq!(b.minibatch_steps, c.minibatch_steps);
             for (what, x, y, z) in [
@@ -417,8 +423,8 @@ fn target_kl_stops_the_fused_engine_like_burn() {
     cfg.target_kl = 0.02;
     let mut burn = on_cpu(&case.spec, &m, &cfg, 1, false);
     let mut fused = on_cpu(&case.spec, &m, &cfg, 1, true);
-    let a = burn.update(&data, &cfg, 2e-2, 0.2).unwrap();
-    let b = fused.update(&data, &cfg, 2e-2, 0.2).unwrap();
+    let a = crate::ppo::update(&mut burn, &data, &cfg, 2e-2, 0.2).unwrap();
+    let b = crate::ppo::update(&mut fused, &data, &cfg, 2e-2, 0.2).unwrap();
     assert!(a.early_stopped && b.early_stopped);
     assert_eq!(a.minibatch_steps, b.minibatch_steps);
 }
@@ -460,7 +466,7 @@ fn checkpoints_cross_between_the_engines() {
         let m = model(case, &data);
         let cfg = &case.cfg;
         let mut fused = on_cpu(&case.spec, &m, cfg, 5, true);
-        fused.update(&data, cfg, 3e-3, 0.2).unwrap();
+        crate::ppo::update(&mut fused, &data, cfg, 3e-3, 0.2).unwrap();
         let state = fused.save_state().unwrap();
         // Resumed on burn, and on a fresh fused engine: both continue as the
         // original does.
@@ -475,7 +481,7 @@ fn checkpoints_cross_between_the_engines() {
         );
         let before = flat(fused.model(), &layout);
         for p in [&mut fused, &mut on_burn, &mut on_fused] {
-            p.update(&data, cfg, 3e-3, 0.2).unwrap();
+            crate::ppo::update(p, &data, cfg, 3e-3, 0.2).unwrap();
         }
         let (a, b, c) = (
             flat(fused.model(), &layout),
@@ -510,7 +516,8 @@ fn unsupported_networks_are_refused_by_name() {
         .to_string();
     assert!(e.contains("2 devices"), "{e}");
     let m = spec.init::<B>(&Default::default());
-    let mut ppo = Ppo::<B>::with_model(&spec, m, &ppo_cfg(), 1, vec![Default::default()]).unwrap();
+    let mut ppo =
+        Trainer::<B>::with_model(&spec, m, &ppo_cfg(), 1, vec![Default::default()]).unwrap();
     assert!(ppo.use_fused(1).is_err());
     assert_eq!(ppo.engine(), "burn");
     let _ = ppo.model().clone().into_record();
@@ -545,7 +552,7 @@ fn a_masked_action_gets_zero_probability_and_zero_gradient_in_both_engines() {
     let mut data = data(&case, n, 5);
     // Action 2 of 3 is illegal everywhere; the taken actions are legal.
     data.masks = Some((0..n).flat_map(|_| [1u8, 1, 0]).collect());
-    if let crate::batch::BatchActions::Discrete(a) = &mut data.actions {
+    if let crate::trajectory::BatchActions::Discrete(a) = &mut data.actions {
         for (i, x) in a.iter_mut().enumerate() {
             *x = (i % 2) as i32;
         }
@@ -647,7 +654,7 @@ fn published_weights_are_the_file_burn_writes_of_the_same_model() {
         let mut stats = RunningMeanStd::new(data.obs_dim);
         stats.update(&data.observations);
         fused.set_obs_stats(&stats);
-        fused.update(&data, &cfg, 3e-3, 0.2).unwrap();
+        crate::ppo::update(&mut fused, &data, &cfg, 3e-3, 0.2).unwrap();
         let ours = fused.safetensors().unwrap();
         let burns =
             sebulba_core::weights::to_safetensors(&fused.inference_model(), &case.spec).unwrap();

@@ -6,10 +6,11 @@
 //! the first step's ratio differ from 1 at zero lag: the clip was centred in
 //! the wrong place, and approximate KL and clip fraction read high.
 
-use crate::batch::DecodedBatch;
+use super::{PpoStats, update};
 use crate::engine::EngineError;
-use crate::ppo::{Ppo, PpoStats};
 use crate::prepare::{Normalizers, Prepared, fold_obs_stats, prepare};
+use crate::trainer::Trainer;
+use crate::trajectory::Trajectory;
 use burn::tensor::backend::AutodiffBackend;
 use sebulba_core::config::RunConfig;
 use tracing::info_span;
@@ -23,29 +24,30 @@ pub struct Schedule {
 
 /// Prepares `batches` (taken at policy `version`), runs SGD on them, then
 /// updates the observation statistics for the next version.
-pub fn prepare_and_train<B: AutodiffBackend>(
-    batches: &[DecodedBatch],
+pub fn train<B: AutodiffBackend>(
+    batches: &[Trajectory],
     version: u64,
-    ppo: &mut Ppo<B>,
+    trainer: &mut Trainer<B>,
     norms: &mut Normalizers,
     cfg: &RunConfig,
     obs_dim: usize,
     schedule: Schedule,
 ) -> Result<(Prepared, PpoStats), EngineError> {
     let prepared =
-        info_span!("prepare").in_scope(|| prepare(batches, version, ppo, norms, cfg, obs_dim));
+        info_span!("prepare").in_scope(|| prepare(batches, version, trainer, norms, cfg, obs_dim));
+    let (lr, clip) = (schedule.lr, schedule.clip);
     let stats = info_span!("sgd", epochs = cfg.ppo.epochs)
-        .in_scope(|| ppo.update(&prepared.data, &cfg.ppo, schedule.lr, schedule.clip))?;
-    fold_obs_stats(batches, ppo, norms, obs_dim);
+        .in_scope(|| update(trainer, &prepared.data, &cfg.ppo, lr, clip))?;
+    fold_obs_stats(batches, trainer, norms, obs_dim);
     Ok((prepared, stats))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::BatchActions;
     use crate::data::UpdateData;
     use crate::engine::burn::tests::B;
+    use crate::trajectory::{BatchActions, TrajectoryBuilder};
     use sebulba_core::model::ModelSpec;
     use sebulba_envs::ActionSpace;
 
@@ -55,11 +57,11 @@ mod tests {
     /// computes with the weights `ppo` publishes now.
     fn zero_lag_batch(
         env_id: &str,
-        ppo: &Ppo<B>,
+        ppo: &Trainer<B>,
         spec: &ModelSpec,
         seed: usize,
         shift: f32,
-    ) -> DecodedBatch {
+    ) -> Trajectory {
         let (t, e, d) = (16usize, 4usize, spec.obs_dim);
         let obs: Vec<f32> = (0..(t + 1) * e * d)
             .map(|i| 3.0 + shift + 2.5 * ((((i + seed) * 37) % 23) as f32 - 11.0) / 11.0)
@@ -83,27 +85,15 @@ mod tests {
             weights: None,
         };
         let log_probs = crate::ppo::tests::actor_log_probs(ppo, env_id, spec, &rows);
-        DecodedBatch {
-            actor_id: format!("a{seed}"),
-            sequence: 0,
-            policy_version: 0,
-            num_steps: t,
-            num_envs: e,
-            observations: obs,
-            actions,
-            action_masks: None,
-            log_probs,
-            rewards: (0..n).map(|i| (i % 3) as f32).collect(),
-            terminated: vec![0; n],
-            truncated: vec![0; n],
-            final_observations: vec![],
-            discounted_returns: vec![],
-            episode_returns: vec![],
-            episode_lengths: vec![],
-            game: None,
-            ack_to: None,
-            trace: Default::default(),
+        let built = TrajectoryBuilder::new(t, e, d)
+            .observations(obs)
+            .log_probs(log_probs)
+            .rewards((0..n).map(|i| (i % 3) as f32).collect());
+        match actions {
+            BatchActions::Discrete(a) => built.discrete(a),
+            BatchActions::Continuous(a) => built.continuous(a),
         }
+        .build()
     }
 
     /// With observation normalisation on, learning rate 0 and batches made by
@@ -120,20 +110,21 @@ mod tests {
                 (cfg.ppo.epochs, cfg.ppo.minibatches) = (2, 2);
                 let env = sebulba_envs::env_spec(env_id).unwrap();
                 let spec = ModelSpec::new(&env, &cfg.network);
-                let mut ppo = Ppo::<B>::new(&spec, &cfg.ppo, 3, vec![Default::default()]).unwrap();
+                let mut ppo =
+                    Trainer::<B>::new(&spec, &cfg.ppo, 3, vec![Default::default()]).unwrap();
                 if fused {
                     ppo.use_fused(1).unwrap();
                 }
                 let engine = ppo.engine();
                 let mut norms = Normalizers::new(&cfg, spec.obs_dim);
-                let train = |ppo: &mut Ppo<B>,
+                let train = |ppo: &mut Trainer<B>,
                              norms: &mut Normalizers,
-                             batches: &[DecodedBatch],
+                             batches: &[Trajectory],
                              version,
                              lr| {
                     let schedule = Schedule { lr, clip: 0.2 };
                     let o = spec.obs_dim;
-                    prepare_and_train(batches, version, ppo, norms, &cfg, o, schedule)
+                    train(batches, version, ppo, norms, &cfg, o, schedule)
                         .unwrap()
                         .1
                 };

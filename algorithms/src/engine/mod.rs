@@ -11,6 +11,7 @@
 
 pub mod burn;
 pub mod fused;
+pub mod threads;
 
 use crate::data::{Minibatch, StepStats};
 use ::burn::tensor::backend::AutodiffBackend;

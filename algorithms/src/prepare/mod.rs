@@ -6,13 +6,13 @@
 //! whole update. The observation statistics the values use are the ones the actors
 //! acted with; [`fold_obs_stats`] moves them on after SGD (`update::step`).
 
-use crate::batch::{BatchActions, DecodedBatch, GameRows};
+use crate::data::Lag;
 use crate::data::{UpdateData, normalize};
 use crate::gae;
 use crate::gae_players::{PlayerGaeInput, compute_player_gae};
-use crate::ppo::Ppo;
 use crate::reward_scale::RewardScaler;
-use crate::summary::Lag;
+use crate::trainer::Trainer;
+use crate::trajectory::{BatchActions, GameRows, Trajectory};
 use crate::vtrace::{VtraceOut, VtraceParams, compute_vtrace};
 use burn::tensor::backend::AutodiffBackend;
 use sebulba_core::config::{AdvantageNorm, LagCorrection, RunConfig};
@@ -51,20 +51,20 @@ pub struct Prepared {
 }
 
 pub fn prepare<B: AutodiffBackend>(
-    batches: &[DecodedBatch],
+    batches: &[Trajectory],
     version: u64,
-    ppo: &mut Ppo<B>,
+    trainer: &mut Trainer<B>,
     norms: &mut Normalizers,
     cfg: &RunConfig,
     obs_dim: usize,
 ) -> Prepared {
     let reward_scale = observe_rewards(batches, norms);
-    let n: usize = batches.iter().map(|b| b.num_steps * b.num_envs).sum();
+    let n: usize = batches.iter().map(|b| b.rollout_length * b.num_envs).sum();
     let mut out = Collected::with_capacity(n, obs_dim, batches);
     let mut lags = Vec::with_capacity(batches.len());
     for b in batches {
         let lag = version.saturating_sub(b.policy_version);
-        out.push(b, lag, ppo, reward_scale, cfg);
+        out.push(b, lag, trainer, reward_scale, cfg);
         lags.push(lag);
     }
     let mut data = out.data;
@@ -91,7 +91,7 @@ pub fn prepare<B: AutodiffBackend>(
 /// data: their lag behind `version` and the episodes they finished. For an
 /// algorithm that trains on something else (DQN's replay memory); `data` is
 /// empty.
-pub fn bookkeeping(batches: &[DecodedBatch], version: u64, obs_dim: usize) -> Prepared {
+pub fn bookkeeping(batches: &[Trajectory], version: u64, obs_dim: usize) -> Prepared {
     let lags: Vec<u64> = batches
         .iter()
         .map(|b| version.saturating_sub(b.policy_version))
@@ -117,22 +117,22 @@ pub fn bookkeeping(batches: &[DecodedBatch], version: u64, obs_dim: usize) -> Pr
 /// them on the model: after SGD, so the update itself sees the statistics its
 /// batches were acted with, and the new weights carry the new ones.
 pub fn fold_obs_stats<B: AutodiffBackend>(
-    batches: &[DecodedBatch],
-    ppo: &mut Ppo<B>,
+    batches: &[Trajectory],
+    trainer: &mut Trainer<B>,
     norms: &mut Normalizers,
     d: usize,
 ) {
     if let Some(stats) = &mut norms.obs {
         for b in batches {
-            stats.update(&b.observations[..b.num_steps * b.num_envs * d]);
+            stats.update(&b.observations[..b.rollout_length * b.num_envs * d]);
         }
-        ppo.set_obs_stats(stats);
+        trainer.set_obs_stats(stats);
     }
 }
 
 /// Folds the update's discounted returns into the reward scale; returns the
 /// reward factor.
-fn observe_rewards(batches: &[DecodedBatch], norms: &mut Normalizers) -> f32 {
+fn observe_rewards(batches: &[Trajectory], norms: &mut Normalizers) -> f32 {
     match &mut norms.rewards {
         Some(s) => {
             for b in batches {
@@ -158,11 +158,11 @@ struct Collected {
 }
 
 impl Collected {
-    fn with_capacity(n: usize, obs_dim: usize, batches: &[DecodedBatch]) -> Self {
+    fn with_capacity(n: usize, obs_dim: usize, batches: &[Trajectory]) -> Self {
         let mask_width = batches.iter().find_map(|b| {
             b.action_masks
                 .as_ref()
-                .map(|m| m.len() / (b.num_steps * b.num_envs).max(1))
+                .map(|m| m.len() / (b.rollout_length * b.num_envs).max(1))
         });
         let continuous = matches!(
             batches.first().map(|b| &b.actions),
@@ -198,19 +198,19 @@ impl Collected {
     /// `ppo.lag_correction = vtrace`), appended with its samples.
     fn push<B: AutodiffBackend>(
         &mut self,
-        b: &DecodedBatch,
+        b: &Trajectory,
         lag: u64,
-        ppo: &mut Ppo<B>,
+        trainer: &mut Trainer<B>,
         reward_scale: f32,
         cfg: &RunConfig,
     ) {
-        let te = b.num_steps * b.num_envs;
+        let te = b.rollout_length * b.num_envs;
         let d = self.data.obs_dim;
         // One forward pass: the T+1 rows, a game's overlap rows, then the
         // final observations.
         let overlap: &[f32] = b.game.as_ref().map_or(&[], |g| &g.overlap_observations);
         let rows = [b.observations.as_slice(), overlap, &b.final_observations].concat();
-        let values = ppo.values(&rows);
+        let values = trainer.values(&rows);
         let k = b.game.as_ref().map_or(0, |g| g.overlap_terminated.len());
         let (v, finals) = values.split_at(te + b.num_envs + k);
         let mut final_values = vec![0.0f32; te];
@@ -220,7 +220,7 @@ impl Collected {
         }
         let scaled: Vec<f32> = b.rewards.iter().map(|&r| r * reward_scale).collect();
         let input = gae::GaeInput {
-            num_steps: b.num_steps,
+            num_steps: b.rollout_length,
             num_envs: b.num_envs,
             rewards: &scaled,
             terminated: &b.terminated,
@@ -238,7 +238,7 @@ impl Collected {
                 // pi: the policy this update starts from. Its log-probabilities
                 // replace the batch's as the PPO ratio's reference.
                 let obs = &b.observations[..te * d];
-                let log_pi = ppo.log_probs(obs, &b.actions, b.action_masks.as_deref());
+                let log_pi = trainer.log_probs(obs, &b.actions, b.action_masks.as_deref());
                 let log_ratios: Vec<f32> = log_pi
                     .iter()
                     .zip(&b.log_probs)
@@ -276,13 +276,13 @@ impl Collected {
     /// made by past versions (counted in `past_moves`).
     fn append(
         &mut self,
-        b: &DecodedBatch,
+        b: &Trajectory,
         adv: &[f32],
         ret: &[f32],
         values: &[f32],
         log_probs: &[f32],
     ) {
-        let te = b.num_steps * b.num_envs;
+        let te = b.rollout_length * b.num_envs;
         let d = self.data.obs_dim;
         let past = b.game.as_ref().map_or(&[][..], |g| &g.past_moves);
         let dropped = count(past);
@@ -337,7 +337,7 @@ fn extend_rows<T: Copy>(out: &mut Vec<T>, src: &[T], width: usize, past: &[u8]) 
 /// overlap. Validation ran the same recursion, so it cannot fail here; if it
 /// ever did, the batch's advantages stay 0 and the error is logged.
 fn player_gae(
-    b: &DecodedBatch,
+    b: &Trajectory,
     g: &GameRows,
     scaled_rewards: &[f32],
     values: &[f32],
@@ -350,7 +350,7 @@ fn player_gae(
     rewards.resize(n, 0.0);
     let terminated = g.all_terminated(&b.terminated);
     let input = PlayerGaeInput {
-        trained_rows: b.num_steps,
+        trained_rows: b.rollout_length,
         rows: n / b.num_envs.max(1),
         num_envs: b.num_envs,
         players: usize::from(g.player_ids.iter().copied().max().unwrap_or(0)) + 1,
@@ -360,7 +360,7 @@ fn player_gae(
         values: &values[..n],
     };
     if let Err(e) = compute_player_gae(&input, p.gamma, p.gae_lambda, adv, ret) {
-        tracing::error!(actor = %b.actor_id, sequence = b.sequence, "per-player GAE: {e}");
+        tracing::error!(policy_version = b.policy_version, "per-player GAE: {e}");
         adv.fill(0.0);
         ret.copy_from_slice(&values[..adv.len()]);
     }

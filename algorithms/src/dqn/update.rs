@@ -11,10 +11,10 @@
 
 use super::replay::Replay;
 use super::train::{QSettings, QStats};
-use crate::batch::DecodedBatch;
 use crate::engine::EngineError;
-use crate::ppo::Ppo;
 use crate::prepare::{Normalizers, Prepared, bookkeeping, fold_obs_stats};
+use crate::trainer::Trainer;
+use crate::trajectory::Trajectory;
 use burn::tensor::backend::AutodiffBackend;
 use sebulba_core::config::{Algorithm, DqnConfig, RunConfig};
 use sebulba_core::distribution::epsilon_at;
@@ -76,9 +76,9 @@ impl DqnLearner {
         cfg: &DqnConfig,
         spec: &ModelSpec,
         env_steps: u64,
-        ppo: &mut Ppo<B>,
+        trainer: &mut Trainer<B>,
     ) -> Self {
-        ppo.sync_target();
+        trainer.sync_target();
         Self {
             replay: Replay::new(cfg.buffer_size, spec.obs_dim),
             owed: 0.0,
@@ -94,10 +94,10 @@ impl DqnLearner {
     /// memory; `env_steps` is the run's count with them.
     pub fn train<B: AutodiffBackend>(
         &mut self,
-        batches: &[DecodedBatch],
+        batches: &[Trajectory],
         version: u64,
         env_steps: u64,
-        ppo: &mut Ppo<B>,
+        trainer: &mut Trainer<B>,
         norms: &mut Normalizers,
         cfg: &RunConfig,
     ) -> Result<(Prepared, DqnStats), EngineError> {
@@ -105,7 +105,7 @@ impl DqnLearner {
         let samples: usize = batches.iter().map(|b| self.replay.push_batch(b)).sum();
         let due = env_steps / q.target_update_interval.max(1);
         if due > self.synced_at {
-            ppo.sync_target();
+            trainer.sync_target();
             self.synced_at = due;
             self.target_updates += 1;
         }
@@ -125,8 +125,8 @@ impl DqnLearner {
             adam_eps: q.adam_eps,
             actions: self.actions,
         };
-        let stats = ppo.q_update(&self.replay, &settings)?;
-        fold_obs_stats(batches, ppo, norms, self.obs_dim);
+        let stats = super::train::q_update(trainer, &self.replay, &settings)?;
+        fold_obs_stats(batches, trainer, norms, self.obs_dim);
         let stats = DqnStats {
             q: stats,
             samples,

@@ -3,7 +3,7 @@
 //! statistics ([`StepStats`]), and advantage normalisation. Shared by the
 //! preparation, the PPO loop and both update engines.
 
-use crate::batch::BatchActions;
+use crate::trajectory::BatchActions;
 use sebulba_core::config::PpoConfig;
 
 /// Flat training data of one update (N samples); advantages already normalised
@@ -104,6 +104,25 @@ pub fn normalize(x: &mut [f32]) {
     let std = var.sqrt() + 1e-8;
     for v in x.iter_mut() {
         *v = ((*v as f64 - m) / std) as f32;
+    }
+}
+
+/// The policy lag of an update's batches (versions behind the one trained).
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct Lag {
+    pub min: u64,
+    pub mean: f64,
+    pub max: u64,
+}
+
+impl Lag {
+    /// Of each batch's lag (all 0 for none).
+    pub fn of(lags: &[u64]) -> Self {
+        Self {
+            min: lags.iter().copied().min().unwrap_or(0),
+            mean: lags.iter().sum::<u64>() as f64 / lags.len().max(1) as f64,
+            max: lags.iter().copied().max().unwrap_or(0),
+        }
     }
 }
 

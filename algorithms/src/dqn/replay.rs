@@ -5,7 +5,7 @@
 //! `done` is termination only: a truncated step bootstraps from `s'`.
 //! Memory grows with what is stored, up to the capacity, not up front.
 
-use crate::batch::{BatchActions, DecodedBatch};
+use crate::trajectory::{BatchActions, Trajectory};
 use rand::Rng;
 
 pub struct Replay {
@@ -64,7 +64,7 @@ impl Replay {
 
     /// Stores batch `b`'s T x E transitions in (t, e) order; returns how many
     /// (0 for continuous actions, which DQN's config refuses).
-    pub fn push_batch(&mut self, b: &DecodedBatch) -> usize {
+    pub fn push_batch(&mut self, b: &Trajectory) -> usize {
         let BatchActions::Discrete(actions) = &b.actions else {
             return 0;
         };
@@ -73,7 +73,7 @@ impl Replay {
             &rows[k * d..(k + 1) * d]
         }
         let mut finals = 0;
-        for (i, &action) in actions.iter().enumerate().take(b.num_steps * e_len) {
+        for (i, &action) in actions.iter().enumerate().take(b.rollout_length * e_len) {
             let next = if b.truncated[i] != 0 {
                 finals += 1;
                 row(&b.final_observations, finals - 1, d)
@@ -89,7 +89,7 @@ impl Replay {
             };
             self.push(&t);
         }
-        b.num_steps * e_len
+        b.rollout_length * e_len
     }
 
     fn push(&mut self, t: &Transition<'_>) {
@@ -151,34 +151,21 @@ struct Transition<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::trajectory::TrajectoryBuilder;
     use rand::SeedableRng;
     use rand::rngs::StdRng;
 
     /// T = 2 steps of E = 2 envs, obs_dim 1; observation row k holds 10 * k.
     /// Env 0 terminates at t = 0; env 1 is truncated at t = 1 with true final
     /// observation 99.
-    fn batch() -> DecodedBatch {
-        DecodedBatch {
-            actor_id: "a".into(),
-            sequence: 0,
-            policy_version: 0,
-            num_steps: 2,
-            num_envs: 2,
-            observations: vec![0.0, 10.0, 20.0, 30.0, 40.0, 50.0],
-            actions: BatchActions::Discrete(vec![1, 2, 0, 1]),
-            action_masks: None,
-            log_probs: vec![0.0; 4],
-            rewards: vec![-1.0, -2.0, -3.0, -4.0],
-            terminated: vec![1, 0, 0, 0],
-            truncated: vec![0, 0, 0, 1],
-            final_observations: vec![99.0],
-            discounted_returns: vec![],
-            episode_returns: vec![],
-            episode_lengths: vec![],
-            game: None,
-            ack_to: None,
-            trace: Default::default(),
-        }
+    fn batch() -> Trajectory {
+        TrajectoryBuilder::new(2, 2, 1)
+            .observations(vec![0.0, 10.0, 20.0, 30.0, 40.0, 50.0])
+            .discrete(vec![1, 2, 0, 1])
+            .rewards(vec![-1.0, -2.0, -3.0, -4.0])
+            .terminate(0)
+            .truncate(3, vec![99.0])
+            .build()
     }
 
     fn all(r: &Replay) -> Transitions {

@@ -1,5 +1,6 @@
 use super::*;
 use crate::data::UpdateData;
+use crate::trajectory::TrajectoryBuilder;
 use burn::module::Param;
 use burn::tensor::{Tensor, TensorData};
 use sebulba_core::CpuAutodiff;
@@ -13,38 +14,21 @@ fn explained_variance_of_perfect_and_constant_critics() {
     assert!(explained_variance(&[0.0, 0.0, 0.0], &[1.0, 2.0, 3.0]).abs() < 1e-12);
 }
 
-fn batch(actor: &str, seed: u32) -> DecodedBatch {
+fn batch(seed: u32) -> Trajectory {
     let (t, e, d) = (8usize, 3usize, 4usize);
     let f = |k: usize, m: u32| -> Vec<f32> {
         (0..k)
             .map(|i| (((i as u32 * 31 + seed * 17 + m) % 23) as f32 - 11.0) / 7.0)
             .collect()
     };
-    let mut truncated = vec![0u8; t * e];
-    truncated[5] = 1;
-    let mut terminated = vec![0u8; t * e];
-    terminated[13] = 1;
-    DecodedBatch {
-        actor_id: actor.into(),
-        sequence: 0,
-        policy_version: 0,
-        num_steps: t,
-        num_envs: e,
-        observations: f((t + 1) * e * d, 1),
-        actions: BatchActions::Discrete((0..t * e).map(|i| (i % 2) as i32).collect()),
-        action_masks: None,
-        log_probs: vec![-0.69; t * e],
-        rewards: f(t * e, 2),
-        terminated,
-        truncated,
-        final_observations: f(d, 3),
-        discounted_returns: vec![],
-        episode_returns: vec![],
-        episode_lengths: vec![],
-        game: None,
-        ack_to: None,
-        trace: Default::default(),
-    }
+    TrajectoryBuilder::new(t, e, d)
+        .observations(f((t + 1) * e * d, 1))
+        .discrete((0..t * e).map(|i| (i % 2) as i32).collect())
+        .log_probs(vec![-0.69; t * e])
+        .rewards(f(t * e, 2))
+        .truncate(5, f(d, 3))
+        .terminate(13)
+        .build()
 }
 
 /// A CartPole model whose value is `tanh(obs[0])`: one-unit critic
@@ -66,7 +50,7 @@ fn tanh_critic(spec: &ModelSpec) -> ActorCritic<CpuAutodiff> {
 
 /// The critic of [`tanh_critic`] on batch `b`: V of an observation row, and
 /// V of each step's true final observation where it was truncated.
-fn tanh_values(b: &DecodedBatch) -> (impl Fn(usize) -> f64 + '_, Vec<Option<f64>>) {
+fn tanh_values(b: &Trajectory) -> (impl Fn(usize) -> f64 + '_, Vec<Option<f64>>) {
     let v = |row: usize| (b.observations[row * 4] as f64).tanh();
     let mut finals = b.final_observations.chunks(4);
     let final_value = b
@@ -78,9 +62,9 @@ fn tanh_values(b: &DecodedBatch) -> (impl Fn(usize) -> f64 + '_, Vec<Option<f64>
 }
 
 /// PPO over [`tanh_critic`], on the fused engine when `fused`.
-fn tanh_ppo(spec: &ModelSpec, cfg: &RunConfig, fused: bool) -> Ppo<CpuAutodiff> {
+fn tanh_ppo(spec: &ModelSpec, cfg: &RunConfig, fused: bool) -> Trainer<CpuAutodiff> {
     let dev = Default::default();
-    let mut ppo = Ppo::with_model(spec, tanh_critic(spec), &cfg.ppo, 5, vec![dev]).unwrap();
+    let mut ppo = Trainer::with_model(spec, tanh_critic(spec), &cfg.ppo, 5, vec![dev]).unwrap();
     if fused {
         ppo.use_fused(1).unwrap();
     }
@@ -88,8 +72,8 @@ fn tanh_ppo(spec: &ModelSpec, cfg: &RunConfig, fused: bool) -> Ppo<CpuAutodiff> 
 }
 
 /// GAE written out independently: per env, backwards in time.
-fn reference_gae(b: &DecodedBatch, gamma: f64, lambda: f64) -> (Vec<f64>, Vec<f64>) {
-    let (t_len, e_len) = (b.num_steps, b.num_envs);
+fn reference_gae(b: &Trajectory, gamma: f64, lambda: f64) -> (Vec<f64>, Vec<f64>) {
+    let (t_len, e_len) = (b.rollout_length, b.num_envs);
     let (v, final_value) = tanh_values(b);
     let (mut adv, mut values) = (vec![0.0; t_len * e_len], vec![0.0; t_len * e_len]);
     for e in 0..e_len {
@@ -119,7 +103,7 @@ fn values_gae_and_normalisation_follow_an_independent_computation_in_both_engine
         &sebulba_envs::env_spec("CartPole-v1").unwrap(),
         &cfg.network,
     );
-    let batches = [batch("a", 1), batch("b", 2)];
+    let batches = [batch(1), batch(2)];
     let (gamma, lambda) = (cfg.ppo.gamma, cfg.ppo.gae_lambda);
     let mut want_adv = Vec::new();
     let mut want_ret = Vec::new();
@@ -169,12 +153,12 @@ fn values_gae_and_normalisation_follow_an_independent_computation_in_both_engine
 /// (the next value 0 after a termination, V(final) after a truncation) with
 /// the weight `rho_s`.
 fn reference_vtrace(
-    b: &DecodedBatch,
+    b: &Trajectory,
     log_pi: &[f32],
     gamma: f64,
     lambda: f64,
 ) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
-    let (t_len, e_len) = (b.num_steps, b.num_envs);
+    let (t_len, e_len) = (b.rollout_length, b.num_envs);
     let (v, final_value) = tanh_values(b);
     let ratio = |i: usize| ((log_pi[i] - b.log_probs[i]) as f64).exp();
     // The next state's value, and whether the episode goes on in the batch.
@@ -231,7 +215,7 @@ fn lagged_batches_get_vtrace_against_an_independent_computation_in_both_engines(
         &sebulba_envs::env_spec("CartPole-v1").unwrap(),
         &cfg.network,
     );
-    let mut batches = [batch("a", 1), batch("b", 2)];
+    let mut batches = [batch(1), batch(2)];
     for b in &mut batches {
         // Behaviour log-probabilities around ln 0.5, off by up to +-0.6: the
         // ratios straddle the truncation at 1.

@@ -1,8 +1,13 @@
 use super::*;
-use crate::batch::BatchActions;
+use crate::COLLECTIVE_TEST_LOCK;
+use crate::engine::EngineState;
+use crate::trainer::{Trainer, TrainerState};
+use crate::trajectory::BatchActions;
 use burn::module::Param;
 use burn::tensor::{Tensor, TensorData};
+use sebulba_core::config::RunConfig;
 use sebulba_core::config::{AdvantageNorm, NetworkConfig};
+use sebulba_core::model::{ActorCritic, ModelSpec};
 
 // The burn engine's tests own the small CartPole-like case both use.
 use crate::engine::burn::tests::{B, Inner, cfg, spec};
@@ -32,10 +37,10 @@ fn an_update_moves_probability_toward_advantaged_actions() {
     c.epochs = 4;
     c.minibatches = 2;
     c.ent_coef = 0.0;
-    let mut ppo = Ppo::<B>::new(&s, &c, 3, vec![Default::default()]).unwrap();
+    let mut ppo = Trainer::<B>::new(&s, &c, 3, vec![Default::default()]).unwrap();
     let n = 64;
     let data = toy_data(n);
-    let p1 = |ppo: &Ppo<B>| {
+    let p1 = |ppo: &Trainer<B>| {
         let logits: Vec<f32> = ppo
             .inference_model()
             .policy(Tensor::from_data(
@@ -52,7 +57,7 @@ fn an_update_moves_probability_toward_advantaged_actions() {
             / n as f32
     };
     let before = p1(&ppo);
-    let stats = ppo.update(&data, &c, 1e-2, 0.2).unwrap();
+    let stats = crate::ppo::update(&mut ppo, &data, &c, 1e-2, 0.2).unwrap();
     let after = p1(&ppo);
     assert!(after > before + 0.02, "{before} -> {after}");
     assert!(stats.value_loss > 0.0 && stats.grad_norm > 0.0 && stats.approx_kl.is_finite());
@@ -77,9 +82,9 @@ fn loss_weights_apply_after_normalisation() {
     }
     // The burn backend's RNG is process-wide and other tests draw from it
     // meanwhile: every update starts from one model, cloned.
-    let first = Ppo::<B>::new(&s, &c, 3, vec![Default::default()]).unwrap();
+    let first = Trainer::<B>::new(&s, &c, 3, vec![Default::default()]).unwrap();
     let model = first.model().clone();
-    let logits = |ppo: &Ppo<B>| -> Vec<f32> {
+    let logits = |ppo: &Trainer<B>| -> Vec<f32> {
         let obs = Tensor::from_data(
             TensorData::new(data.observations.clone(), [n, 2]),
             &Default::default(),
@@ -93,12 +98,12 @@ fn loss_weights_apply_after_normalisation() {
     let start = logits(&first);
     let policy_after = |weights: Option<Vec<f32>>| {
         let mut ppo =
-            Ppo::<B>::with_model(&s, model.clone(), &c, 3, vec![Default::default()]).unwrap();
+            Trainer::<B>::with_model(&s, model.clone(), &c, 3, vec![Default::default()]).unwrap();
         let data = UpdateData {
             weights,
             ..data.clone()
         };
-        ppo.update(&data, &c, 1e-2, 0.2).unwrap();
+        crate::ppo::update(&mut ppo, &data, &c, 1e-2, 0.2).unwrap();
         logits(&ppo)
     };
     let moved = |l: &[f32]| {
@@ -130,8 +135,8 @@ fn target_kl_stops_the_update_early() {
     c.epochs = 50;
     c.minibatches = 2;
     c.target_kl = 0.01;
-    let mut ppo = Ppo::<B>::new(&s, &c, 3, vec![Default::default()]).unwrap();
-    let stats = ppo.update(&toy_data(64), &c, 5e-2, 0.2).unwrap();
+    let mut ppo = Trainer::<B>::new(&s, &c, 3, vec![Default::default()]).unwrap();
+    let stats = crate::ppo::update(&mut ppo, &toy_data(64), &c, 5e-2, 0.2).unwrap();
     assert!(stats.early_stopped, "{stats:?}");
     assert!(
         stats.minibatch_steps >= 1 && stats.minibatch_steps < 100,
@@ -153,7 +158,7 @@ fn a_continuous_update_moves_the_mean_toward_advantaged_actions() {
     c.epochs = 10;
     c.minibatches = 2;
     c.ent_coef = 0.0;
-    let mut ppo = Ppo::<B>::new(&s, &c, 5, vec![Default::default()]).unwrap();
+    let mut ppo = Trainer::<B>::new(&s, &c, 5, vec![Default::default()]).unwrap();
     let n = 128;
     let observations: Vec<f32> = (0..n * 3)
         .map(|i| ((i * 13 % 7) as f32 - 3.0) / 3.0)
@@ -198,7 +203,7 @@ fn a_continuous_update_moves_the_mean_toward_advantaged_actions() {
         old_values: vec![0.0; n],
         weights: None,
     };
-    let mean_of = |ppo: &Ppo<B>| {
+    let mean_of = |ppo: &Trainer<B>| {
         let h: Vec<f32> = ppo
             .inference_model()
             .policy(Tensor::from_data(
@@ -211,7 +216,7 @@ fn a_continuous_update_moves_the_mean_toward_advantaged_actions() {
         h.chunks(2).map(|r| r[0]).sum::<f32>() / n as f32
     };
     let before = mean_of(&ppo);
-    let stats = ppo.update(&data, &c, 1e-2, 0.2).unwrap();
+    let stats = crate::ppo::update(&mut ppo, &data, &c, 1e-2, 0.2).unwrap();
     let after = mean_of(&ppo);
     assert!(after > before + 0.05, "{before} -> {after}");
     // (The first step's ratio is checked in `at_zero_lag_the_first_steps_ratio_is_one_in_both_engines`.)
@@ -230,11 +235,11 @@ fn obs_norm_statistics_survive_an_update() {
         ..spec()
     };
     let c = cfg();
-    let mut ppo = Ppo::<B>::new(&s, &c, 3, vec![Default::default()]).unwrap();
+    let mut ppo = Trainer::<B>::new(&s, &c, 3, vec![Default::default()]).unwrap();
     let mut stats = sebulba_core::model::RunningMeanStd::new(2);
     stats.update(&[1.0, 2.0, 3.0, 6.0]);
     ppo.set_obs_stats(&stats);
-    ppo.update(&toy_data(64), &c, 1e-2, 0.2).unwrap();
+    crate::ppo::update(&mut ppo, &toy_data(64), &c, 1e-2, 0.2).unwrap();
     let n = ppo.inference_model().obs_norm.unwrap();
     let mean: Vec<f32> = n.mean.val().into_data().to_vec().unwrap();
     let var: Vec<f32> = n.var.val().into_data().to_vec().unwrap();
@@ -294,12 +299,12 @@ fn continuous_case() -> (ModelSpec, UpdateData) {
 
 /// Learners on one and on two CPU devices from one initial model: burn's init
 /// draws from a process-wide RNG that tests running in parallel also draw from.
-fn one_and_two_devices(s: &ModelSpec, c: &PpoConfig, seed: u64) -> (Ppo<B>, Ppo<B>) {
+fn one_and_two_devices(s: &ModelSpec, c: &PpoConfig, seed: u64) -> (Trainer<B>, Trainer<B>) {
     let dev = burn::tensor::Device::<B>::default();
     let init = s.init::<B>(&dev);
     (
-        Ppo::<B>::with_model(s, init.clone(), c, seed, vec![dev]).unwrap(),
-        Ppo::<B>::with_model(s, init, c, seed, vec![dev, dev]).unwrap(),
+        Trainer::<B>::with_model(s, init.clone(), c, seed, vec![dev]).unwrap(),
+        Trainer::<B>::with_model(s, init, c, seed, vec![dev, dev]).unwrap(),
     )
 }
 
@@ -326,8 +331,8 @@ fn one_and_two_replicas_reach_the_same_parameters() {
             flat_params(two.model()),
             "{label}: same initial weights"
         );
-        let s1 = one.update(&data, &c, 3e-3, 0.2).unwrap();
-        let s2 = two.update(&data, &c, 3e-3, 0.2).unwrap();
+        let s1 = crate::ppo::update(&mut one, &data, &c, 3e-3, 0.2).unwrap();
+        let s2 = crate::ppo::update(&mut two, &data, &c, 3e-3, 0.2).unwrap();
         let p1 = flat_params(one.model());
         assert!(
             max_rel_diff(&before, &p1) > 1e-3,
@@ -374,8 +379,8 @@ fn target_kl_stops_every_replica_at_the_same_step() {
     c.target_kl = 0.01;
     let data = toy_data(64);
     let (mut one, mut two) = one_and_two_devices(&spec(), &c, 3);
-    let s1 = one.update(&data, &c, 5e-2, 0.2).unwrap();
-    let s2 = two.update(&data, &c, 5e-2, 0.2).unwrap();
+    let s1 = crate::ppo::update(&mut one, &data, &c, 5e-2, 0.2).unwrap();
+    let s2 = crate::ppo::update(&mut two, &data, &c, 5e-2, 0.2).unwrap();
     assert!(s1.early_stopped && s2.early_stopped);
     assert_eq!(s1.minibatch_steps, s2.minibatch_steps);
     assert_eq!(
@@ -393,16 +398,16 @@ fn a_restored_ppo_has_the_saved_adam_state_and_continues_exactly() {
     c.minibatches = 2;
     let dev = burn::tensor::Device::<B>::default();
     let data = toy_data(64);
-    let mut a = Ppo::<B>::new(&s, &c, 1, vec![dev]).unwrap();
+    let mut a = Trainer::<B>::new(&s, &c, 1, vec![dev]).unwrap();
     for _ in 0..3 {
-        a.update(&data, &c, 1e-2, 0.2).unwrap();
+        crate::ppo::update(&mut a, &data, &c, 1e-2, 0.2).unwrap();
     }
     let saved = a.save_state().unwrap();
     let saved_moments = a.replicas()[0].optim_state_by_param().unwrap();
     assert!(!saved_moments.is_empty(), "Adam has state after 3 updates");
 
     // Another run's learner (other init, other RNG) restored from the checkpoint.
-    let mut b = Ppo::<B>::new(&s, &c, 99, vec![dev]).unwrap();
+    let mut b = Trainer::<B>::new(&s, &c, 99, vec![dev]).unwrap();
     assert_ne!(flat_params(a.model()), flat_params(b.model()));
     b.load_state(&saved).unwrap();
     assert_eq!(flat_params(a.model()), flat_params(b.model()));
@@ -413,15 +418,15 @@ fn a_restored_ppo_has_the_saved_adam_state_and_continues_exactly() {
     );
 
     // A control with the same weights and RNG but a fresh Adam.
-    let fresh_adam = Ppo::<B>::new(&s, &c, 5, vec![dev])
+    let fresh_adam = Trainer::<B>::new(&s, &c, 5, vec![dev])
         .unwrap()
         .save_state()
         .unwrap()
         .engine
         .optim;
-    let mut control = Ppo::<B>::new(&s, &c, 7, vec![dev]).unwrap();
+    let mut control = Trainer::<B>::new(&s, &c, 7, vec![dev]).unwrap();
     control
-        .load_state(&PpoState {
+        .load_state(&TrainerState {
             engine: EngineState {
                 optim: fresh_adam,
                 ..saved.engine.clone()
@@ -429,9 +434,9 @@ fn a_restored_ppo_has_the_saved_adam_state_and_continues_exactly() {
             ..saved.clone()
         })
         .unwrap();
-    a.update(&data, &c, 1e-2, 0.2).unwrap();
-    b.update(&data, &c, 1e-2, 0.2).unwrap();
-    control.update(&data, &c, 1e-2, 0.2).unwrap();
+    crate::ppo::update(&mut a, &data, &c, 1e-2, 0.2).unwrap();
+    crate::ppo::update(&mut b, &data, &c, 1e-2, 0.2).unwrap();
+    crate::ppo::update(&mut control, &data, &c, 1e-2, 0.2).unwrap();
     assert_eq!(
         flat_params(a.model()),
         flat_params(b.model()),
@@ -446,7 +451,7 @@ fn a_restored_ppo_has_the_saved_adam_state_and_continues_exactly() {
 /// The behaviour log-probabilities an actor computes for `data`'s actions with
 /// the weights `ppo` would publish now (the actor's inference path).
 pub(crate) fn actor_log_probs(
-    ppo: &Ppo<B>,
+    ppo: &Trainer<B>,
     env_id: &str,
     spec: &ModelSpec,
     data: &UpdateData,
@@ -524,12 +529,12 @@ fn at_zero_lag_the_first_steps_ratio_is_one_in_both_engines() {
     (c.epochs, c.minibatches, c.ent_coef) = (1, 1, 0.0);
     for (env_id, s, mut data) in cases {
         for fused in [false, true] {
-            let mut ppo = Ppo::<B>::new(&s, &c, 3, vec![Default::default()]).unwrap();
+            let mut ppo = Trainer::<B>::new(&s, &c, 3, vec![Default::default()]).unwrap();
             if fused {
                 ppo.use_fused(1).unwrap();
             }
             data.old_log_probs = actor_log_probs(&ppo, env_id, &s, &data);
-            let stats = ppo.update(&data, &c, 0.0, 0.2).unwrap();
+            let stats = crate::ppo::update(&mut ppo, &data, &c, 0.0, 0.2).unwrap();
             let engine = ppo.engine();
             assert!(
                 stats.approx_kl.abs() < 1e-6 && stats.clip_fraction == 0.0,
@@ -537,7 +542,7 @@ fn at_zero_lag_the_first_steps_ratio_is_one_in_both_engines() {
             );
             // Off by a little, the ratio is no longer 1: the check can fail.
             data.old_log_probs.iter_mut().for_each(|lp| *lp -= 0.05);
-            let stats = ppo.update(&data, &c, 0.0, 0.2).unwrap();
+            let stats = crate::ppo::update(&mut ppo, &data, &c, 0.0, 0.2).unwrap();
             assert!(stats.approx_kl > 1e-4, "{env_id} on {engine}: {stats:?}");
         }
     }
@@ -555,16 +560,16 @@ fn non_finite_steps_are_skipped_and_leave_the_weights_finite() {
     c.epochs = 2;
     c.minibatches = 4;
     c.adv_norm = AdvantageNorm::Off;
-    let finite = |ppo: &Ppo<B>| flat_params(ppo.model()).iter().all(|x| x.is_finite());
+    let finite = |ppo: &Trainer<B>| flat_params(ppo.model()).iter().all(|x| x.is_finite());
     let (one, two) = one_and_two_devices(&s, &c, 5);
-    let mut fused = Ppo::<B>::new(&s, &c, 5, vec![Default::default()]).unwrap();
+    let mut fused = Trainer::<B>::new(&s, &c, 5, vec![Default::default()]).unwrap();
     fused.use_fused(1).unwrap();
     for (label, mut ppo) in [("burn x1", one), ("burn x2", two), ("fused", fused)] {
         // Every sample's return is NaN: nothing steps, nothing moves.
         let mut all_bad = toy_data(64);
         all_bad.returns = vec![f32::NAN; 64];
         let before = flat_params(ppo.model());
-        let stats = ppo.update(&all_bad, &c, 1e-2, 0.2).unwrap();
+        let stats = crate::ppo::update(&mut ppo, &all_bad, &c, 1e-2, 0.2).unwrap();
         assert_eq!(
             (stats.non_finite_steps, stats.minibatch_steps),
             (8, 0),
@@ -574,7 +579,7 @@ fn non_finite_steps_are_skipped_and_leave_the_weights_finite() {
         // One bad sample: only the minibatches holding it are skipped.
         let mut one_bad = toy_data(64);
         one_bad.advantages[17] = f32::INFINITY;
-        let stats = ppo.update(&one_bad, &c, 1e-2, 0.2).unwrap();
+        let stats = crate::ppo::update(&mut ppo, &one_bad, &c, 1e-2, 0.2).unwrap();
         assert_eq!(
             stats.non_finite_steps, 2,
             "{label}: once per epoch: {stats:?}"
@@ -603,9 +608,9 @@ fn a_state_with_a_non_finite_weight_is_refused() {
         TensorData::new(nan, shape),
         &Default::default(),
     ));
-    let mut bad = Ppo::<B>::with_model(&s, model, &c, 1, vec![Default::default()]).unwrap();
+    let mut bad = Trainer::<B>::with_model(&s, model, &c, 1, vec![Default::default()]).unwrap();
     let state = bad.save_state().unwrap();
-    let mut fresh = Ppo::<B>::new(&s, &c, 1, vec![Default::default()]).unwrap();
+    let mut fresh = Trainer::<B>::new(&s, &c, 1, vec![Default::default()]).unwrap();
     let Err(e) = fresh.load_state(&state) else {
         panic!("refused");
     };
@@ -624,17 +629,17 @@ fn auto_threads_split_only_big_minibatches() {
     };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let (cartpole, _) = spec("CartPole-v1");
-    assert_eq!(crate::ppo::auto_threads(&cartpole, 128), 1);
+    assert_eq!(crate::engine::threads::auto_threads(&cartpole, 128), 1);
     let (bigtwo, cfg) = spec("BigTwo-v0");
     let rows = cfg.samples_per_update() / cfg.ppo.minibatches;
     assert_eq!(rows, 512);
-    assert_eq!(crate::ppo::auto_threads(&bigtwo, rows), cores);
+    assert_eq!(crate::engine::threads::auto_threads(&bigtwo, rows), cores);
     // An explicit count is honoured up to the cores, and capped there (each
     // thread holds a gradient buffer of the network's size).
     let (cartpole, mut cfg) = spec("CartPole-v1");
     for (asked, got) in [(1, 1), (256, cores)] {
         cfg.learner.threads = asked;
-        let ppo = Ppo::<B>::for_run(&cartpole, &cfg, vec![Default::default()]).unwrap();
+        let ppo = Trainer::<B>::for_run(&cartpole, &cfg, vec![Default::default()]).unwrap();
         assert_eq!((ppo.engine(), ppo.threads()), ("fused", got));
     }
 }

@@ -2,9 +2,9 @@
 //! network is the synced one, and Q-learning finds known values.
 
 use super::replay::Replay;
-use super::train::QSettings;
-use crate::batch::{BatchActions, DecodedBatch};
-use crate::ppo::Ppo;
+use super::train::{QSettings, q_update};
+use crate::trainer::Trainer;
+use crate::trajectory::{Trajectory, TrajectoryBuilder};
 use sebulba_core::CpuAutodiff;
 use sebulba_core::config::{NetworkConfig, PpoConfig};
 use sebulba_core::model::ModelSpec;
@@ -27,10 +27,10 @@ fn spec() -> ModelSpec {
 
 /// One engine or the other from the same initial model: the model is made
 /// once and cloned (burn's seeded RNG is shared by the tests running at once).
-fn pair(seed: u64) -> (Ppo<B>, Ppo<B>) {
+fn pair(seed: u64) -> (Trainer<B>, Trainer<B>) {
     let first = on(false, seed);
     let m = first.model().clone();
-    let mut fused = Ppo::<B>::with_model(
+    let mut fused = Trainer::<B>::with_model(
         &spec(),
         m,
         &PpoConfig::default(),
@@ -44,8 +44,8 @@ fn pair(seed: u64) -> (Ppo<B>, Ppo<B>) {
     (first, fused)
 }
 
-fn on(fused: bool, seed: u64) -> Ppo<B> {
-    let mut p = Ppo::<B>::new(
+fn on(fused: bool, seed: u64) -> Trainer<B> {
+    let mut p = Trainer::<B>::new(
         &spec(),
         &PpoConfig::default(),
         seed,
@@ -66,13 +66,13 @@ fn max_diff(a: &[f32], b: &[f32]) -> f32 {
         .fold(0.0, f32::max)
 }
 
-fn params(p: &Ppo<B>) -> Vec<f32> {
+fn params(p: &Trainer<B>) -> Vec<f32> {
     read_params(&Layout::new(&spec()), p.model()).expect("parameters")
 }
 
 /// A batch of T x 1 env whose every step ends the episode: observation
 /// `(x, -x)`, action `t % 3`, reward `1 - action` (so Q* = 1, 0, -1).
-fn one_step_episodes(t_len: usize) -> DecodedBatch {
+fn one_step_episodes(t_len: usize) -> Trajectory {
     let obs: Vec<f32> = (0..=t_len)
         .flat_map(|t| {
             let x = (t % 7) as f32 / 7.0 - 0.5;
@@ -80,31 +80,17 @@ fn one_step_episodes(t_len: usize) -> DecodedBatch {
         })
         .collect();
     let actions: Vec<i32> = (0..t_len).map(|t| (t % 3) as i32).collect();
-    DecodedBatch {
-        actor_id: "a".into(),
-        sequence: 0,
-        policy_version: 0,
-        num_steps: t_len,
-        num_envs: 1,
-        observations: obs,
-        rewards: actions.iter().map(|&a| 1.0 - a as f32).collect(),
-        actions: BatchActions::Discrete(actions),
-        action_masks: None,
-        log_probs: vec![0.0; t_len],
-        terminated: vec![1; t_len],
-        truncated: vec![0; t_len],
-        final_observations: vec![],
-        discounted_returns: vec![],
-        episode_returns: vec![],
-        episode_lengths: vec![],
-        game: None,
-        ack_to: None,
-        trace: Default::default(),
-    }
+    let rewards = actions.iter().map(|&a| 1.0 - a as f32).collect();
+    (0..t_len)
+        .fold(TrajectoryBuilder::new(t_len, 1, 2), |b, t| b.terminate(t))
+        .observations(obs)
+        .discrete(actions)
+        .rewards(rewards)
+        .build()
 }
 
 /// Transitions that bootstrap: nothing terminates.
-fn ongoing(t_len: usize) -> DecodedBatch {
+fn ongoing(t_len: usize) -> Trajectory {
     let mut b = one_step_episodes(t_len);
     b.terminated = vec![0; t_len];
     b
@@ -138,8 +124,8 @@ fn the_engines_agree_on_q_steps() {
         huber_delta: 0.5,
         ..settings(10, 1e-3)
     };
-    let a = burn.q_update(&replay, &s).unwrap();
-    let b = fused.q_update(&replay, &s).unwrap();
+    let a = q_update(&mut burn, &replay, &s).unwrap();
+    let b = q_update(&mut fused, &replay, &s).unwrap();
     assert_eq!(a.gradient_steps, 10);
     assert_eq!(b.gradient_steps, 10);
     assert!(
@@ -161,7 +147,7 @@ fn the_target_network_is_the_one_synced() {
         let obs = [0.3f32, -0.3, -0.1, 0.1];
         p.sync_target();
         let before = p.target_heads(&obs);
-        p.q_update(&replay, &settings(20, 1e-2)).unwrap();
+        q_update(&mut p, &replay, &settings(20, 1e-2)).unwrap();
         assert_eq!(
             p.target_heads(&obs),
             before,
@@ -183,7 +169,7 @@ fn q_learning_finds_the_rewards_of_one_step_episodes() {
         replay.push_batch(&one_step_episodes(210));
         let mut p = on(fused, 6);
         p.sync_target();
-        let s = p.q_update(&replay, &settings(600, 3e-3)).unwrap();
+        let s = q_update(&mut p, &replay, &settings(600, 3e-3)).unwrap();
         assert_eq!(s.non_finite_steps, 0);
         // Terminal steps: the targets are the rewards, whatever the target
         // network; a sync shows the online network's values.
@@ -260,7 +246,7 @@ fn a_dqn_update_keeps_its_schedule() {
 #[test]
 fn two_replicas_take_the_q_steps_of_one() {
     let mut one = on(false, 8);
-    let mut two = Ppo::<B>::with_model(
+    let mut two = Trainer::<B>::with_model(
         &spec(),
         one.model().clone(),
         &PpoConfig::default(),
@@ -274,8 +260,8 @@ fn two_replicas_take_the_q_steps_of_one() {
         p.sync_target();
     }
     let s = settings(10, 1e-3);
-    let a = one.q_update(&replay, &s).unwrap();
-    let b = two.q_update(&replay, &s).unwrap();
+    let a = q_update(&mut one, &replay, &s).unwrap();
+    let b = q_update(&mut two, &replay, &s).unwrap();
     assert_eq!(b.gradient_steps, 10);
     assert!((a.td_loss - b.td_loss).abs() < 1e-5, "{a:?} {b:?}");
     let (pa, pb) = (params(&one), params(&two));

@@ -1,0 +1,120 @@
+//! One update of DQN: gradient steps on minibatches drawn uniformly from the
+//! replay memory, each against one-step targets from the target network,
+//! through the same update engine (and the same global-norm clipping, Adam
+//! and non-finite guard) as PPO, with [`Loss::Q`].
+
+use super::replay::{Replay, Transitions};
+use super::targets::td_targets;
+use crate::data::{Loss, Minibatch, UpdateData};
+use crate::engine::EngineError;
+use crate::trainer::Trainer;
+use crate::trajectory::BatchActions;
+use burn::tensor::backend::AutodiffBackend;
+use sebulba_core::config::PpoConfig;
+
+/// What an update's gradient steps need.
+#[derive(Debug, Clone)]
+pub struct QSettings {
+    pub batch_size: usize,
+    pub gradient_steps: usize,
+    pub gamma: f64,
+    pub huber_delta: f64,
+    pub learning_rate: f64,
+    pub max_grad_norm: f64,
+    /// Adam's epsilon: the one the engine was built with (`dqn.adam_eps` in
+    /// a DQN run, `Trainer::for_run`; burn's optimizer keeps its own).
+    pub adam_eps: f64,
+    /// Actions of the Q-head.
+    pub actions: usize,
+}
+
+/// Means over an update's gradient steps.
+#[derive(Debug, Default, Clone, Copy, serde::Serialize)]
+pub struct QStats {
+    /// The Huber loss of `Q(s, a) - y`.
+    pub td_loss: f64,
+    /// The taken actions' Q-values.
+    pub q_mean: f64,
+    /// Global gradient norm before clipping.
+    pub grad_norm: f64,
+    pub learning_rate: f64,
+    pub gradient_steps: usize,
+    /// Steps skipped for a non-finite loss or gradient.
+    pub non_finite_steps: usize,
+}
+
+/// `s.gradient_steps` Q-learning steps on minibatches of `replay` (none
+/// when it holds fewer than a minibatch); the target network is the one
+/// at the last [`Trainer::sync_target`].
+pub fn q_update<B: AutodiffBackend>(
+    trainer: &mut Trainer<B>,
+    replay: &Replay,
+    s: &QSettings,
+) -> Result<QStats, EngineError> {
+    let mut stats = QStats {
+        learning_rate: s.learning_rate,
+        ..QStats::default()
+    };
+    if replay.len() < s.batch_size.max(1) {
+        return Ok(stats);
+    }
+    // Only the clipping and Adam's epsilon are read by a Q step.
+    let cfg = PpoConfig {
+        max_grad_norm: s.max_grad_norm,
+        adam_eps: s.adam_eps,
+        target_kl: 0.0,
+        ..PpoConfig::default()
+    };
+    let idx: Vec<usize> = (0..s.batch_size).collect();
+    let zeros = vec![0.0f32; s.batch_size];
+    let mut drawn = Transitions::default();
+    for _ in 0..s.gradient_steps {
+        replay.sample(s.batch_size, &mut trainer.rng, &mut drawn);
+        let next_q = trainer.engine.target_heads(&drawn.next_obs);
+        let targets = td_targets(
+            &drawn.rewards,
+            &drawn.terminated,
+            &next_q,
+            s.actions,
+            s.gamma,
+        );
+        let data = UpdateData {
+            obs_dim: drawn.obs.len() / s.batch_size,
+            observations: std::mem::take(&mut drawn.obs),
+            actions: BatchActions::Discrete(std::mem::take(&mut drawn.actions)),
+            masks: None,
+            old_log_probs: zeros.clone(),
+            advantages: zeros.clone(),
+            returns: targets,
+            old_values: zeros.clone(),
+            weights: None,
+        };
+        let mb = Minibatch {
+            data: &data,
+            idx: &idx,
+            adv: &zeros,
+            noise: &[],
+            cfg: &cfg,
+            lr: s.learning_rate,
+            clip: 0.0,
+            loss: Loss::Q {
+                huber_delta: s.huber_delta,
+            },
+        };
+        let step = trainer.engine.step(&mb)?;
+        if step.non_finite {
+            stats.non_finite_steps += 1;
+            continue;
+        }
+        stats.td_loss += step.value_loss;
+        stats.q_mean += step.q_mean;
+        stats.grad_norm += step.grad_norm;
+        stats.gradient_steps += 1;
+    }
+    trainer.engine.finish_update();
+    let k = stats.gradient_steps.max(1) as f64;
+    stats.td_loss /= k;
+    stats.q_mean /= k;
+    stats.grad_norm /= k;
+    Ok(stats)
+}

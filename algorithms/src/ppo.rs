@@ -1,0 +1,157 @@
+//! The PPO update, CleanRL-shaped: epochs of shuffled minibatches, each one a
+//! step of the update engine (see [`crate::engine`]), with the statistics
+//! averaged over the steps taken. The clip range may be annealed and a target
+//! KL may end the update early. Minibatch advantage normalisation and the
+//! entropy-estimate noise are drawn here, once per minibatch, so they do not
+//! depend on the engine or the number of devices.
+
+use crate::data::{Loss, Minibatch, StepStats, UpdateData, normalize};
+use crate::engine::EngineError;
+use crate::trainer::Trainer;
+use burn::tensor::backend::AutodiffBackend;
+use rand::Rng;
+use rand::seq::SliceRandom;
+use sebulba_core::config::{AdvantageNorm, PpoConfig};
+use sebulba_core::distribution::ActionDist;
+
+/// Averages over the minibatch steps of one update.
+#[derive(Debug, Default, Clone, Copy, serde::Serialize)]
+pub struct PpoStats {
+    pub policy_loss: f64,
+    pub value_loss: f64,
+    pub entropy: f64,
+    pub approx_kl: f64,
+    pub clip_fraction: f64,
+    /// Global gradient norm before clipping.
+    pub grad_norm: f64,
+    pub learning_rate: f64,
+    /// The ratio clip range used (after annealing).
+    pub clip_coef: f64,
+    /// Optimizer steps taken (epochs x minibatches unless stopped early).
+    pub minibatch_steps: usize,
+    /// A step's approximate KL exceeded `target_kl`, ending the update.
+    pub early_stopped: bool,
+    /// Steps skipped because the loss or the gradient was not finite (not in
+    /// `minibatch_steps` nor in the means).
+    pub non_finite_steps: usize,
+}
+
+impl PpoStats {
+    fn add(&mut self, s: &StepStats) {
+        self.policy_loss += s.policy_loss;
+        self.value_loss += s.value_loss;
+        self.entropy += s.entropy;
+        self.approx_kl += s.approx_kl;
+        self.clip_fraction += s.clip_fraction;
+        self.grad_norm += s.grad_norm;
+        self.minibatch_steps += 1;
+    }
+
+    fn into_means(mut self, lr: f64, clip: f64) -> Self {
+        let k = self.minibatch_steps.max(1) as f64;
+        for x in [
+            &mut self.policy_loss,
+            &mut self.value_loss,
+            &mut self.entropy,
+            &mut self.approx_kl,
+            &mut self.clip_fraction,
+            &mut self.grad_norm,
+        ] {
+            *x /= k;
+        }
+        (self.learning_rate, self.clip_coef) = (lr, clip);
+        self
+    }
+}
+
+/// Epochs x minibatches of PPO over `data` at learning rate `lr` and ratio
+/// clip range `clip`. With fewer samples than one per replica of every
+/// minibatch (a game whose moves were nearly all made by past versions)
+/// it takes no step, says so, and reports `minibatch_steps = 0`.
+pub fn update<B: AutodiffBackend>(
+    trainer: &mut Trainer<B>,
+    data: &UpdateData,
+    cfg: &PpoConfig,
+    lr: f64,
+    clip: f64,
+) -> Result<PpoStats, EngineError> {
+    let n = data.len();
+    let needed = cfg.minibatches.max(1) * trainer.engine.replicas().len().max(1);
+    if n < needed {
+        tracing::warn!(
+            samples = n,
+            needed,
+            "too few samples for ppo.minibatches over the learner's devices: no step this update"
+        );
+        return Ok(PpoStats::default().into_means(lr, clip));
+    }
+    let mb_size = n / cfg.minibatches;
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut stats = PpoStats::default();
+    let (mut adv, mut noise) = (Vec::with_capacity(mb_size), Vec::new());
+    'epochs: for _ in 0..cfg.epochs {
+        order.shuffle(&mut trainer.rng);
+        for idx in order.chunks_exact(mb_size).take(cfg.minibatches) {
+            draw_minibatch(trainer, data, idx, cfg, &mut adv, &mut noise);
+            let mb = Minibatch {
+                data,
+                idx,
+                adv: &adv,
+                noise: &noise,
+                cfg,
+                lr,
+                clip,
+                loss: Loss::Ppo,
+            };
+            let step = trainer.engine.step(&mb)?;
+            if step.non_finite {
+                stats.non_finite_steps += 1;
+                continue;
+            }
+            if !step.stepped {
+                stats.early_stopped = true;
+                break 'epochs;
+            }
+            stats.add(&step);
+        }
+    }
+    trainer.engine.finish_update();
+    Ok(stats.into_means(lr, clip))
+}
+
+/// The minibatch's advantages (normalised over it when asked, then
+/// weighted) and its entropy-estimate noise (continuous actions).
+fn draw_minibatch<B: AutodiffBackend>(
+    trainer: &mut Trainer<B>,
+    data: &UpdateData,
+    idx: &[usize],
+    cfg: &PpoConfig,
+    adv: &mut Vec<f32>,
+    noise: &mut Vec<f32>,
+) {
+    adv.clear();
+    adv.extend(idx.iter().map(|&i| data.advantages[i]));
+    if cfg.adv_norm == AdvantageNorm::Minibatch {
+        normalize(adv);
+    }
+    // After normalisation: a sample of weight ~0 contributes ~nothing.
+    if let Some(w) = &data.weights {
+        for (a, &i) in adv.iter_mut().zip(idx) {
+            *a *= w[i];
+        }
+    }
+    noise.clear();
+    if matches!(trainer.dist, ActionDist::TanhNormal { .. }) {
+        let width = trainer.dist.action_width();
+        noise.extend((0..idx.len() * width).map(|_| {
+            let z: f32 = trainer.rng.sample(rand_distr::StandardNormal);
+            z
+        }));
+    }
+}
+
+mod train;
+pub use train::{Schedule, train};
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -1,0 +1,78 @@
+//! What the algorithms train on: one actor's T steps of E envs, decoded into
+//! plain arrays. The learner service builds one from each validated batch
+//! (its ack and trace stay on the service side); the example builds them
+//! straight from a vector env.
+
+mod builder;
+
+pub use builder::TrajectoryBuilder;
+
+/// T steps of E envs with the behaviour policy's log-probabilities.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trajectory {
+    /// The policy version that acted (the learner measures lag against it).
+    pub policy_version: u64,
+    /// T
+    pub rollout_length: usize,
+    /// E
+    pub num_envs: usize,
+    /// `[(T+1) * E * obs_dim]`
+    pub observations: Vec<f32>,
+    pub actions: BatchActions,
+    /// `[T * E * n]`, 1 = allowed, when the env has action masks.
+    pub action_masks: Option<Vec<u8>>,
+    pub log_probs: Vec<f32>,
+    pub rewards: Vec<f32>,
+    pub terminated: Vec<u8>,
+    pub truncated: Vec<u8>,
+    /// `[K * obs_dim]`, one row per truncated step in (t, e) order.
+    pub final_observations: Vec<f32>,
+    /// `[T * E]` each env's running discounted return after each step (the
+    /// actor keeps it, see `sebulba_envs::DiscountedReturn`); empty when the
+    /// run does not scale rewards.
+    pub discounted_returns: Vec<f32>,
+    pub episode_returns: Vec<f64>,
+    pub episode_lengths: Vec<u32>,
+    /// A turn-based game's seats and overlap rows (`None` for one player).
+    pub game: Option<GameRows>,
+}
+
+impl Trajectory {
+    /// T x E: the env steps it holds.
+    pub fn env_steps(&self) -> u64 {
+        (self.rollout_length * self.num_envs) as u64
+    }
+}
+
+/// What a batch of a P-player game carries beyond its T trained rows (the
+/// overlap of K = P - 1 moves, see `gae_players`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GameRows {
+    /// `[(T + K + 1) * E]`: the seat to move at each observation row.
+    pub player_ids: Vec<u8>,
+    /// `[K * E * obs_dim]`: observation rows T+1..=T+K.
+    pub overlap_observations: Vec<f32>,
+    /// `[K * E]`: the overlap moves that ended a game.
+    pub overlap_terminated: Vec<u8>,
+    /// `[T * E]`: 1 where a past version made the trained row's move (not
+    /// trained on); empty when none did.
+    pub past_moves: Vec<u8>,
+}
+
+impl GameRows {
+    /// `terminated` over all `T + K + 1` rows, given the trained rows' flags
+    /// (the last observation row has no move yet: 0).
+    pub fn all_terminated(&self, trained: &[u8]) -> Vec<u8> {
+        let e = self.player_ids.len() - trained.len() - self.overlap_terminated.len();
+        [trained, &self.overlap_terminated, &vec![0; e]].concat()
+    }
+}
+
+/// The actions of a batch, by action-space kind.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BatchActions {
+    /// `[T * E]` indices.
+    Discrete(Vec<i32>),
+    /// `[T * E * dim]` pre-tanh samples.
+    Continuous(Vec<f32>),
+}
