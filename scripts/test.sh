@@ -7,7 +7,8 @@
 #            from a warm build
 #   kernels  the unit tests again under every other instruction-set path this
 #            CPU has (SEBULBA_KERNELS): the fused kernels and engine on each
-#   process  the binary's end-to-end runs as processes (tests/*.rs, Docker aside)
+#   process  the binary's end-to-end runs as processes (tests/*.rs, Docker
+#            aside) and the examples (examples/*.rs: each trains and checks itself)
 #   docker   the compose and Swarm clusters (tests/compose_*.rs, tests/swarm.rs)
 # Usage: scripts/test.sh [fast|kernels|process|docker|all]... [-- cargo test args]
 # Every tier builds with the same packages and features, so moving between
@@ -76,9 +77,9 @@ process() {
   for name in $(root_tests); do
     is_one_of "$name" "${docker_tests[@]}" "${repository_checks[@]}" || names+=("$name")
   done
-  echo "== process tier: ${names[*]}"
+  echo "== process tier: ${names[*]}, the examples"
   # shellcheck disable=SC2046
-  cargo_test $(targets "${names[@]}")
+  cargo_test $(targets "${names[@]}") --examples
 }
 
 docker() {
