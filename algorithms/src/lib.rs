@@ -14,10 +14,12 @@ pub mod gae_players;
 pub mod ppo;
 pub mod prepare;
 pub mod reward_scale;
+pub mod rule;
 pub mod trainer;
 pub mod trajectory;
 pub mod vtrace;
 
+pub use rule::{UpdateAt, UpdateRule, UpdateStats};
 pub use trainer::{Trainer, TrainerState};
 pub use trajectory::{BatchActions, GameRows, Trajectory, TrajectoryBuilder};
 

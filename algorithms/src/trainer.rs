@@ -109,6 +109,16 @@ impl<B: AutodiffBackend> Trainer<B> {
         Ok(())
     }
 
+    /// The network's shape and action distribution.
+    pub fn spec(&self) -> &ModelSpec {
+        &self.spec
+    }
+
+    /// Floats in one observation row.
+    pub fn obs_dim(&self) -> usize {
+        self.spec.obs_dim
+    }
+
     /// Which engine takes the steps: `fused` or `burn`.
     pub fn engine(&self) -> &'static str {
         self.engine.name()

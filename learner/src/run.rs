@@ -283,7 +283,6 @@ impl OnBackend for SpawnLoop {
             ctx,
             pending_publish: None,
             held: Default::default(),
-            dqn: None,
         };
         let (done_tx, done_rx) = oneshot::channel();
         std::thread::Builder::new()

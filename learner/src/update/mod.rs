@@ -16,11 +16,10 @@ use crate::checkpoint::{Checkpoint, Meta};
 use crate::publish::Publisher;
 use crate::state::{LiveStats, Shared};
 use burn::tensor::backend::AutodiffBackend;
-use record::{Counters, MetricsLine, UpdateStats};
-use sebulba_algorithms::dqn::DqnLearner;
+use record::{Counters, MetricsLine};
 use sebulba_algorithms::prepare::{Normalizers, Prepared};
 use sebulba_algorithms::trainer::Trainer;
-use sebulba_core::config::Algorithm;
+use sebulba_algorithms::{UpdateAt, UpdateRule, UpdateStats};
 use sebulba_core::model::ModelSpec;
 use sebulba_proto::Weights;
 use sebulba_runfiles::tensorboard::MirroredLines;
@@ -40,9 +39,6 @@ pub struct UpdateLoop<B: AutodiffBackend> {
     pub pending_publish: Option<tokio::task::JoinHandle<Result<u64, LearnerError>>>,
     /// With a forced lag (`run.forced_lag`): versions made, not yet published.
     pub held: std::collections::VecDeque<Weights>,
-    /// A DQN run's replay memory and target schedule (made when the loop
-    /// starts, from the weights it starts with).
-    pub dqn: Option<DqnLearner>,
 }
 
 /// What the update loop works with besides PPO, whatever the backend.
@@ -120,11 +116,8 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
             },
         };
         at.version = self.publish(at, false)?;
-        if self.ctx.shared.config.run.algorithm == Algorithm::Dqn {
-            let c = &self.ctx.shared.config.dqn;
-            let spec = &self.ctx.model_spec;
-            self.dqn = Some(DqnLearner::new(c, spec, at.env_steps, &mut self.trainer));
-        }
+        let (cfg, spec) = (&self.ctx.shared.config, &self.ctx.model_spec);
+        let mut rule = UpdateRule::for_run(cfg, spec, at.env_steps, &mut self.trainer);
         let mut completed = false;
         let mut failure = None;
         let mut non_finite_run = 0u32;
@@ -151,7 +144,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
                 scale.observe(&taken.stale_returns);
             }
             let t0 = Instant::now();
-            let (prepared, stats) = self.train(&taken, at, steps_before)?;
+            let (prepared, stats) = self.train(&mut rule, &taken, at, steps_before)?;
             for b in &taken.origins {
                 shared.accounting.dequeued(&b.actor_id, Outcome::Used);
             }
@@ -229,12 +222,11 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
         Ok(at)
     }
 
-    /// One update on `batches`: DQN's, or PPO's with the learning rate and
-    /// clip range annealed linearly to 0 over the step budget when asked.
-    /// Each update is its own trace, linked to the ingest spans of the
-    /// batches it used.
+    /// One update on the taken batches by the run's rule. Each update is its
+    /// own trace, linked to the ingest spans of the batches it used.
     fn train(
         &mut self,
+        rule: &mut UpdateRule,
         taken: &collect::Taken,
         at: Counters,
         steps_before: u64,
@@ -251,36 +243,15 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
         for b in &taken.origins {
             sebulba_transport::trace::link_from_map(&span, &b.ingest);
         }
-        let batches = &taken.trajectories;
         let _enter = span.enter();
-        if let Some(dqn) = &mut self.dqn {
-            let norms = &mut self.ctx.normalizers;
-            let (prepared, stats) = info_span!("dqn").in_scope(|| {
-                dqn.train(
-                    batches,
-                    at.version,
-                    at.env_steps,
-                    &mut self.trainer,
-                    norms,
-                    &cfg,
-                )
-            })?;
-            return Ok((prepared, UpdateStats::Dqn(stats)));
-        }
-        let remaining = (1.0 - steps_before as f64 / cfg.run.total_steps as f64).max(0.0);
-        let anneal = |on: bool, x: f64| if on { x * remaining } else { x };
-        let lr = anneal(cfg.ppo.anneal_lr, cfg.ppo.learning_rate);
-        let clip = anneal(cfg.ppo.anneal_clip, cfg.ppo.clip_coef);
-        let (prepared, stats) = sebulba_algorithms::ppo::train(
-            batches,
-            at.version,
-            &mut self.trainer,
-            &mut self.ctx.normalizers,
-            &cfg,
-            self.ctx.model_spec.obs_dim,
-            sebulba_algorithms::ppo::Schedule { lr, clip },
-        )?;
-        Ok((prepared, UpdateStats::Ppo(stats)))
+        let at = UpdateAt {
+            version: at.version,
+            env_steps_before: steps_before,
+            env_steps: at.env_steps,
+        };
+        let norms = &mut self.ctx.normalizers;
+        let trainer = &mut self.trainer;
+        Ok(rule.train(&taken.trajectories, at, trainer, norms, &cfg)?)
     }
 
     /// In a deterministic run, waits for the evaluation of `version` when the

@@ -2,9 +2,8 @@
 //! data it trained on, and the run's counters at that point.
 
 use crate::state::Shared;
+use sebulba_algorithms::UpdateStats;
 use sebulba_algorithms::data::Lag;
-use sebulba_algorithms::dqn::DqnStats;
-use sebulba_algorithms::ppo::PpoStats;
 use sebulba_algorithms::prepare::Prepared;
 use serde::Serialize;
 
@@ -35,33 +34,6 @@ pub struct MetricsLine {
     batches_rejected: u64,
 }
 
-/// An update's statistics, by algorithm (their keys go into the line as
-/// they are).
-#[derive(Debug, Clone, Copy, Serialize)]
-#[serde(untagged)]
-pub enum UpdateStats {
-    Ppo(PpoStats),
-    Dqn(DqnStats),
-}
-
-impl UpdateStats {
-    /// Optimizer steps taken.
-    pub fn steps(&self) -> usize {
-        match self {
-            UpdateStats::Ppo(s) => s.minibatch_steps,
-            UpdateStats::Dqn(s) => s.q.gradient_steps,
-        }
-    }
-
-    /// Steps skipped for a non-finite loss or gradient.
-    pub fn non_finite_steps(&self) -> usize {
-        match self {
-            UpdateStats::Ppo(s) => s.non_finite_steps,
-            UpdateStats::Dqn(s) => s.q.non_finite_steps,
-        }
-    }
-}
-
 /// Where the run stands after an update.
 #[derive(Debug, Clone, Copy)]
 pub struct Counters {
@@ -87,10 +59,7 @@ impl MetricsLine {
             env_steps: at.env_steps,
             wall_seconds,
             steps_per_second: at.env_steps as f64 / wall_seconds.max(1e-9),
-            samples: match &stats {
-                UpdateStats::Ppo(_) => prepared.data.len(),
-                UpdateStats::Dqn(s) => s.samples,
-            },
+            samples: stats.samples(prepared),
             past_moves: prepared.past_moves,
             stats,
             explained_variance: prepared.explained_variance,
