@@ -160,3 +160,6 @@ impl Actions {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

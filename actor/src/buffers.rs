@@ -146,3 +146,6 @@ impl Buffers {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

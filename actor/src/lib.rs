@@ -11,6 +11,8 @@ mod metrics;
 mod pool;
 mod rollout;
 mod selfplay;
+#[cfg(test)]
+mod testing;
 mod turns;
 
 use rollout::{Rollout, RolloutSetup};
@@ -210,10 +212,7 @@ async fn session(
     }
 
     let (batch_tx, batch_rx) = mpsc::channel(opts.send_queue.max(1));
-    let flow = Flow {
-        credits: Arc::new(Semaphore::new(opts.send_queue.max(1))),
-        min_version: Arc::new(AtomicU64::new(0)),
-    };
+    let flow = Flow::new(opts.send_queue);
     let stop = shutdown.child_token();
     let past = follow_past(opts, &spec, &env, &stop)?;
     let setup = RolloutSetup {
@@ -319,6 +318,24 @@ struct Flow {
     min_version: Arc<AtomicU64>,
 }
 
+impl Flow {
+    /// `send_queue` credits (at least one), no learner version heard yet.
+    fn new(send_queue: usize) -> Self {
+        Self {
+            credits: Arc::new(Semaphore::new(send_queue.max(1))),
+            min_version: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// An ack: the learner's version at it becomes the floor of the next
+    /// rollouts' weights (it never goes down), and the batch's credit returns.
+    fn ack(&self, learner_version: u64) {
+        self.min_version
+            .fetch_max(learner_version, Ordering::AcqRel);
+        self.credits.add_permits(1);
+    }
+}
+
 /// Streams the rollout's batches and reads the acks until the run finishes,
 /// the stream fails or `shutdown` fires.
 async fn stream(
@@ -342,9 +359,7 @@ async fn stream(
             },
             _ = shutdown.cancelled() => return Ok(SessionEnd::Shutdown),
         };
-        flow.min_version
-            .fetch_max(a.learner_version, Ordering::AcqRel);
-        flow.credits.add_permits(1);
+        flow.ack(a.learner_version);
         match (a.accepted, a.code) {
             (true, _) => metrics.acked_used.increment(1),
             (false, 0) => metrics.acked_not_used.increment(1),
@@ -412,5 +427,22 @@ mod tests {
         assert!(!concludes_run(Some(&going), Some("run-1"), later));
         assert!(!concludes_run(Some(&going), None, later));
         assert!(!concludes_run(None, Some("run-1"), later));
+    }
+
+    /// `send_queue` credits, one at least; an ack returns one and raises
+    /// the floor of the next rollouts' weights to the learner's version,
+    /// never lowering it (acks of batches taken out of order).
+    #[test]
+    fn a_flow_holds_send_queue_credits_and_an_ack_returns_one() {
+        assert_eq!(Flow::new(3).credits.available_permits(), 3);
+        let flow = Flow::new(0);
+        assert_eq!(flow.credits.available_permits(), 1);
+        assert_eq!(flow.min_version.load(Ordering::Acquire), 0);
+        flow.ack(4);
+        assert_eq!(flow.credits.available_permits(), 2);
+        assert_eq!(flow.min_version.load(Ordering::Acquire), 4);
+        flow.ack(2);
+        assert_eq!(flow.credits.available_permits(), 3);
+        assert_eq!(flow.min_version.load(Ordering::Acquire), 4);
     }
 }

@@ -404,3 +404,6 @@ impl Rollout {
         Ok(env_steps)
     }
 }
+
+#[cfg(test)]
+mod tests;
