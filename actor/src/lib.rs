@@ -49,7 +49,8 @@ pub struct ActorOptions {
     pub param_server: String,
     /// Name for logs and per-actor accounting.
     pub name: String,
-    /// Batches sent but not yet acknowledged by the learner (beyond the one being built).
+    /// Batches the learner has not yet acknowledged, the one being built
+    /// included: at most this many (at least one).
     pub send_queue: usize,
     /// Inference device (`cpu`, or `cuda:N` with the `cuda` feature).
     pub device: sebulba_core::devices::DeviceKind,

@@ -133,9 +133,8 @@ impl Rollout {
     fn wait_for_credit(&mut self, sequence: u64) -> bool {
         let stop = self.stop.clone();
         let credits = self.credits.clone();
-        let acked = self.min_version.load(std::sync::atomic::Ordering::Acquire);
+        let floor = self.min_version.clone();
         let lockstep = self.setup.lockstep.map(|l| l.version_for(sequence));
-        let min_version = lockstep.unwrap_or(acked);
         let weights = &mut self.weights;
         let run_id = self.setup.run_id.clone();
         self.rt.block_on(async move {
@@ -146,6 +145,10 @@ impl Rollout {
                 },
                 _ = stop.cancelled() => return false,
             }
+            // Read after the credit: the ack that returned it raised the floor
+            // first (`Flow::ack`), so this rollout acts with at least its version.
+            let acked = floor.load(std::sync::atomic::Ordering::Acquire);
+            let min_version = lockstep.unwrap_or(acked);
             // The learner publishes before it takes the next batches, so this wait
             // is short; if the parameter server is away, act with what we have
             // (not in lockstep: there the version is part of the result).

@@ -213,13 +213,10 @@ async fn a_rollout_waits_for_weights_as_new_as_the_learner_at_the_ack() {
     h.finish().await;
 }
 
-/// What README.md and `wait_for_credit` describe: a rollout starts "with
-/// weights at least as new as the learner's version when it took the
-/// previous one", i.e. at the ack that gave the credit. The code reads the
-/// floor before waiting for the credit, so a rollout that waited for its
-/// credit acts with the floor of the ack before.
+/// A rollout starts "with weights at least as new as the learner's version
+/// when it took the previous one", i.e. at the ack that gave the credit,
+/// even when the rollout was already waiting for that credit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "fails today: the floor is read before the credit wait (reported, not fixed)"]
 async fn the_ack_that_gives_the_credit_sets_the_floor() {
     let bytes = bytes();
     let mut h = start((1, 2), Flow::new(1), weights(RUN, 1, &bytes));
