@@ -148,3 +148,26 @@ fn the_crate_table_is_the_dependency_graph() {
         "the table lists crates the workspace lacks"
     );
 }
+
+/// The algorithms know no service: none of their own dependencies is an
+/// async runtime, gRPC, the transport or the run directory.
+#[test]
+fn the_algorithms_depend_on_no_service_crate() {
+    let manifest = std::fs::read_to_string(root().join("algorithms/Cargo.toml"))
+        .expect("algorithms/Cargo.toml");
+    let table: toml::Table = manifest.parse().expect("algorithms/Cargo.toml parses");
+    let deps = table["dependencies"].as_table().expect("[dependencies]");
+    for banned in [
+        "tokio",
+        "tonic",
+        "sebulba-proto",
+        "sebulba-transport",
+        "sebulba-runfiles",
+        "sebulba-learner",
+    ] {
+        assert!(
+            !deps.contains_key(banned),
+            "algorithms/Cargo.toml depends on {banned}"
+        );
+    }
+}
