@@ -42,9 +42,9 @@ fn main() -> anyhow::Result<()> {
     cfg.run.seed = seed;
     cfg.run.total_steps = 100_000;
     let steps = cfg.env.rollout_length;
-    let num_envs = cfg.env.envs_per_actor * cfg.learner.batches_per_update;
+    let envs_per_actor = cfg.env.envs_per_actor * cfg.learner.batches_per_update;
 
-    let mut envs = VecEnv::new(ENV, num_envs, seed)?;
+    let mut envs = VecEnv::new(ENV, envs_per_actor, seed)?;
     let env = envs.spec().clone();
     let spec = ModelSpec::new(&env, &cfg.network);
     // The network and Adam on the learner's engine (the fused CPU engine).
@@ -55,7 +55,7 @@ fn main() -> anyhow::Result<()> {
     let mut norms = Normalizers::new(&cfg, spec.obs_dim);
     let mut rng = StdRng::seed_from_u64(seed);
 
-    let mut obs = vec![0.0f32; num_envs * env.obs_dim];
+    let mut obs = vec![0.0f32; envs_per_actor * env.obs_dim];
     envs.reset(&mut obs);
     let (mut version, mut env_steps) = (0u64, 0u64);
     let mut recent: Vec<f64> = Vec::new();

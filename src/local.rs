@@ -48,7 +48,7 @@ pub async fn run(
     };
     let mut tasks = spawn_roles(&peers, ps_listener, &config, &run_dir, actors);
 
-    let lockstep_actors = if config.run.deterministic {
+    let deterministic_actors = if config.run.deterministic {
         (0..actors).map(actor_name).collect()
     } else {
         Vec::new()
@@ -63,7 +63,7 @@ pub async fn run(
         security,
         start: crate::cli::run_start(args.resume, args.fresh),
         run_name,
-        lockstep_actors,
+        deterministic_actors,
     };
     let result = sebulba_learner::run(learner_listener, opts, shutdown.clone()).await;
     roles.cancel();

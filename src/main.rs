@@ -102,7 +102,7 @@ async fn run_learner(args: cli::LearnerArgs, shutdown: CancellationToken) -> any
         start: crate::cli::run_start(args.resume, args.fresh),
         run_name,
         // Deterministic runs are `sebulba local`'s: it knows its actors.
-        lockstep_actors: Vec::new(),
+        deterministic_actors: Vec::new(),
     };
     let summary = sebulba_learner::run(listener, opts, shutdown).await?;
     info!(run_dir = %run_dir.display(), env_steps = summary.env_steps, final_eval = ?summary.final_eval_return_mean, "summary written");

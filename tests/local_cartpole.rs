@@ -10,7 +10,7 @@ fn local_mode_solves_cartpole_seed_1() {
 }
 
 /// Two learner replicas with the gradient all-reduce solve it like one. In
-/// lockstep: asynchronously, with the other tests of this file sharing two
+/// a deterministic run: asynchronously, with the other tests of this file sharing two
 /// cores, the run's lag and batches vary from run to run, and one CI run in
 /// many ended at 384 (the seed-1 test above keeps the user's asynchronous path).
 #[test]

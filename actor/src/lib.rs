@@ -222,14 +222,14 @@ async fn session(
         env_kwargs: spec.env_kwargs.clone(),
         dist,
         network,
-        num_envs: spec.envs_per_actor as usize,
-        num_steps: spec.rollout_length as usize,
+        envs_per_actor: spec.envs_per_actor as usize,
+        rollout_length: spec.rollout_length as usize,
         seed: spec.seed,
         device: opts.device,
         run_id: spec.run_id.clone(),
         reward_gamma: (spec.reward_gamma > 0.0 && spec.reward_gamma <= 1.0)
             .then_some(spec.reward_gamma),
-        lockstep: spec.lockstep,
+        lane: spec.deterministic_lane,
         metrics: metrics.clone(),
         past,
     };

@@ -1,4 +1,4 @@
-//! The rollout loop, on a blocking thread: E envs stepped in lockstep, one
+//! The rollout loop, on a blocking thread: E envs stepped together, one
 //! batched forward pass per step, T steps per batch. Buffers are allocated once
 //! and reused. The policy is refreshed between batches, so each batch carries
 //! exactly one policy version, except a game's carried overlap rows
@@ -27,8 +27,8 @@ pub struct RolloutSetup {
     pub env_kwargs: String,
     pub dist: ActionDist,
     pub network: NetworkConfig,
-    pub num_envs: usize,
-    pub num_steps: usize,
+    pub envs_per_actor: usize,
+    pub rollout_length: usize,
     pub seed: u64,
     /// Where inference runs.
     pub device: DeviceKind,
@@ -39,7 +39,7 @@ pub struct RolloutSetup {
     pub reward_gamma: Option<f64>,
     /// A deterministic run's lane: each batch is acted with exactly the
     /// version it names.
-    pub lockstep: Option<sebulba_proto::Lockstep>,
+    pub lane: Option<sebulba_proto::DeterministicLane>,
     /// This actor's live metrics.
     pub(crate) metrics: crate::metrics::ActorMetrics,
     /// Self-play against past selves: `selfplay.past_fraction` and the pool
@@ -66,7 +66,7 @@ pub struct Rollout {
     epsilon: Option<f32>,
     /// A deterministic run's batch was acted with another version than its
     /// lane names (said once).
-    lockstep_broken: bool,
+    lane_broken: bool,
     /// Env failures since the last batch sent.
     faults: crate::faults::Faults,
     /// Whose move each row is, for a game.
@@ -85,18 +85,23 @@ impl Rollout {
         stop: CancellationToken,
         rt: tokio::runtime::Handle,
     ) -> Result<Self, String> {
-        let venv = make_vector_env(&setup.env.id, &setup.env_kwargs, setup.num_envs, setup.seed)
-            .map_err(|e| e.to_string())?;
+        let venv = make_vector_env(
+            &setup.env.id,
+            &setup.env_kwargs,
+            setup.envs_per_actor,
+            setup.seed,
+        )
+        .map_err(|e| e.to_string())?;
         let policy = InferencePolicy::new(&setup.env, &setup.network, setup.device)
             .map_err(|e| e.to_string())?;
         let rng = StdRng::seed_from_u64(setup.seed ^ 0xAC70_12AC);
-        let rows = setup.num_steps + setup.env.overlap_rows();
+        let rows = setup.rollout_length + setup.env.overlap_rows();
         let turns = crate::turns::Turns::new(venv.as_ref(), rows);
         let selfplay = match (&turns, setup.past.clone()) {
             (Some(_), Some((fraction, pool))) if fraction > 0.0 => {
                 let past = InferencePolicy::new(&setup.env, &setup.network, setup.device)
                     .map_err(|e| e.to_string())?;
-                let sizes = (setup.env.players, setup.num_envs, rows);
+                let sizes = (setup.env.players, setup.envs_per_actor, rows);
                 Some(crate::selfplay::SelfPlay::new(fraction, sizes, past, pool))
             }
             _ => None,
@@ -114,7 +119,7 @@ impl Rollout {
             rng,
             weights_trace: Default::default(),
             epsilon: None,
-            lockstep_broken: false,
+            lane_broken: false,
             faults: Default::default(),
             turns,
             selfplay,
@@ -134,7 +139,7 @@ impl Rollout {
         let stop = self.stop.clone();
         let credits = self.credits.clone();
         let floor = self.min_version.clone();
-        let lockstep = self.setup.lockstep.map(|l| l.version_for(sequence));
+        let lane_version = self.setup.lane.map(|l| l.version_for(sequence));
         let weights = &mut self.weights;
         let run_id = self.setup.run_id.clone();
         self.rt.block_on(async move {
@@ -148,15 +153,15 @@ impl Rollout {
             // Read after the credit: the ack that returned it raised the floor
             // first (`Flow::ack`), so this rollout acts with at least its version.
             let acked = floor.load(std::sync::atomic::Ordering::Acquire);
-            let min_version = lockstep.unwrap_or(acked);
+            let min_version = lane_version.unwrap_or(acked);
             // The learner publishes before it takes the next batches, so this wait
             // is short; if the parameter server is away, act with what we have
-            // (not in lockstep: there the version is part of the result).
+            // (not in a deterministic run: there the version is part of the result).
             let fresh = weights.wait_for(|w| {
                 w.as_ref()
                     .is_some_and(|w| w.run_id == run_id && w.version >= min_version)
             });
-            let patience = match lockstep {
+            let patience = match lane_version {
                 Some(_) => std::time::Duration::MAX,
                 None => std::time::Duration::from_secs(2),
             };
@@ -207,12 +212,12 @@ impl Rollout {
     /// Says once when a deterministic run's batch is acted with another
     /// version than its lane names (the actor joined mid-run): the run goes
     /// on, but no longer repeats.
-    fn check_lockstep(&mut self, sequence: u64, version: u64) {
-        if let Some(l) = self.setup.lockstep
+    fn check_lane(&mut self, sequence: u64, version: u64) {
+        if let Some(l) = self.setup.lane
             && l.version_for(sequence) != version
-            && !self.lockstep_broken
+            && !self.lane_broken
         {
-            self.lockstep_broken = true;
+            self.lane_broken = true;
             warn!(
                 sequence,
                 version,
@@ -231,7 +236,7 @@ impl Rollout {
         step_out: &mut VecStepOut,
         mut returns: Option<&mut DiscountedReturn>,
     ) -> Result<(), EnvError> {
-        let e_len = self.setup.num_envs;
+        let e_len = self.setup.envs_per_actor;
         let first = buf.start();
         for t in first..buf.rows {
             if let Some(turns) = &mut self.turns {
@@ -302,10 +307,10 @@ impl Rollout {
     /// After a batch is sent: a game's overlap rows become the next
     /// batch's first rows.
     fn carry_overlap(&mut self, actions: &mut Actions, buf: &mut Buffers) {
-        let t_len = self.setup.num_steps;
+        let t_len = self.setup.rollout_length;
         if let Some(turns) = &mut self.turns {
             turns.shift(t_len);
-            actions.shift(t_len, self.setup.num_envs);
+            actions.shift(t_len, self.setup.envs_per_actor);
             buf.shift(t_len);
         }
         if let Some(sp) = &mut self.selfplay {
@@ -324,7 +329,7 @@ impl Rollout {
 
     /// Produces batches until stopped or the stream goes away; returns env steps taken.
     pub fn run(mut self) -> Result<u64, EnvError> {
-        let (t_len, e_len) = (self.setup.num_steps, self.setup.num_envs);
+        let (t_len, e_len) = (self.setup.rollout_length, self.setup.envs_per_actor);
         let rows = t_len + self.setup.env.overlap_rows();
         let mut actions = Actions::new(&self.setup.dist, self.venv.as_ref(), rows);
         let mut buf = Buffers::new(t_len, rows, e_len, self.setup.env.obs_dim);
@@ -349,7 +354,7 @@ impl Rollout {
             let Some(version) = self.policy.version() else {
                 return Ok(env_steps);
             };
-            self.check_lockstep(sequence, version);
+            self.check_lane(sequence, version);
             // One trace per rollout: acting (env steps and inference) then
             // sending; the learner's ingest continues it from the send span.
             // It links to the publish of the weights it acts with.

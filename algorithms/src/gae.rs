@@ -7,8 +7,8 @@
 
 /// One batch of T steps x E envs, laid out `[t * E + e]`.
 pub struct GaeInput<'a> {
-    pub num_steps: usize,
-    pub num_envs: usize,
+    pub rollout_length: usize,
+    pub envs_per_actor: usize,
     pub rewards: &'a [f32],
     pub terminated: &'a [u8],
     pub truncated: &'a [u8],
@@ -28,14 +28,14 @@ impl GaeInput<'_> {
         } else if self.truncated[i] != 0 {
             (self.final_values[i] as f64, false)
         } else {
-            (self.values[i + self.num_envs] as f64, true)
+            (self.values[i + self.envs_per_actor] as f64, true)
         }
     }
 
     /// Panics, naming `what`, unless every array (and every output in
     /// `outputs`) has its length for T steps of E envs.
     pub fn check_lengths(&self, what: &str, outputs: &[usize]) {
-        let (t_len, e_len) = (self.num_steps, self.num_envs);
+        let (t_len, e_len) = (self.rollout_length, self.envs_per_actor);
         let n = t_len * e_len;
         assert!(
             self.rewards.len() == n
@@ -57,7 +57,7 @@ pub fn compute_gae(
     advantages: &mut [f32],
     returns: &mut [f32],
 ) {
-    let (t_len, e_len) = (input.num_steps, input.num_envs);
+    let (t_len, e_len) = (input.rollout_length, input.envs_per_actor);
     input.check_lengths("compute_gae", &[advantages.len(), returns.len()]);
     for e in 0..e_len {
         let mut next_adv = 0.0f64;
@@ -97,8 +97,8 @@ mod tests {
         let mut adv = vec![0.0; t * e];
         let mut ret = vec![0.0; t * e];
         let input = GaeInput {
-            num_steps: t,
-            num_envs: e,
+            rollout_length: t,
+            envs_per_actor: e,
             rewards,
             terminated: term,
             truncated: trunc,

@@ -19,7 +19,7 @@
 pub struct PlayerGaeInput<'a> {
     pub trained_rows: usize,
     pub rows: usize,
-    pub num_envs: usize,
+    pub envs_per_actor: usize,
     pub players: usize,
     pub player_ids: &'a [u8],
     pub rewards: &'a [f32],
@@ -65,7 +65,7 @@ pub fn compute_player_gae(
     advantages: &mut [f32],
     returns: &mut [f32],
 ) -> Result<(), PlayerGaeError> {
-    let (t_len, r_len, e_len) = (input.trained_rows, input.rows, input.num_envs);
+    let (t_len, r_len, e_len) = (input.trained_rows, input.rows, input.envs_per_actor);
     let n = r_len * e_len;
     assert!(
         t_len <= r_len
@@ -146,7 +146,7 @@ mod tests {
         let input = PlayerGaeInput {
             trained_rows: trained,
             rows: ids.len(),
-            num_envs: 1,
+            envs_per_actor: 1,
             players,
             player_ids: ids,
             rewards,

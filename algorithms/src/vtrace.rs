@@ -55,7 +55,7 @@ pub fn compute_vtrace(
         returns,
         weights,
     } = out;
-    let (t_len, e_len) = (input.num_steps, input.num_envs);
+    let (t_len, e_len) = (input.rollout_length, input.envs_per_actor);
     let lengths = [
         log_ratios.len(),
         advantages.len(),
@@ -136,8 +136,8 @@ mod tests {
 
         fn input(&self) -> GaeInput<'_> {
             GaeInput {
-                num_steps: self.t,
-                num_envs: self.e,
+                rollout_length: self.t,
+                envs_per_actor: self.e,
                 rewards: &self.rewards,
                 terminated: &self.term,
                 truncated: &self.trunc,

@@ -14,7 +14,7 @@ struct Slot {
     stream: Option<u64>,
     /// The newest sequence number taken.
     last_sequence: Option<u64>,
-    /// Its lane in a deterministic run (`crate::lockstep`).
+    /// Its lane in a deterministic run (`crate::deterministic`).
     lane: Option<usize>,
 }
 

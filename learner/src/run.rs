@@ -47,7 +47,7 @@ pub struct LearnerOptions {
     pub run_name: Option<String>,
     /// The actors of a deterministic run (`run.deterministic`), by name, in
     /// lane order: `sebulba local` names its own. Empty otherwise.
-    pub lockstep_actors: Vec<String>,
+    pub deterministic_actors: Vec<String>,
 }
 
 /// How often the learner logs its progress line.
@@ -72,8 +72,8 @@ pub async fn run(
         (None, Some(name)) => name,
         (None, None) => crate::state::new_run_id(&cfg.env.id),
     };
-    let lockstep = lockstep(&cfg, opts.lockstep_actors, resume.as_ref())?;
-    let shared = Arc::new(Shared::new(cfg.clone(), env, run_id).with_lockstep(lockstep));
+    let plan = deterministic_plan(&cfg, opts.deterministic_actors, resume.as_ref())?;
+    let shared = Arc::new(Shared::new(cfg.clone(), env, run_id).with_deterministic(plan));
     let clock = restore(&shared, resume.as_ref());
     info!(run_id = %shared.run_id, segment = clock.segment, "run");
     let (queue_tx, queue_rx) = mpsc::channel(cfg.learner.queue_capacity);
@@ -152,12 +152,12 @@ fn restore(shared: &Shared, resume: Option<&Checkpoint>) -> RunClock {
 }
 
 /// A deterministic run's lanes: one per actor named, from the version the run
-/// starts at (a resumed run goes on in lockstep from its checkpoint's).
-fn lockstep(
+/// starts at (a resumed run goes on in order from its checkpoint's).
+fn deterministic_plan(
     cfg: &RunConfig,
     actors: Vec<String>,
     resume: Option<&Checkpoint>,
-) -> Result<Option<crate::lockstep::Lockstep>, LearnerError> {
+) -> Result<Option<crate::deterministic::Deterministic>, LearnerError> {
     if !cfg.run.deterministic {
         return Ok(None);
     }
@@ -171,7 +171,8 @@ fn lockstep(
     let first = resume.map_or(0, |ck| ck.meta.version);
     let per_update = cfg.learner.batches_per_update;
     Ok(Some(
-        crate::lockstep::Lockstep::new(actors, per_update, first).with_lag(cfg.run.forced_lag),
+        crate::deterministic::Deterministic::new(actors, per_update, first)
+            .with_lag(cfg.run.forced_lag),
     ))
 }
 
@@ -187,8 +188,8 @@ async fn serve(
     // The run's own limit, checked on the length prefix before a byte is read.
     let limit = Expect {
         env: &shared.env,
-        num_steps: shared.config.env.rollout_length,
-        num_envs: shared.config.env.envs_per_actor,
+        rollout_length: shared.config.env.rollout_length,
+        envs_per_actor: shared.config.env.envs_per_actor,
         current_version: 0,
         scaled_rewards: shared.config.ppo.scale_rewards,
         past_selves: shared.config.selfplay.past_fraction > 0.0,

@@ -48,7 +48,7 @@ impl LearnerService {
             } else {
                 0.0
             },
-            lockstep: None,
+            deterministic_lane: None,
             env_kwargs: c.env.kwargs_json(),
             past_fraction: c.selfplay.past_fraction,
         }
@@ -101,8 +101,8 @@ impl LearnerService {
         sebulba_transport::trace::set_parent_from_map(&span, &batch.trace_context);
         let expect = Expect {
             env: &shared.env,
-            num_steps: shared.config.env.rollout_length,
-            num_envs: shared.config.env.envs_per_actor,
+            rollout_length: shared.config.env.rollout_length,
+            envs_per_actor: shared.config.env.envs_per_actor,
             current_version: version,
             scaled_rewards: shared.config.ppo.scale_rewards,
             past_selves: shared.config.selfplay.past_fraction > 0.0,
@@ -259,8 +259,8 @@ impl Learner for LearnerService {
         };
         info!(name = %req.name, ?role, %actor_id, ?lane, "participant joined");
         let mut spec = self.run_spec(seed);
-        spec.lockstep = lane
-            .zip(self.shared.lockstep.as_ref())
+        spec.deterministic_lane = lane
+            .zip(self.shared.deterministic.as_ref())
             .map(|(l, s)| s.wire(l));
         Ok(Response::new(JoinResponse {
             actor_id,

@@ -64,7 +64,7 @@ pub struct Shared {
     /// The actors that joined, their streams and sequence numbers.
     pub actors: Actors,
     /// A deterministic run's lanes (`run.deterministic`).
-    pub lockstep: Option<crate::lockstep::Lockstep>,
+    pub deterministic: Option<crate::deterministic::Deterministic>,
 }
 
 impl Shared {
@@ -81,13 +81,13 @@ impl Shared {
             evals: Default::default(),
             streams_end: Default::default(),
             actors: Actors::default(),
-            lockstep: None,
+            deterministic: None,
         }
     }
 
-    /// The same, in lockstep (a deterministic run).
-    pub fn with_lockstep(mut self, lockstep: Option<crate::lockstep::Lockstep>) -> Self {
-        self.lockstep = lockstep;
+    /// The same, as a deterministic run (`run.deterministic`).
+    pub fn with_deterministic(mut self, plan: Option<crate::deterministic::Deterministic>) -> Self {
+        self.deterministic = plan;
         self
     }
 
@@ -96,7 +96,7 @@ impl Shared {
     /// in a deterministic run (join order is a matter of timing); a name
     /// that is not one of a deterministic run's actors is refused.
     pub fn register_actor(&self, name: &str) -> Result<(String, u64, Option<usize>), String> {
-        let lane = match &self.lockstep {
+        let lane = match &self.deterministic {
             None => None,
             Some(l) => Some(l.lane_of(name).ok_or_else(|| {
                 format!(

@@ -38,8 +38,8 @@ impl From<TensorError> for Rejection {
 /// What a batch must match: the run's spec and the learner's current state.
 pub struct Expect<'a> {
     pub env: &'a EnvSpec,
-    pub num_steps: usize,
-    pub num_envs: usize,
+    pub rollout_length: usize,
+    pub envs_per_actor: usize,
     pub current_version: u64,
     /// The run scales rewards: every batch carries `discounted_returns`.
     pub scaled_rewards: bool,
@@ -111,8 +111,8 @@ impl Expect<'_> {
     pub fn max_batch_bytes(&self) -> usize {
         // A game's batch carries its overlap rows too (and player ids, 4
         // bytes a row, inside `per_step`'s margin).
-        let t = self.num_steps + self.env.overlap_rows();
-        let (e, d) = (self.num_envs, self.env.obs_dim);
+        let t = self.rollout_length + self.env.overlap_rows();
+        let (e, d) = (self.envs_per_actor, self.env.obs_dim);
         let steps = t.saturating_mul(e);
         let (act, masks) = match &self.env.action_space {
             ActionSpace::Discrete { n } => (4, *n),
@@ -140,7 +140,7 @@ impl Expect<'_> {
 /// Decodes and validates `b` against `expect`. The actor id is checked by the caller.
 pub fn decode_batch(b: &TrajectoryBatch, expect: &Expect<'_>) -> Result<DecodedBatch, Rejection> {
     check_envelope(b, expect)?;
-    let (t, e) = (b.num_steps as usize, b.num_envs as usize);
+    let (t, e) = (b.rollout_length as usize, b.envs_per_actor as usize);
     // A game's per-step arrays carry its overlap rows: R = T + K.
     let r = t + expect.env.overlap_rows();
     let d = expect.env.obs_dim as u32;
@@ -194,7 +194,7 @@ pub fn decode_batch(b: &TrajectoryBatch, expect: &Expect<'_>) -> Result<DecodedB
     let trajectory = Trajectory {
         policy_version: b.policy_version,
         rollout_length: t,
-        num_envs: e,
+        envs_per_actor: e,
         observations,
         actions,
         action_masks,
@@ -243,18 +243,18 @@ fn check_envelope(b: &TrajectoryBatch, expect: &Expect<'_>) -> Result<(), Reject
             "oversize",
             format!(
                 "the whole `message`: {size} bytes, over the {limit}-byte limit for {}x{} batches of {}",
-                expect.num_steps, expect.num_envs, expect.env.id
+                expect.rollout_length, expect.envs_per_actor, expect.env.id
             ),
         ));
     }
-    let (t, e) = (b.num_steps as usize, b.num_envs as usize);
-    if t != expect.num_steps || e != expect.num_envs {
+    let (t, e) = (b.rollout_length as usize, b.envs_per_actor as usize);
+    if t != expect.rollout_length || e != expect.envs_per_actor {
         return Err(reject(
             Code::FailedPrecondition,
             "spec",
             format!(
-                "fields `num_steps`/`num_envs`: got {t}x{e}, the run spec says {}x{}",
-                expect.num_steps, expect.num_envs
+                "fields `rollout_length`/`envs_per_actor`: got {t}x{e}, the run spec says {}x{}",
+                expect.rollout_length, expect.envs_per_actor
             ),
         ));
     }
@@ -277,7 +277,7 @@ fn decode_actions(
     space: &ActionSpace,
     rows: u32,
 ) -> Result<BatchActions, Rejection> {
-    let (tu, eu) = (rows, b.num_envs);
+    let (tu, eu) = (rows, b.envs_per_actor);
     match space {
         ActionSpace::Discrete { n } => {
             let a = decode_i32(b.actions.as_ref(), "actions", &[tu, eu])?;
@@ -309,7 +309,7 @@ fn decode_masks(
     actions: &BatchActions,
     rows: u32,
 ) -> Result<Option<Vec<u8>>, Rejection> {
-    let (tu, eu) = (rows, b.num_envs);
+    let (tu, eu) = (rows, b.envs_per_actor);
     let (m, n, taken) = match (&b.action_masks, space, actions) {
         (None, _, _) => return Ok(None),
         (Some(m), ActionSpace::Discrete { n }, BatchActions::Discrete(taken)) => (m, *n, taken),
@@ -346,7 +346,7 @@ fn decode_masks(
 /// Finished-episode statistics: finite returns, lengths of at least one step.
 fn decode_episodes(b: &TrajectoryBatch, rows: usize) -> Result<(Vec<f64>, Vec<u32>), Rejection> {
     // An episode ends at a step: more of them than steps cannot be.
-    let steps = rows * b.num_envs as usize;
+    let steps = rows * b.envs_per_actor as usize;
     if b.episodes.len() > steps {
         return Err(reject(
             Code::InvalidArgument,

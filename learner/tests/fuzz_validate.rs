@@ -22,8 +22,8 @@ const VERSION: u64 = 5;
 fn expect(env: &EnvSpec) -> Expect<'_> {
     Expect {
         env,
-        num_steps: T,
-        num_envs: E,
+        rollout_length: T,
+        envs_per_actor: E,
         current_version: VERSION,
         scaled_rewards: false,
         past_selves: false,
@@ -135,8 +135,8 @@ fn batch(env: &EnvSpec) -> BoxedStrategy<TrajectoryBatch> {
                     actor_id: "a".into(),
                     sequence: 1,
                     policy_version: version,
-                    num_steps: t,
-                    num_envs: e,
+                    rollout_length: t,
+                    envs_per_actor: e,
                     observations,
                     actions,
                     log_probs,
@@ -162,7 +162,7 @@ fn batch(env: &EnvSpec) -> BoxedStrategy<TrajectoryBatch> {
 fn assert_well_formed(env: &EnvSpec, b: &DecodedBatch) {
     let b = &b.trajectory;
     let (t, e, d) = (T, E, env.obs_dim);
-    assert_eq!((b.rollout_length, b.num_envs), (t, e));
+    assert_eq!((b.rollout_length, b.envs_per_actor), (t, e));
     assert!(b.policy_version <= VERSION);
     // Finite and bounded: nothing accepted can overflow f32 arithmetic.
     let bounded = |v: &[f32], bound: f32| v.iter().all(|x| x.is_finite() && x.abs() <= bound);

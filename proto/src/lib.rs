@@ -14,9 +14,9 @@ pub use tensor::{
     TensorError, decode_f32, decode_i32, decode_u8, encode_f32, encode_i32, encode_u8,
 };
 
-impl Lockstep {
+impl DeterministicLane {
     /// The version the actor of this lane acts its `k`-th batch with (see
-    /// `Lockstep` in sebulba.proto): batch `g = k * lanes + lane` of the run,
+    /// `DeterministicLane` in sebulba.proto): batch `g = k * lanes + lane` of the run,
     /// taken by update `g / batches_per_update` after `first_version`, and
     /// acted `lag` versions before that update's (never before the first).
     pub fn version_for(&self, k: u64) -> u64 {
@@ -38,8 +38,8 @@ pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("sebu
 mod tests {
     use super::*;
 
-    fn lane(lane: u32, lanes: u32, per_update: u32, first: u64) -> Lockstep {
-        Lockstep {
+    fn lane(lane: u32, lanes: u32, per_update: u32, first: u64) -> DeterministicLane {
+        DeterministicLane {
             lane,
             lanes,
             batches_per_update: per_update,
@@ -53,8 +53,10 @@ mod tests {
     /// and 2u-1. Eight lanes, two per update: lane 5's batches are the run's
     /// 5, 13, 21 (updates 3, 7, 11), acted with versions 2, 6, 10.
     #[test]
-    fn lockstep_versions_follow_the_batch_order() {
-        let v = |w: Lockstep, ks: &[u64]| ks.iter().map(|&k| w.version_for(k)).collect::<Vec<_>>();
+    fn deterministic_lanes_follow_the_batch_order() {
+        let v = |w: DeterministicLane, ks: &[u64]| {
+            ks.iter().map(|&k| w.version_for(k)).collect::<Vec<_>>()
+        };
         assert_eq!(v(lane(0, 2, 2, 0), &[0, 1, 2]), [0, 1, 2]);
         assert_eq!(v(lane(1, 2, 2, 0), &[0, 1, 2]), [0, 1, 2]);
         assert_eq!(v(lane(0, 1, 2, 0), &[0, 1, 2, 3]), [0, 0, 1, 1]);
@@ -70,11 +72,13 @@ mod tests {
     /// take versions 0, 4, 8.
     #[test]
     fn a_forced_lag_moves_each_version_back_and_stops_at_the_first() {
-        let lagged = |mut w: Lockstep, lag: u32| {
+        let lagged = |mut w: DeterministicLane, lag: u32| {
             w.lag = lag;
             w
         };
-        let v = |w: Lockstep, ks: &[u64]| ks.iter().map(|&k| w.version_for(k)).collect::<Vec<_>>();
+        let v = |w: DeterministicLane, ks: &[u64]| {
+            ks.iter().map(|&k| w.version_for(k)).collect::<Vec<_>>()
+        };
         assert_eq!(
             v(lagged(lane(0, 1, 1, 10), 2), &[0, 1, 2, 3, 4]),
             [10, 10, 10, 11, 12]

@@ -36,7 +36,7 @@ pub async fn run(cmd: BenchCommand, shutdown: CancellationToken) -> anyhow::Resu
                 "transport {} {}x{} ({} bytes): {:.0} batches/s, {:.1} MB/s, {:.0} env steps/s",
                 r.env_id,
                 r.rollout_length,
-                r.num_envs,
+                r.envs_per_actor,
                 r.bytes_per_batch,
                 r.batches_per_second,
                 r.megabytes_per_second,

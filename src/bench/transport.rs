@@ -21,7 +21,7 @@ use tonic::{Request, Response, Status, Streaming};
 #[derive(Debug, Clone, Serialize)]
 pub struct TransportBench {
     pub env_id: String,
-    pub num_envs: usize,
+    pub envs_per_actor: usize,
     pub rollout_length: usize,
     pub batches: usize,
     pub bytes_per_batch: usize,
@@ -34,8 +34,8 @@ pub struct TransportBench {
 /// Decodes and validates every batch like the learner's ingest, then acks it.
 struct Sink {
     env: sebulba_envs::EnvSpec,
-    num_steps: usize,
-    num_envs: usize,
+    rollout_length: usize,
+    envs_per_actor: usize,
 }
 
 type AckStream = Pin<Box<dyn futures::Stream<Item = Result<Ack, Status>> + Send>>;
@@ -53,14 +53,14 @@ impl Learner for Sink {
         request: Request<Streaming<TrajectoryBatch>>,
     ) -> Result<Response<AckStream>, Status> {
         let mut inbound = request.into_inner();
-        let (env, t, e) = (self.env.clone(), self.num_steps, self.num_envs);
+        let (env, t, e) = (self.env.clone(), self.rollout_length, self.envs_per_actor);
         let out = async_stream_acks(move |tx| async move {
             while let Some(b) = inbound.next().await {
                 let b = b?;
                 let expect = Expect {
                     env: &env,
-                    num_steps: t,
-                    num_envs: e,
+                    rollout_length: t,
+                    envs_per_actor: e,
                     current_version: u64::MAX,
                     scaled_rewards: false,
                     past_selves: false,
@@ -102,7 +102,7 @@ where
 async fn start_sink(
     env: &sebulba_envs::EnvSpec,
     rollout_length: usize,
-    num_envs: usize,
+    envs_per_actor: usize,
 ) -> anyhow::Result<(
     std::net::SocketAddr,
     tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
@@ -113,8 +113,8 @@ async fn start_sink(
     let addr = listener.local_addr()?;
     let sink = Sink {
         env: env.clone(),
-        num_steps: rollout_length,
-        num_envs,
+        rollout_length,
+        envs_per_actor,
     };
     let server = tokio::spawn(
         tonic::transport::Server::builder()
@@ -133,12 +133,12 @@ async fn start_sink(
 /// sink that decodes and validates each, and waits for every ack.
 pub async fn bench_transport(
     env_id: &str,
-    num_envs: usize,
+    envs_per_actor: usize,
     rollout_length: usize,
     batches: usize,
 ) -> anyhow::Result<TransportBench> {
     let env = env_spec(env_id)?;
-    let (addr, server) = start_sink(&env, rollout_length, num_envs).await?;
+    let (addr, server) = start_sink(&env, rollout_length, envs_per_actor).await?;
     let mut client = LearnerClient::new(channel(
         &format!("http://{addr}"),
         &sebulba_transport::security::Security::insecure(),
@@ -146,7 +146,8 @@ pub async fn bench_transport(
     )?)
     .max_decoding_message_size(MAX_MESSAGE_BYTES)
     .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    let bytes_per_batch = valid_batch(&env, rollout_length, num_envs, "bench", 0, 0).encoded_len();
+    let bytes_per_batch =
+        valid_batch(&env, rollout_length, envs_per_actor, "bench", 0, 0).encoded_len();
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     let t0 = Instant::now();
     let producer = {
@@ -158,7 +159,7 @@ pub async fn bench_transport(
                     .send(valid_batch(
                         &env,
                         rollout_length,
-                        num_envs,
+                        envs_per_actor,
                         "bench",
                         i as u64,
                         0,
@@ -191,14 +192,14 @@ pub async fn bench_transport(
     }
     Ok(TransportBench {
         env_id: env_id.to_string(),
-        num_envs,
+        envs_per_actor,
         rollout_length,
         batches,
         bytes_per_batch,
         seconds,
         batches_per_second: batches as f64 / seconds,
         megabytes_per_second: (batches * bytes_per_batch) as f64 / seconds / 1e6,
-        env_steps_per_second: (batches * num_envs * rollout_length) as f64 / seconds,
+        env_steps_per_second: (batches * envs_per_actor * rollout_length) as f64 / seconds,
     })
 }
 

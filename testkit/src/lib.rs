@@ -59,8 +59,8 @@ pub fn valid_batch(
         actor_id: actor_id.into(),
         sequence,
         policy_version,
-        num_steps: t as u32,
-        num_envs: e as u32,
+        rollout_length: t as u32,
+        envs_per_actor: e as u32,
         observations: Some(encode_f32(
             &[t + 1, e, d.obs_dim],
             &vec![0.01; (t + 1) * e * d.obs_dim],
@@ -78,7 +78,7 @@ pub fn valid_batch(
 /// Sets the episode-end flags (`[T * E]` each) and one final observation
 /// (0.2 everywhere) per truncated step, as an actor would.
 pub fn set_flags(b: &mut TrajectoryBatch, obs_dim: usize, terminated: &[u8], truncated: &[u8]) {
-    let (t, e) = (b.num_steps as usize, b.num_envs as usize);
+    let (t, e) = (b.rollout_length as usize, b.envs_per_actor as usize);
     let k = truncated.iter().filter(|&&x| x == 1).count();
     b.terminated = Some(encode_u8(&[t, e], terminated));
     b.truncated = Some(encode_u8(&[t, e], truncated));
@@ -130,8 +130,8 @@ fn envelope_and_tensor_rules() -> Vec<Malformation> {
             b.trace_context
                 .insert("padding".into(), "x".repeat(2 << 20));
         }),
-        rule("`num_steps`/`num_envs`", "spec", Pre, |b, _| {
-            b.num_envs += 1
+        rule("`rollout_length`/`envs_per_actor`", "spec", Pre, |b, _| {
+            b.envs_per_actor += 1
         }),
         rule("`policy_version`", "version", Arg, |b, _| {
             b.policy_version += 1_000_000

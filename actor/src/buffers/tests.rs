@@ -103,7 +103,7 @@ fn a_discrete_batch_carries_exactly_the_rows_put_in() {
         (b.actor_id.as_str(), b.sequence, b.policy_version),
         ("actor-7", 4, 11)
     );
-    assert_eq!((b.num_steps, b.num_envs), (3, 2));
+    assert_eq!((b.rollout_length, b.envs_per_actor), (3, 2));
     let w = decode(&b, 3, 2, 2);
     #[rustfmt::skip]
     let obs = [
@@ -201,7 +201,12 @@ fn one_step_of_one_env_ending_on_its_last_step_then_the_next_rollout() {
     out.episodes = vec![finished(0, 9.5, 200)];
     let (b, a) = one_step(&mut buf, &mut env, &out, (0, 3), &mut rng);
     assert_eq!(
-        (b.num_steps, b.num_envs, b.sequence, b.policy_version),
+        (
+            b.rollout_length,
+            b.envs_per_actor,
+            b.sequence,
+            b.policy_version
+        ),
         (1, 1, 0, 3)
     );
     let w = decode(&b, 1, 1, 3);
@@ -266,7 +271,7 @@ fn a_games_overlap_rows_are_the_next_batchs_first_rows() {
         buf.record(t, &out, None);
     }
     let b = buf.batch("g", 0, 1, false);
-    assert_eq!(b.num_steps, 2, "T, not the rows");
+    assert_eq!(b.rollout_length, 2, "T, not the rows");
     let w = decode(&b, 3, 1, 1);
     assert_eq!(w.observations, [0.5, 1.5, 2.5, 3.5]);
     assert_eq!(w.terminated, [0, 1, 0]);

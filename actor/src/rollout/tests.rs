@@ -57,13 +57,13 @@ fn start((e_len, t_len): (usize, usize), flow: Flow, first: Option<Arc<Weights>>
         env,
         env_kwargs: String::new(),
         network,
-        num_envs: e_len,
-        num_steps: t_len,
+        envs_per_actor: e_len,
+        rollout_length: t_len,
         seed: 9,
         device: DeviceKind::Cpu,
         run_id: RUN.into(),
         reward_gamma: None,
-        lockstep: None,
+        lane: None,
         metrics: crate::metrics::ActorMetrics::new("test"),
         past: None,
     };
@@ -120,7 +120,7 @@ async fn batches_carry_their_sequence_the_version_acted_with_and_its_log_probs()
             (b.actor_id.as_str(), b.sequence, b.policy_version),
             ("actor-1", k, 1)
         );
-        assert_eq!((b.num_steps, b.num_envs), (5, 2));
+        assert_eq!((b.rollout_length, b.envs_per_actor), (5, 2));
         let w = decode(&b, 5, 2, 4);
         let actions = discrete_actions(&b, 5, 2);
         // Each batch starts where the last one ended.

@@ -68,7 +68,7 @@ impl Replay {
         let BatchActions::Discrete(actions) = &b.actions else {
             return 0;
         };
-        let (e_len, d) = (b.num_envs, self.obs_dim);
+        let (e_len, d) = (b.envs_per_actor, self.obs_dim);
         fn row(rows: &[f32], k: usize, d: usize) -> &[f32] {
             &rows[k * d..(k + 1) * d]
         }

@@ -59,7 +59,10 @@ pub fn prepare<B: AutodiffBackend>(
     obs_dim: usize,
 ) -> Prepared {
     let reward_scale = observe_rewards(batches, norms);
-    let n: usize = batches.iter().map(|b| b.rollout_length * b.num_envs).sum();
+    let n: usize = batches
+        .iter()
+        .map(|b| b.rollout_length * b.envs_per_actor)
+        .sum();
     let mut out = Collected::with_capacity(n, obs_dim, batches);
     let mut lags = Vec::with_capacity(batches.len());
     for b in batches {
@@ -124,7 +127,7 @@ pub fn fold_obs_stats<B: AutodiffBackend>(
 ) {
     if let Some(stats) = &mut norms.obs {
         for b in batches {
-            stats.update(&b.observations[..b.rollout_length * b.num_envs * d]);
+            stats.update(&b.observations[..b.rollout_length * b.envs_per_actor * d]);
         }
         trainer.set_obs_stats(stats);
     }
@@ -162,7 +165,7 @@ impl Collected {
         let mask_width = batches.iter().find_map(|b| {
             b.action_masks
                 .as_ref()
-                .map(|m| m.len() / (b.rollout_length * b.num_envs).max(1))
+                .map(|m| m.len() / (b.rollout_length * b.envs_per_actor).max(1))
         });
         let continuous = matches!(
             batches.first().map(|b| &b.actions),
@@ -204,7 +207,7 @@ impl Collected {
         reward_scale: f32,
         cfg: &RunConfig,
     ) {
-        let te = b.rollout_length * b.num_envs;
+        let te = b.rollout_length * b.envs_per_actor;
         let d = self.data.obs_dim;
         // One forward pass: the T+1 rows, a game's overlap rows, then the
         // final observations.
@@ -212,7 +215,7 @@ impl Collected {
         let rows = [b.observations.as_slice(), overlap, &b.final_observations].concat();
         let values = trainer.values(&rows);
         let k = b.game.as_ref().map_or(0, |g| g.overlap_terminated.len());
-        let (v, finals) = values.split_at(te + b.num_envs + k);
+        let (v, finals) = values.split_at(te + b.envs_per_actor + k);
         let mut final_values = vec![0.0f32; te];
         let truncated = b.truncated.iter().enumerate().filter(|(_, t)| **t == 1);
         for ((i, _), &fv) in truncated.zip(finals) {
@@ -220,8 +223,8 @@ impl Collected {
         }
         let scaled: Vec<f32> = b.rewards.iter().map(|&r| r * reward_scale).collect();
         let input = gae::GaeInput {
-            num_steps: b.rollout_length,
-            num_envs: b.num_envs,
+            rollout_length: b.rollout_length,
+            envs_per_actor: b.envs_per_actor,
             rewards: &scaled,
             terminated: &b.terminated,
             truncated: &b.truncated,
@@ -282,7 +285,7 @@ impl Collected {
         values: &[f32],
         log_probs: &[f32],
     ) {
-        let te = b.rollout_length * b.num_envs;
+        let te = b.rollout_length * b.envs_per_actor;
         let d = self.data.obs_dim;
         let past = b.game.as_ref().map_or(&[][..], |g| &g.past_moves);
         let dropped = count(past);
@@ -351,8 +354,8 @@ fn player_gae(
     let terminated = g.all_terminated(&b.terminated);
     let input = PlayerGaeInput {
         trained_rows: b.rollout_length,
-        rows: n / b.num_envs.max(1),
-        num_envs: b.num_envs,
+        rows: n / b.envs_per_actor.max(1),
+        envs_per_actor: b.envs_per_actor,
         players: usize::from(g.player_ids.iter().copied().max().unwrap_or(0)) + 1,
         player_ids: &g.player_ids,
         rewards: &rewards,

@@ -73,7 +73,7 @@ fn tanh_ppo(spec: &ModelSpec, cfg: &RunConfig, fused: bool) -> Trainer<CpuAutodi
 
 /// GAE written out independently: per env, backwards in time.
 fn reference_gae(b: &Trajectory, gamma: f64, lambda: f64) -> (Vec<f64>, Vec<f64>) {
-    let (t_len, e_len) = (b.rollout_length, b.num_envs);
+    let (t_len, e_len) = (b.rollout_length, b.envs_per_actor);
     let (v, final_value) = tanh_values(b);
     let (mut adv, mut values) = (vec![0.0; t_len * e_len], vec![0.0; t_len * e_len]);
     for e in 0..e_len {
@@ -158,7 +158,7 @@ fn reference_vtrace(
     gamma: f64,
     lambda: f64,
 ) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
-    let (t_len, e_len) = (b.rollout_length, b.num_envs);
+    let (t_len, e_len) = (b.rollout_length, b.envs_per_actor);
     let (v, final_value) = tanh_values(b);
     let ratio = |i: usize| ((log_pi[i] - b.log_probs[i]) as f64).exp();
     // The next state's value, and whether the episode goes on in the batch.

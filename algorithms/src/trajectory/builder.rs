@@ -17,15 +17,15 @@ pub struct TrajectoryBuilder {
 impl TrajectoryBuilder {
     /// T steps of E envs with `obs_dim`-float observations, all zero, discrete
     /// action 0 everywhere, no episode ended.
-    pub fn new(rollout_length: usize, num_envs: usize, obs_dim: usize) -> Self {
-        let steps = rollout_length * num_envs;
+    pub fn new(rollout_length: usize, envs_per_actor: usize, obs_dim: usize) -> Self {
+        let steps = rollout_length * envs_per_actor;
         Self {
             obs_dim,
             trajectory: Trajectory {
                 policy_version: 0,
                 rollout_length,
-                num_envs,
-                observations: vec![0.0; (rollout_length + 1) * num_envs * obs_dim],
+                envs_per_actor,
+                observations: vec![0.0; (rollout_length + 1) * envs_per_actor * obs_dim],
                 actions: BatchActions::Discrete(vec![0; steps]),
                 action_masks: None,
                 log_probs: vec![0.0; steps],
@@ -43,7 +43,7 @@ impl TrajectoryBuilder {
     }
 
     fn steps(&self) -> usize {
-        self.trajectory.rollout_length * self.trajectory.num_envs
+        self.trajectory.rollout_length * self.trajectory.envs_per_actor
     }
 
     pub fn policy_version(mut self, version: u64) -> Self {
@@ -145,7 +145,7 @@ impl TrajectoryBuilder {
             (
                 "observations",
                 t.observations.len(),
-                (steps + t.num_envs) * d,
+                (steps + t.envs_per_actor) * d,
             ),
             ("log_probs", t.log_probs.len(), steps),
             ("rewards", t.rewards.len(), steps),

@@ -15,7 +15,7 @@ pub struct Trajectory {
     /// T
     pub rollout_length: usize,
     /// E
-    pub num_envs: usize,
+    pub envs_per_actor: usize,
     /// `[(T+1) * E * obs_dim]`
     pub observations: Vec<f32>,
     pub actions: BatchActions,
@@ -40,7 +40,7 @@ pub struct Trajectory {
 impl Trajectory {
     /// T x E: the env steps it holds.
     pub fn env_steps(&self) -> u64 {
-        (self.rollout_length * self.num_envs) as u64
+        (self.rollout_length * self.envs_per_actor) as u64
     }
 }
 

@@ -148,13 +148,13 @@ impl RunConfig {
         if self.selfplay.past_fraction > 0.0 && self.run.deterministic {
             return bad(
                 "selfplay.past_fraction",
-                "a deterministic run cannot seat past versions: the pool reaches actors as it is published, not in lockstep",
+                "a deterministic run cannot seat past versions: the pool reaches actors as it is published, not in the run's fixed order",
             );
         }
         if self.run.forced_lag > 0 && !self.run.deterministic {
             return bad(
                 "run.forced_lag",
-                "needs run.deterministic = true: only lockstep makes the lag exact",
+                "needs run.deterministic = true: only a deterministic run makes the lag exact",
             );
         }
         if self.run.forced_lag > self.learner.max_policy_lag {

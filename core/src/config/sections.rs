@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 pub struct EnvConfig {
     /// Gymnasium id, e.g. `CartPole-v1`.
     pub id: String,
-    /// E: environments each actor steps in lockstep.
+    /// E: environments each actor steps together.
     pub envs_per_actor: usize,
     /// T: steps per env in one trajectory batch.
     pub rollout_length: usize,
@@ -38,7 +38,7 @@ pub struct RunSection {
     pub seed: u64,
     /// Actors started by `sebulba local`.
     pub local_actors: usize,
-    /// Lockstep: a `sebulba local` run repeats bit for bit for its seed
+    /// A `sebulba local` run repeats bit for bit for its seed
     /// (default false). Every update takes one batch per actor lane in a fixed
     /// order, each acted with the version the update starts from (lag 0), and
     /// the learner waits for each due evaluation before going on. Slower than
@@ -49,7 +49,7 @@ pub struct RunSection {
     /// many updates older than the update that trains on it (the first
     /// updates take the run's first version): a policy lag that is exact and
     /// repeatable, for comparing `ppo.lag_correction` without timing noise.
-    /// Default 0 (lockstep at lag 0); at most `learner.max_policy_lag`.
+    /// Default 0 (a deterministic run at lag 0); at most `learner.max_policy_lag`.
     #[serde(default)]
     pub forced_lag: u64,
     /// What the learner trains: `ppo` (default) or `dqn` (the `[dqn]`

@@ -81,7 +81,7 @@ fn unknown_keys_and_bad_values_are_named() {
     ));
 }
 
-/// Past selves need a game, and no lockstep; a run file written before
+/// Past selves need a game, and no deterministic run; a run file written before
 /// the section existed reads as none.
 #[test]
 fn past_selves_are_refused_where_they_cannot_apply() {
@@ -198,10 +198,10 @@ fn the_shipped_run_files_resolve() {
     RunConfig::resolve(Some("Pendulum-v1"), Some(&mujoco), &[]).unwrap();
 }
 
-/// A forced lag needs lockstep and must not exceed what the learner
+/// A forced lag needs a deterministic run and must not exceed what the learner
 /// keeps; within both it resolves.
 #[test]
-fn a_forced_lag_needs_lockstep_and_room_under_the_stale_limit() {
+fn a_forced_lag_needs_a_deterministic_run_and_room_under_the_stale_limit() {
     let set = |sets: &[&str]| {
         let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
         RunConfig::resolve(Some("CartPole-v1"), None, &sets)

@@ -7,7 +7,7 @@
 
 use crate::accounting::Outcome;
 use crate::batch::{BatchOrigin, DecodedBatch, Trajectory, Verdict};
-use crate::lockstep::LaneOrder;
+use crate::deterministic::LaneOrder;
 use crate::state::{LiveStats, Shared};
 use std::sync::atomic::Ordering;
 use tokio::sync::mpsc;
@@ -31,7 +31,7 @@ pub struct Intake {
 
 impl Intake {
     pub fn new(rx: mpsc::Receiver<DecodedBatch>, shared: &Shared) -> Self {
-        let order = match &shared.lockstep {
+        let order = match &shared.deterministic {
             Some(l) => Order::Lanes(LaneOrder::new(l.lanes())),
             None => Order::Arrival,
         };

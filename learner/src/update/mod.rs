@@ -127,7 +127,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
             self.ctx.live.clone(),
         );
         let mut intake = collect::Intake::new(rx, &shared);
-        self.lockstep_evaluation(at.version);
+        self.deterministic_evaluation(at.version);
         while !completed {
             let steps_before = at.env_steps;
             let collected = collect::collect(
@@ -258,13 +258,13 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
     /// evaluator is due to score it (by its own rule: `eval.interval` past the
     /// newest evaluated), so that which versions are evaluated is no matter of
     /// timing: the evaluator sees no newer version before it has scored this one.
-    fn lockstep_evaluation(&self, made: u64) {
+    fn deterministic_evaluation(&self, made: u64) {
         let shared = &self.ctx.shared;
-        let Some(lockstep) = &shared.lockstep else {
+        let Some(plan) = &shared.deterministic else {
             return;
         };
         // With a forced lag, the evaluator sees versions that many updates late.
-        let version = lockstep.published(made);
+        let version = plan.published(made);
         let interval = shared.config.eval.interval;
         let newest = shared.evals.scores().latest;
         if newest.is_some_and(|s| version < s.version.saturating_add(interval)) {
@@ -298,11 +298,11 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
         }
         let publishing = Instant::now();
         let shared = self.ctx.shared.clone();
-        let lockstep = shared.lockstep.as_ref();
-        if let Some(l) = lockstep.filter(|l| l.lag() > 0 && !completed) {
+        let plan = shared.deterministic.as_ref();
+        if let Some(l) = plan.filter(|l| l.lag() > 0 && !completed) {
             self.publish_lagged(at, l.published(at.version))?;
-        } else if completed || lockstep.is_some() {
-            // The final version, and every version of a lockstep run (whose
+        } else if completed || plan.is_some() {
+            // The final version, and every version of a deterministic run (whose
             // evaluation the loop may wait for next), are held before going on.
             at.version = self.publish(at, completed)?;
         } else {
@@ -341,7 +341,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
                 "step budget reached"
             );
         } else {
-            self.lockstep_evaluation(at.version);
+            self.deterministic_evaluation(at.version);
         }
         Ok(())
     }

@@ -2,7 +2,7 @@
 //! is made (on the runtime, while the next update trains: [`outbox`]), or in
 //! a deterministic run with a forced lag, `run.forced_lag` updates late so that
 //! actors and evaluator see exactly the versions the lanes name
-//! ([`crate::lockstep`]).
+//! ([`crate::deterministic`]).
 
 use super::UpdateLoop;
 use super::outbox;
@@ -40,7 +40,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
     }
 
     /// With a forced lag: keeps the version just made, and publishes (and
-    /// waits for) version `due` (`Lockstep::published`), when it is held and
+    /// waits for) version `due` (`Deterministic::published`), when it is held and
     /// the actors have not seen it yet.
     pub(super) fn publish_lagged(&mut self, at: Counters, due: u64) -> Result<(), LearnerError> {
         let made = self.weights_message(at, false, &info_span!("hold", version = at.version))?;

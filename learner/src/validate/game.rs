@@ -153,7 +153,7 @@ fn check_bootstrap(
     let input = PlayerGaeInput {
         trained_rows: rows.t,
         rows: rows.r + 1,
-        num_envs: rows.e,
+        envs_per_actor: rows.e,
         players,
         player_ids: &game.player_ids,
         rewards: &zeros,

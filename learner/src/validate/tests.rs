@@ -17,8 +17,8 @@ fn good() -> TrajectoryBatch {
 fn expect(s: &EnvSpec) -> Expect<'_> {
     Expect {
         env: s,
-        num_steps: 2,
-        num_envs: 2,
+        rollout_length: 2,
+        envs_per_actor: 2,
         current_version: 3,
         scaled_rewards: false,
         past_selves: false,

@@ -1,4 +1,4 @@
-//! Deterministic runs (`run.deterministic`): the pipeline in lockstep. Each
+//! Deterministic runs (`run.deterministic`): the pipeline in a fixed order. Each
 //! actor has a lane, its place in the list of the run's actors (which `sebulba
 //! local` knows by name); the run's g-th batch comes from lane `g mod N` and is
 //! acted with version `first + g / B` (`B` = `learner.batches_per_update`), so
@@ -9,7 +9,7 @@
 //! A forced lag `L` (`run.forced_lag`) moves every batch's version `L` back:
 //! the update that starts from version `v` trains on batches of `v - L` (of
 //! the first version while `v - L` is before it). The learner publishes each
-//! version `L` updates after making it ([`Lockstep::published`]), so actors
+//! version `L` updates after making it ([`Deterministic::published`]), so actors
 //! and evaluator see exactly the versions the lanes name, in order.
 
 use crate::batch::DecodedBatch;
@@ -17,14 +17,14 @@ use std::collections::VecDeque;
 
 /// The run's lanes and batch order.
 #[derive(Debug, Clone)]
-pub struct Lockstep {
+pub struct Deterministic {
     names: Vec<String>,
     batches_per_update: usize,
     first_version: u64,
     lag: u64,
 }
 
-impl Lockstep {
+impl Deterministic {
     /// Lanes for the actors `names` (lane i is `names[i]`), starting from
     /// version `first_version`.
     pub fn new(names: Vec<String>, batches_per_update: usize, first_version: u64) -> Self {
@@ -66,8 +66,8 @@ impl Lockstep {
     }
 
     /// What the actor of `lane` is told at Join.
-    pub fn wire(&self, lane: usize) -> sebulba_proto::Lockstep {
-        sebulba_proto::Lockstep {
+    pub fn wire(&self, lane: usize) -> sebulba_proto::DeterministicLane {
+        sebulba_proto::DeterministicLane {
             lane: lane as u32,
             lanes: self.names.len() as u32,
             batches_per_update: self.batches_per_update as u32,
@@ -162,7 +162,7 @@ mod tests {
         let env = sebulba_envs::env_spec("CartPole-v1").unwrap();
         let names = vec!["local-0".to_string(), "local-1".to_string()];
         let shared = Shared::new(cfg.clone(), env.clone(), "run".into())
-            .with_lockstep(Some(Lockstep::new(names, 2, 0)));
+            .with_deterministic(Some(Deterministic::new(names, 2, 0)));
         let (id1, seed1, lane1) = shared.register_actor("local-1").unwrap();
         let (_, seed0, lane0) = shared.register_actor("local-0").unwrap();
         assert_eq!((lane0, lane1), (Some(0), Some(1)));
