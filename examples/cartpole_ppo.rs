@@ -26,7 +26,7 @@ use sebulba_core::devices::DeviceKind;
 use sebulba_core::distribution::{argmax, sample_categorical};
 use sebulba_core::model::ModelSpec;
 use sebulba_core::policy::InferencePolicy;
-use sebulba_envs::{ActionBatch, VecEnv};
+use sebulba_envs::{ActionBatch, NativeVecEnv};
 
 const ENV: &str = "CartPole-v1";
 
@@ -44,7 +44,7 @@ fn main() -> anyhow::Result<()> {
     let steps = cfg.env.rollout_length;
     let envs_per_actor = cfg.env.envs_per_actor * cfg.learner.batches_per_update;
 
-    let mut envs = VecEnv::new(ENV, envs_per_actor, seed)?;
+    let mut envs = NativeVecEnv::new(ENV, envs_per_actor, seed)?;
     let env = envs.spec().clone();
     let spec = ModelSpec::new(&env, &cfg.network);
     // The network and Adam on the learner's engine (the fused CPU engine).
@@ -107,7 +107,7 @@ fn main() -> anyhow::Result<()> {
 
 /// T steps of every env with actions sampled from `policy`, as a trajectory.
 fn rollout(
-    envs: &mut VecEnv,
+    envs: &mut NativeVecEnv,
     policy: &InferencePolicy,
     obs: &mut [f32],
     steps: usize,
@@ -171,7 +171,7 @@ fn rollout(
 /// The mean return of `episodes` episodes acting greedily (argmax), as the
 /// evaluator scores a version.
 fn evaluate(policy: &InferencePolicy, seed: u64, episodes: usize) -> anyhow::Result<f64> {
-    let mut envs = VecEnv::new(ENV, episodes, seed)?;
+    let mut envs = NativeVecEnv::new(ENV, episodes, seed)?;
     let n = policy.spec().head_dim();
     let mut obs = vec![0.0f32; episodes * envs.spec().obs_dim];
     envs.reset(&mut obs);

@@ -53,7 +53,7 @@ pub async fn run(
     } else {
         Vec::new()
     };
-    let live = Arc::new(sebulba_learner::LiveStats::new());
+    let live = Arc::new(sebulba_learner::LiveProgress::new());
     let progress = progress::spawn(live.clone(), config.run.total_steps, roles.clone());
     let opts = sebulba_learner::LearnerOptions {
         config,

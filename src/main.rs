@@ -97,7 +97,7 @@ async fn run_learner(args: cli::LearnerArgs, shutdown: CancellationToken) -> any
         config,
         run_dir: run_dir.clone(),
         param_server: args.param_server,
-        live: Arc::new(sebulba_learner::LiveStats::new()),
+        live: Arc::new(sebulba_learner::LiveProgress::new()),
         security,
         start: crate::cli::run_start(args.resume, args.fresh),
         run_name,

@@ -2,7 +2,7 @@
 //! learner itself logs a progress line every 10 s in every mode.)
 
 use indicatif::{ProgressBar, ProgressStyle};
-use sebulba_learner::LiveStats;
+use sebulba_learner::LiveProgress;
 use std::io::IsTerminal;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 pub fn spawn(
-    live: Arc<LiveStats>,
+    live: Arc<LiveProgress>,
     total_steps: u64,
     stop: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {

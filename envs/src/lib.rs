@@ -2,7 +2,7 @@
 //! wrapper with auto-reset.
 //!
 //! The raw environments carry no time limit; as in Gymnasium the limit lives in
-//! a separate wrapper ([`TimeLimit`], used by [`VecEnv`]), so that a state can be
+//! a separate wrapper ([`TimeLimit`], used by [`NativeVecEnv`]), so that a state can be
 //! set and stepped exactly like `env.unwrapped` in the reference data.
 //!
 //! Dynamics reproduce NumPy's dtype behaviour where it changes results (float32
@@ -152,7 +152,7 @@ pub enum EnvError {
 }
 
 /// Raw dynamics without a time limit (the time limit lives in [`TimeLimit`] /
-/// [`VecEnv`], as Gymnasium's TimeLimit wrapper).
+/// [`NativeVecEnv`], as Gymnasium's TimeLimit wrapper).
 pub trait Env: Send {
     fn spec(&self) -> &EnvSpec;
     /// Draws a new initial state from the env's own seeded RNG and writes the
@@ -223,7 +223,7 @@ pub struct TimeStep {
 }
 
 /// An environment with Gymnasium's TimeLimit wrapper around it; the single
-/// code path for truncation (used by [`VecEnv`] and the reference test).
+/// code path for truncation (used by [`NativeVecEnv`] and the reference test).
 pub struct TimeLimit {
     env: Box<dyn Env>,
     max_episode_steps: u32,

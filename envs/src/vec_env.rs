@@ -4,7 +4,7 @@
 use super::{Action, ActionSpace, EnvError, EnvSpec, TimeLimit, make_env};
 use std::time::{Duration, Instant};
 
-/// Actions for all `E` environments of a [`VecEnv`].
+/// Actions for all `E` environments of a [`NativeVecEnv`].
 #[derive(Clone, Copy, Debug)]
 pub enum ActionBatch<'a> {
     /// One index per env (length `E`).
@@ -79,14 +79,14 @@ fn splitmix64(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// The seed of env `index` in a [`VecEnv`] seeded with `seed`. Distinct
+/// The seed of env `index` in a [`NativeVecEnv`] seeded with `seed`. Distinct
 /// indices give distinct seeds for a given `seed`.
 pub fn derive_env_seed(seed: u64, index: u64) -> u64 {
     splitmix64(splitmix64(seed) ^ index)
 }
 
 /// `E` copies of one environment behind Gymnasium's TimeLimit, auto-reset.
-pub struct VecEnv {
+pub struct NativeVecEnv {
     spec: EnvSpec,
     envs: Vec<TimeLimit>,
     returns: Vec<f64>,
@@ -95,7 +95,7 @@ pub struct VecEnv {
     step_cost: Duration,
 }
 
-impl VecEnv {
+impl NativeVecEnv {
     /// `num_envs` copies of env `id`; env `i` is seeded with
     /// [`derive_env_seed`]`(seed, i)` so streams differ but are reproducible.
     pub fn new(id: &str, num_envs: usize, seed: u64) -> Result<Self, EnvError> {
@@ -248,7 +248,7 @@ mod tests {
     use super::*;
 
     fn pendulum_steps(seed: u64, steps: usize) -> Vec<f32> {
-        let mut venv = VecEnv::new("Pendulum-v1", 3, seed).expect("known id");
+        let mut venv = NativeVecEnv::new("Pendulum-v1", 3, seed).expect("known id");
         let mut obs = vec![0.0; 9];
         venv.reset(&mut obs);
         let mut out = venv.new_step_out();
@@ -263,7 +263,7 @@ mod tests {
 
     #[test]
     fn pendulum_truncates_at_exactly_200_with_true_final_obs() {
-        let mut venv = VecEnv::new("Pendulum-v1", 2, 7).expect("known id");
+        let mut venv = NativeVecEnv::new("Pendulum-v1", 2, 7).expect("known id");
         let d = venv.spec().obs_dim;
         let mut obs = vec![0.0; 2 * d];
         venv.reset(&mut obs);
@@ -315,7 +315,7 @@ mod tests {
 
     #[test]
     fn cartpole_terminates_and_auto_resets() {
-        let mut venv = VecEnv::new("CartPole-v1", 4, 3).expect("known id");
+        let mut venv = NativeVecEnv::new("CartPole-v1", 4, 3).expect("known id");
         let mut obs = vec![0.0; 16];
         venv.reset(&mut obs);
         let mut out = venv.new_step_out();
@@ -361,7 +361,7 @@ mod tests {
 
     #[test]
     fn bad_batches_are_rejected_before_stepping() {
-        let mut venv = VecEnv::new("Acrobot-v1", 2, 0).expect("known id");
+        let mut venv = NativeVecEnv::new("Acrobot-v1", 2, 0).expect("known id");
         let mut out = venv.new_step_out();
         assert!(venv.step(ActionBatch::Discrete(&[0]), &mut out).is_err());
         assert!(venv.step(ActionBatch::Discrete(&[0, 3]), &mut out).is_err());
@@ -370,9 +370,9 @@ mod tests {
                 .is_err()
         );
         assert!(matches!(
-            VecEnv::new("Acrobot-v1", 0, 0),
+            NativeVecEnv::new("Acrobot-v1", 0, 0),
             Err(EnvError::NoEnvs)
         ));
-        assert!(VecEnv::new("Nope", 1, 0).is_err());
+        assert!(NativeVecEnv::new("Nope", 1, 0).is_err());
     }
 }

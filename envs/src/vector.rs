@@ -1,12 +1,12 @@
 //! What actors and the evaluator step: E environments behind one call, either
-//! the native [`VecEnv`] or an external one (Gymnasium through embedded Python)
+//! the native [`NativeVecEnv`] or an external one (Gymnasium through embedded Python)
 //! supplied by an [`EnvProvider`] the binary installs at start-up.
 //!
 //! The provider is a hook rather than a dependency so that this crate (and
 //! everything built on it) never links Python: only a binary built with the
 //! `python` feature installs one.
 
-use super::{ActionBatch, EnvError, EnvSpec, VecEnv, VecStepOut};
+use super::{ActionBatch, EnvError, EnvSpec, NativeVecEnv, VecStepOut};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -51,22 +51,22 @@ pub trait VectorEnv: Send {
     }
 }
 
-impl VectorEnv for VecEnv {
+impl VectorEnv for NativeVecEnv {
     fn spec(&self) -> &EnvSpec {
-        VecEnv::spec(self)
+        NativeVecEnv::spec(self)
     }
     fn num_envs(&self) -> usize {
-        VecEnv::num_envs(self)
+        NativeVecEnv::num_envs(self)
     }
     fn reset(&mut self, obs: &mut [f32]) -> Result<(), EnvError> {
-        VecEnv::reset(self, obs);
+        NativeVecEnv::reset(self, obs);
         Ok(())
     }
     fn step(&mut self, actions: ActionBatch<'_>, out: &mut VecStepOut) -> Result<(), EnvError> {
-        VecEnv::step(self, actions, out)
+        NativeVecEnv::step(self, actions, out)
     }
     fn action_masks(&self, mask: &mut [u8]) -> bool {
-        VecEnv::action_masks(self, mask)
+        NativeVecEnv::action_masks(self, mask)
     }
 }
 
@@ -213,7 +213,7 @@ pub fn make_vector_env(
     } else {
         let cost = native_step_cost(id, kwargs)?;
         Ok(Box::new(
-            VecEnv::new(id, num_envs, seed)?.with_step_cost(cost),
+            NativeVecEnv::new(id, num_envs, seed)?.with_step_cost(cost),
         ))
     }
 }

@@ -5,7 +5,7 @@
 //!
 //! For each row: set the recorded state (with the dtype Gymnasium held it in),
 //! check the observation function, step with the recorded action through the
-//! same TimeLimit path VecEnv uses, and compare state, observation, reward,
+//! same TimeLimit path NativeVecEnv uses, and compare state, observation, reward,
 //! terminated and truncated to 1e-6.
 
 use std::collections::BTreeMap;

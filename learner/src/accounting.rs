@@ -9,7 +9,7 @@ use std::sync::Mutex;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
-pub struct Counts {
+pub struct BatchCounts {
     pub received: u64,
     pub used: u64,
     pub dropped_stale: u64,
@@ -34,7 +34,7 @@ pub struct Counts {
     pub env_steps_discarded: u64,
 }
 
-impl Counts {
+impl BatchCounts {
     /// received = used + dropped + rejected + queued.
     pub fn balanced(&self) -> bool {
         self.received
@@ -79,8 +79,8 @@ impl Counts {
 /// whole run, per actor too.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Saved {
-    pub total: Counts,
-    pub per_actor: BTreeMap<String, Counts>,
+    pub total: BatchCounts,
+    pub per_actor: BTreeMap<String, BatchCounts>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -97,14 +97,14 @@ pub struct Accounting {
 
 #[derive(Default)]
 struct State {
-    total: Counts,
-    per_actor: BTreeMap<String, Counts>,
+    total: BatchCounts,
+    per_actor: BTreeMap<String, BatchCounts>,
 }
 
 impl State {
     /// Applies `f` to the run's and `actor`'s counts, and mirrors both in the
     /// live metrics.
-    fn both(&mut self, actor: &str, f: impl Fn(&mut Counts)) {
+    fn both(&mut self, actor: &str, f: impl Fn(&mut BatchCounts)) {
         f(&mut self.total);
         let mine = self.per_actor.entry(actor.to_string()).or_default();
         f(mine);
@@ -190,7 +190,7 @@ impl Accounting {
         });
     }
 
-    pub fn snapshot(&self) -> (Counts, BTreeMap<String, Counts>) {
+    pub fn snapshot(&self) -> (BatchCounts, BTreeMap<String, BatchCounts>) {
         self.with(|s| (s.total.clone(), s.per_actor.clone()))
     }
 
@@ -203,7 +203,7 @@ impl Accounting {
     /// Goes on from a checkpoint's counts (a resumed run). Batches queued when
     /// it was written died with that learner: they count as dropped at shutdown.
     pub fn restore(&self, saved: &Saved) {
-        let requeue = |c: &Counts| {
+        let requeue = |c: &BatchCounts| {
             let mut c = c.clone();
             c.dropped_shutdown += std::mem::take(&mut c.queued);
             c
@@ -251,12 +251,12 @@ mod tests {
             (5, 1, 1, 1, 1, 1)
         );
         assert_eq!(per["b"].rejected_by_reason["shape"], 1);
-        assert!(per.values().all(Counts::balanced));
+        assert!(per.values().all(BatchCounts::balanced));
         // A resumed run goes on from the saved counts; what was queued died.
         let resumed = Accounting::default();
         resumed.restore(&a.saved());
         let (r, per) = resumed.snapshot();
         assert_eq!((r.received, r.queued, r.dropped_shutdown), (5, 0, 2));
-        assert!(r.balanced() && per.values().all(Counts::balanced));
+        assert!(r.balanced() && per.values().all(BatchCounts::balanced));
     }
 }

@@ -38,7 +38,7 @@ pub enum CheckpointError {
     },
 }
 
-/// Counters and learner-side statistics.
+/// Progress and learner-side statistics.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Meta {
     /// The run this checkpoint belongs to.

@@ -23,7 +23,7 @@ pub mod validate;
 
 pub use run::{LearnerOptions, on_learner_devices, run};
 pub use run_dir::RunStart;
-pub use state::LiveStats;
+pub use state::LiveProgress;
 
 use sebulba_transport::grpc::ChannelError;
 

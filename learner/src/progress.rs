@@ -5,7 +5,7 @@
 //! summary would report.
 
 use crate::publish::Publisher;
-use crate::state::{LiveStats, RunClock, Shared};
+use crate::state::{LiveProgress, RunClock, Shared};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -18,7 +18,7 @@ const EVALS_EVERY: Duration = Duration::from_secs(2);
 /// What the progress task reads.
 pub struct Progress {
     pub shared: Arc<Shared>,
-    pub live: Arc<LiveStats>,
+    pub live: Arc<LiveProgress>,
     pub publisher: Publisher,
     pub clock: RunClock,
 }

@@ -8,7 +8,7 @@ use crate::checkpoint::Checkpoint;
 use crate::publish::Publisher;
 use crate::run_dir::RunStart;
 use crate::service::LearnerService;
-use crate::state::{LiveStats, RunClock, Shared};
+use crate::state::{LiveProgress, RunClock, Shared};
 use crate::summary::Summary;
 use crate::update::{LoopContext, LoopOutcome, UpdateLoop};
 use crate::validate::Expect;
@@ -37,7 +37,7 @@ pub struct LearnerOptions {
     pub run_dir: PathBuf,
     /// Parameter server URL (`http://host:port`).
     pub param_server: String,
-    pub live: Arc<LiveStats>,
+    pub live: Arc<LiveProgress>,
     /// Tokens accepted from actors; the learner token sent when publishing; TLS.
     pub security: Security,
     /// What to do with what the run directory already holds.

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Live progress, readable from outside (the CLI's progress line).
 #[derive(Default, Debug)]
-pub struct LiveStats {
+pub struct LiveProgress {
     pub env_steps: AtomicU64,
     pub updates: AtomicU64,
     /// f64 bits of the mean return of the episodes in the latest update (NaN if none yet).
@@ -17,7 +17,7 @@ pub struct LiveStats {
     lag_bits: AtomicU64,
 }
 
-impl LiveStats {
+impl LiveProgress {
     pub fn new() -> Self {
         let s = Self::default();
         s.set_last_return(f64::NAN);

@@ -1,6 +1,6 @@
 //! The run's `summary.json`.
 
-use crate::accounting::Counts;
+use crate::accounting::BatchCounts;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -33,8 +33,8 @@ pub struct Summary {
     /// The newest evaluation filed, whether or not the run completed.
     pub latest_eval_return_mean: Option<f64>,
     pub latest_eval_version: Option<u64>,
-    pub batches: Counts,
-    pub batches_per_actor: BTreeMap<String, Counts>,
+    pub batches: BatchCounts,
+    pub batches_per_actor: BTreeMap<String, BatchCounts>,
     /// Why the run stopped before its budget, when it could not go on.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stopped_by_error: Option<String>,

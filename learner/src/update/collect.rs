@@ -8,7 +8,7 @@
 use crate::accounting::Outcome;
 use crate::batch::{BatchOrigin, DecodedBatch, Trajectory, Verdict};
 use crate::deterministic::LaneOrder;
-use crate::state::{LiveStats, Shared};
+use crate::state::{LiveProgress, Shared};
 use std::sync::atomic::Ordering;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -88,7 +88,7 @@ pub fn collect(
     intake: &mut Intake,
     stop: &CancellationToken,
     shared: &Shared,
-    live: &LiveStats,
+    live: &LiveProgress,
     version: u64,
     env_steps: &mut u64,
 ) -> Option<Taken> {
@@ -197,7 +197,7 @@ mod tests {
             tx.try_send(b).unwrap();
         }
         let mut env_steps = 0;
-        let live = LiveStats::default();
+        let live = LiveProgress::default();
         let stop = CancellationToken::new();
         let mut intake = Intake::new(rx, &shared);
         let taken = collect(

@@ -14,9 +14,9 @@ use crate::accounting::Outcome;
 use crate::batch::{BatchOrigin, DecodedBatch};
 use crate::checkpoint::{Checkpoint, Meta};
 use crate::publish::Publisher;
-use crate::state::{LiveStats, Shared};
+use crate::state::{LiveProgress, Shared};
 use burn::tensor::backend::AutodiffBackend;
-use record::{Counters, MetricsLine};
+use record::{MetricsLine, Progress};
 use sebulba_algorithms::prepare::{Normalizers, Prepared};
 use sebulba_algorithms::trainer::Trainer;
 use sebulba_algorithms::{UpdateAt, UpdateRule, UpdateStats};
@@ -44,7 +44,7 @@ pub struct UpdateLoop<B: AutodiffBackend> {
 /// What the update loop works with besides PPO, whatever the backend.
 pub struct LoopContext {
     pub shared: Arc<Shared>,
-    pub live: Arc<LiveStats>,
+    pub live: Arc<LiveProgress>,
     pub model_spec: ModelSpec,
     pub publisher: Publisher,
     pub rt: tokio::runtime::Handle,
@@ -109,7 +109,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
         let stop = self.ctx.stop.clone();
         let mut at = match resume {
             Some(ck) => self.restore(ck)?,
-            None => Counters {
+            None => Progress {
                 updates: 0,
                 version: 0,
                 env_steps: 0,
@@ -189,11 +189,11 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
     }
 
     /// Restores PPO, the normalisers and the counters from a checkpoint.
-    fn restore(&mut self, ck: Checkpoint) -> Result<Counters, LearnerError> {
+    fn restore(&mut self, ck: Checkpoint) -> Result<Progress, LearnerError> {
         self.trainer.load_state(&ck.trainer)?;
         self.ctx.normalizers.obs = ck.meta.obs_stats;
         self.ctx.normalizers.rewards = ck.meta.reward_scale;
-        let mut at = Counters {
+        let mut at = Progress {
             updates: ck.meta.updates,
             version: ck.meta.version,
             env_steps: ck.meta.env_steps,
@@ -228,7 +228,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
         &mut self,
         rule: &mut UpdateRule,
         taken: &collect::Taken,
-        at: Counters,
+        at: Progress,
         steps_before: u64,
     ) -> Result<(Prepared, UpdateStats), LearnerError> {
         let cfg = self.ctx.shared.config.clone();
@@ -287,7 +287,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
     /// After an update: publish, checkpoint when due, and the metrics line.
     fn publish_and_record(
         &mut self,
-        mut at: Counters,
+        mut at: Progress,
         completed: bool,
         t0: Instant,
         prepared: &Prepared,
@@ -350,7 +350,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
     /// updates)` says so. A failure (a full disk) is logged and training goes
     /// on: the previous checkpoint stays intact, and the next interval tries
     /// again.
-    fn checkpoint_if(&mut self, at: Counters, due: impl Fn(u64, u64) -> bool) {
+    fn checkpoint_if(&mut self, at: Progress, due: impl Fn(u64, u64) -> bool) {
         let every = self.ctx.shared.config.learner.checkpoint_interval;
         if every == 0 || !due(every, at.updates) {
             return;
@@ -368,7 +368,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
         }
     }
 
-    fn write_checkpoint(&mut self, at: Counters) -> Result<(), LearnerError> {
+    fn write_checkpoint(&mut self, at: Progress) -> Result<(), LearnerError> {
         let trainer = self.trainer.save_state()?;
         let c = &self.ctx.shared.config;
         let ck = Checkpoint {

@@ -6,7 +6,7 @@
 
 use super::UpdateLoop;
 use super::outbox;
-use super::record::Counters;
+use super::record::Progress;
 use crate::LearnerError;
 use burn::tensor::backend::AutodiffBackend;
 use sebulba_core::policy::network_to_wire;
@@ -23,7 +23,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
     /// Publishes the current weights as version `at.version` and waits for
     /// the parameter server to hold them; returns the version published (see
     /// [`outbox::publish`]).
-    pub(super) fn publish(&mut self, at: Counters, final_: bool) -> Result<u64, LearnerError> {
+    pub(super) fn publish(&mut self, at: Progress, final_: bool) -> Result<u64, LearnerError> {
         self.start_publish(at, final_)?;
         Ok(self.settle_publish()?.unwrap_or(at.version))
     }
@@ -31,7 +31,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
     /// Starts publishing the current weights as version `at.version` on the
     /// runtime, once the previous version's publish has finished (its error,
     /// if it failed, is returned here): the next update trains meanwhile.
-    pub(super) fn start_publish(&mut self, at: Counters, final_: bool) -> Result<(), LearnerError> {
+    pub(super) fn start_publish(&mut self, at: Progress, final_: bool) -> Result<(), LearnerError> {
         self.settle_publish()?;
         let span = info_span!("publish", version = at.version);
         let weights = self.weights_message(at, final_, &span)?;
@@ -42,7 +42,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
     /// With a forced lag: keeps the version just made, and publishes (and
     /// waits for) version `due` (`Deterministic::published`), when it is held and
     /// the actors have not seen it yet.
-    pub(super) fn publish_lagged(&mut self, at: Counters, due: u64) -> Result<(), LearnerError> {
+    pub(super) fn publish_lagged(&mut self, at: Progress, due: u64) -> Result<(), LearnerError> {
         let made = self.weights_message(at, false, &info_span!("hold", version = at.version))?;
         self.held.push_back(made);
         while self.held.front().is_some_and(|w| w.version < due) {
@@ -64,7 +64,7 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
     /// `at.version`; followers' weight refreshes continue `span`'s trace.
     fn weights_message(
         &self,
-        at: Counters,
+        at: Progress,
         final_: bool,
         span: &tracing::Span,
     ) -> Result<Weights, LearnerError> {

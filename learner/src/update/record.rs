@@ -36,7 +36,7 @@ pub struct MetricsLine {
 
 /// Where the run stands after an update.
 #[derive(Debug, Clone, Copy)]
-pub struct Counters {
+pub struct Progress {
     pub updates: u64,
     pub version: u64,
     pub env_steps: u64,
@@ -44,7 +44,7 @@ pub struct Counters {
 
 impl MetricsLine {
     pub fn new(
-        at: Counters,
+        at: Progress,
         wall_seconds: f64,
         update_seconds: f64,
         prepared: &Prepared,

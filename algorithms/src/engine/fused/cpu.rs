@@ -3,7 +3,7 @@
 //! the backward pass ([`super::backward`]), global-norm clipping and Adam. No
 //! burn here: [`super::FusedEngine`] keeps the burn model in step.
 
-use super::shard::{Shard, Shared, Sums};
+use super::shard::{Shard, StepInputs, Sums};
 use crate::data::{Minibatch, StepStats};
 use sebulba_core::distribution::ActionDist;
 use sebulba_core::model::ModelSpec;
@@ -183,7 +183,7 @@ impl Fused {
         let n = (m / MIN_SHARD_ROWS).clamp(1, self.shards.len());
         let chunk = m.div_ceil(n);
         let rows = |s: usize| s * chunk..((s + 1) * chunk).min(m);
-        let shared = Shared {
+        let shared = StepInputs {
             layout: &self.layout,
             dist: &self.dist,
             params: &self.params,

@@ -16,7 +16,7 @@ use sebulba_core::model::fused::net::{self, Layout, Work};
 use std::ops::Range;
 
 /// What every shard of a step reads.
-pub struct Shared<'a> {
+pub struct StepInputs<'a> {
     pub layout: &'a Layout,
     pub dist: &'a ActionDist,
     pub params: &'a [f32],
@@ -90,7 +90,7 @@ impl Shard {
     /// Minibatch rows `rows`: the forward pass, each sample's loss terms and
     /// their gradients at the heads, and the backward pass into `self.grads`
     /// (overwritten); the terms' sums into `self.sums`.
-    pub fn run(&mut self, s: &Shared<'_>, rows: Range<usize>) {
+    pub fn run(&mut self, s: &StepInputs<'_>, rows: Range<usize>) {
         let (layout, mb) = (s.layout, s.mb);
         let idx = &mb.idx[rows.clone()];
         self.gather_obs(s, idx);
@@ -113,7 +113,7 @@ impl Shard {
 
     /// The PPO loss terms of samples `idx` (minibatch rows from `start`) and
     /// their gradients at the heads.
-    fn ppo_rows(&mut self, s: &Shared<'_>, idx: &[usize], start: usize, sums: &mut Sums) {
+    fn ppo_rows(&mut self, s: &StepInputs<'_>, idx: &[usize], start: usize, sums: &mut Sums) {
         let cfg = s.mb.cfg;
         let hd = s.layout.head_dim;
         for (k, &i) in idx.iter().enumerate() {
@@ -135,7 +135,7 @@ impl Shard {
     /// The Q-learning loss of samples `idx` (DQN): the Huber loss of
     /// `Q(s, a) - y` (`y` in `data.returns`), its gradient at the taken
     /// action's output only; the value head gets none.
-    fn q_rows(&mut self, s: &Shared<'_>, idx: &[usize], delta: f64, sums: &mut Sums) {
+    fn q_rows(&mut self, s: &StepInputs<'_>, idx: &[usize], delta: f64, sums: &mut Sums) {
         let data = s.mb.data;
         let BatchActions::Discrete(actions) = &data.actions else {
             unreachable!("Q-learning runs on discrete actions only (config)");
@@ -155,7 +155,7 @@ impl Shard {
     }
 
     /// Fills `work.x` with the (normalised) observations of samples `idx`.
-    fn gather_obs(&mut self, s: &Shared<'_>, idx: &[usize]) {
+    fn gather_obs(&mut self, s: &StepInputs<'_>, idx: &[usize]) {
         let data = s.mb.data;
         let d = data.obs_dim;
         self.work.resize(s.layout, idx.len());
@@ -172,7 +172,7 @@ impl Shard {
     /// `d_ent`) and its PPO loss terms.
     fn sample_terms(
         &mut self,
-        s: &Shared<'_>,
+        s: &StepInputs<'_>,
         k: usize,
         at: usize,
         i: usize,
