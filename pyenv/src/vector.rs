@@ -1,4 +1,4 @@
-//! A [`VectorEnv`] over helper.py's `NativeVecEnv`: one Python call per step for
+//! A [`VectorEnv`] over helper.py's `VecEnv`: one Python call per step for
 //! all E envs. Actions go into, and results come out of, numpy arrays that
 //! live as long as the env, through their buffers (one copy each way); the
 //! GIL is held only inside these calls, so the actor's gRPC never waits on
@@ -48,7 +48,7 @@ impl PyVecEnv {
         Python::attach(|py| -> PyResult<Self> {
             let helper = interp::helper(py)?;
             let env = helper
-                .getattr("NativeVecEnv")?
+                .getattr("VecEnv")?
                 .call1((&id, kwargs, seeds.clone()))?;
             let buf = |name: &str| env.getattr(name);
             let discrete = spec.action_space.is_discrete();
