@@ -89,9 +89,9 @@ fn main() -> anyhow::Result<()> {
                 "steps {env_steps:>6}  episodes {:>4}  mean return {:>6.1}  policy loss {:>7.4}  value loss {:>8.3}  approx kl {:.4}",
                 recent.len(),
                 recent.iter().sum::<f64>() / n,
-                stats.policy_loss,
-                stats.value_loss,
-                stats.approx_kl,
+                stats.terms.policy_loss,
+                stats.terms.value_loss,
+                stats.terms.approx_kl,
             );
             recent.clear();
         }

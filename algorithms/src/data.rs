@@ -1,6 +1,6 @@
 //! What one update trains on and what one step reports: the flat training data
 //! of an update ([`UpdateData`]), one minibatch step's input ([`Minibatch`]) and
-//! statistics ([`StepStats`]), and advantage normalisation. Shared by the
+//! statistics ([`StepStats`], over [`LossTerms`]), and advantage normalisation. Shared by the
 //! preparation, the PPO loop and both update engines.
 
 use crate::trajectory::BatchActions;
@@ -64,20 +64,67 @@ pub enum Loss {
     Q { huber_delta: f64 },
 }
 
-/// The loss statistics of one minibatch step (means over its samples). A
-/// replica's share of a step is weighted by `shard / minibatch`, so shares add
-/// up to the whole minibatch's figures.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct StepStats {
+/// The loss terms of a step: PPO's, and a Q step's mean Q-value (a Q step's
+/// Huber loss is its `value_loss`). One type for a shard's sums over its rows,
+/// a step's means, and an update's means over its steps.
+#[derive(Debug, Default, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct LossTerms {
     pub policy_loss: f64,
     pub value_loss: f64,
     pub entropy: f64,
     pub approx_kl: f64,
+    /// Of samples whose ratio was clipped (summed: their count).
     pub clip_fraction: f64,
+    /// Q-learning steps: the taken actions' Q-values (PPO's metrics leave it out).
+    #[serde(skip)]
+    pub q_mean: f64,
+}
+
+impl LossTerms {
+    /// Adds `o` term by term.
+    pub fn add(&mut self, o: &LossTerms) {
+        self.policy_loss += o.policy_loss;
+        self.value_loss += o.value_loss;
+        self.entropy += o.entropy;
+        self.approx_kl += o.approx_kl;
+        self.clip_fraction += o.clip_fraction;
+        self.q_mean += o.q_mean;
+    }
+
+    /// Every term times `k` (sums to means: `k = 1 / rows`).
+    pub fn times(self, k: f64) -> Self {
+        Self {
+            policy_loss: self.policy_loss * k,
+            value_loss: self.value_loss * k,
+            entropy: self.entropy * k,
+            approx_kl: self.approx_kl * k,
+            clip_fraction: self.clip_fraction * k,
+            q_mean: self.q_mean * k,
+        }
+    }
+
+    /// Every term divided by `k` (an update's sums over `k` steps to means).
+    pub fn over(self, k: f64) -> Self {
+        Self {
+            policy_loss: self.policy_loss / k,
+            value_loss: self.value_loss / k,
+            entropy: self.entropy / k,
+            approx_kl: self.approx_kl / k,
+            clip_fraction: self.clip_fraction / k,
+            q_mean: self.q_mean / k,
+        }
+    }
+}
+
+/// The statistics of one minibatch step: its loss terms (means over its
+/// samples), the gradient norm, and whether it stepped. A replica's share of
+/// a step is weighted by `shard / minibatch`, so shares add up to the whole
+/// minibatch's figures.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct StepStats {
+    pub terms: LossTerms,
     /// Global gradient norm before clipping.
     pub grad_norm: f64,
-    /// Q-learning steps: the mean Q-value of the taken actions.
-    pub q_mean: f64,
     /// False when no step was taken: the approximate KL was past the target,
     /// or (`non_finite`) the loss or the gradient was not finite.
     pub stepped: bool,

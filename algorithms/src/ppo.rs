@@ -5,7 +5,7 @@
 //! entropy-estimate noise are drawn here, once per minibatch, so they do not
 //! depend on the engine or the number of devices.
 
-use crate::data::{Loss, Minibatch, StepStats, UpdateData, normalize};
+use crate::data::{Loss, LossTerms, Minibatch, StepStats, UpdateData, normalize};
 use crate::engine::EngineError;
 use crate::trainer::Trainer;
 use burn::tensor::backend::AutodiffBackend;
@@ -17,11 +17,8 @@ use sebulba_core::distribution::ActionDist;
 /// Averages over the minibatch steps of one update.
 #[derive(Debug, Default, Clone, Copy, serde::Serialize)]
 pub struct PpoStats {
-    pub policy_loss: f64,
-    pub value_loss: f64,
-    pub entropy: f64,
-    pub approx_kl: f64,
-    pub clip_fraction: f64,
+    #[serde(flatten)]
+    pub terms: LossTerms,
     /// Global gradient norm before clipping.
     pub grad_norm: f64,
     pub learning_rate: f64,
@@ -38,27 +35,15 @@ pub struct PpoStats {
 
 impl PpoStats {
     fn add(&mut self, s: &StepStats) {
-        self.policy_loss += s.policy_loss;
-        self.value_loss += s.value_loss;
-        self.entropy += s.entropy;
-        self.approx_kl += s.approx_kl;
-        self.clip_fraction += s.clip_fraction;
+        self.terms.add(&s.terms);
         self.grad_norm += s.grad_norm;
         self.minibatch_steps += 1;
     }
 
     fn into_means(mut self, lr: f64, clip: f64) -> Self {
         let k = self.minibatch_steps.max(1) as f64;
-        for x in [
-            &mut self.policy_loss,
-            &mut self.value_loss,
-            &mut self.entropy,
-            &mut self.approx_kl,
-            &mut self.clip_fraction,
-            &mut self.grad_norm,
-        ] {
-            *x /= k;
-        }
+        self.terms = self.terms.over(k);
+        self.grad_norm /= k;
         (self.learning_rate, self.clip_coef) = (lr, clip);
         self
     }

@@ -106,8 +106,8 @@ pub fn q_update<B: AutodiffBackend>(
             stats.non_finite_steps += 1;
             continue;
         }
-        stats.td_loss += step.value_loss;
-        stats.q_mean += step.q_mean;
+        stats.td_loss += step.terms.value_loss;
+        stats.q_mean += step.terms.q_mean;
         stats.grad_norm += step.grad_norm;
         stats.gradient_steps += 1;
     }

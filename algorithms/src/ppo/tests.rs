@@ -60,7 +60,9 @@ fn an_update_moves_probability_toward_advantaged_actions() {
     let stats = crate::ppo::update(&mut ppo, &data, &c, 1e-2, 0.2).unwrap();
     let after = p1(&ppo);
     assert!(after > before + 0.02, "{before} -> {after}");
-    assert!(stats.value_loss > 0.0 && stats.grad_norm > 0.0 && stats.approx_kl.is_finite());
+    assert!(
+        stats.terms.value_loss > 0.0 && stats.grad_norm > 0.0 && stats.terms.approx_kl.is_finite()
+    );
     assert_eq!((stats.minibatch_steps, stats.early_stopped), (8, false));
 }
 
@@ -221,7 +223,7 @@ fn a_continuous_update_moves_the_mean_toward_advantaged_actions() {
     assert!(after > before + 0.05, "{before} -> {after}");
     // (The first step's ratio is checked in `at_zero_lag_the_first_steps_ratio_is_one_in_both_engines`.)
     assert!(
-        stats.approx_kl.is_finite() && stats.entropy.is_finite(),
+        stats.terms.approx_kl.is_finite() && stats.terms.entropy.is_finite(),
         "{stats:?}"
     );
 }
@@ -352,10 +354,10 @@ fn one_and_two_replicas_reach_the_same_parameters() {
             "{label}: replicas drifted apart"
         );
         for (a, b, what) in [
-            (s1.policy_loss, s2.policy_loss, "policy_loss"),
-            (s1.value_loss, s2.value_loss, "value_loss"),
-            (s1.entropy, s2.entropy, "entropy"),
-            (s1.approx_kl, s2.approx_kl, "approx_kl"),
+            (s1.terms.policy_loss, s2.terms.policy_loss, "policy_loss"),
+            (s1.terms.value_loss, s2.terms.value_loss, "value_loss"),
+            (s1.terms.entropy, s2.terms.entropy, "entropy"),
+            (s1.terms.approx_kl, s2.terms.approx_kl, "approx_kl"),
             (s1.grad_norm, s2.grad_norm, "grad_norm"),
         ] {
             assert!(
@@ -537,13 +539,16 @@ fn at_zero_lag_the_first_steps_ratio_is_one_in_both_engines() {
             let stats = crate::ppo::update(&mut ppo, &data, &c, 0.0, 0.2).unwrap();
             let engine = ppo.engine();
             assert!(
-                stats.approx_kl.abs() < 1e-6 && stats.clip_fraction == 0.0,
+                stats.terms.approx_kl.abs() < 1e-6 && stats.terms.clip_fraction == 0.0,
                 "{env_id} on {engine}: {stats:?}"
             );
             // Off by a little, the ratio is no longer 1: the check can fail.
             data.old_log_probs.iter_mut().for_each(|lp| *lp -= 0.05);
             let stats = crate::ppo::update(&mut ppo, &data, &c, 0.0, 0.2).unwrap();
-            assert!(stats.approx_kl > 1e-4, "{env_id} on {engine}: {stats:?}");
+            assert!(
+                stats.terms.approx_kl > 1e-4,
+                "{env_id} on {engine}: {stats:?}"
+            );
         }
     }
 }
@@ -585,7 +590,10 @@ fn non_finite_steps_are_skipped_and_leave_the_weights_finite() {
             "{label}: once per epoch: {stats:?}"
         );
         assert_eq!(stats.minibatch_steps, 6, "{label}: {stats:?}");
-        assert!(stats.policy_loss.is_finite() && finite(&ppo), "{label}");
+        assert!(
+            stats.terms.policy_loss.is_finite() && finite(&ppo),
+            "{label}"
+        );
         assert_ne!(
             before,
             flat_params(ppo.model()),

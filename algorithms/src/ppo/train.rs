@@ -144,7 +144,7 @@ mod tests {
                     ];
                     let stats = train(&mut ppo, &mut norms, &batches, version as u64, 0.0);
                     assert!(
-                        stats.approx_kl.abs() < 1e-6 && stats.clip_fraction == 0.0,
+                        stats.terms.approx_kl.abs() < 1e-6 && stats.terms.clip_fraction == 0.0,
                         "{env_id} on {engine}, version {version}: {stats:?}"
                     );
                 }
@@ -157,10 +157,10 @@ mod tests {
                 let stats = train(&mut ppo, &mut norms, &shifted, 9, 0.0);
                 eprintln!(
                     "{env_id} on {engine}, old order: approx_kl {}",
-                    stats.approx_kl
+                    stats.terms.approx_kl
                 );
                 assert!(
-                    stats.approx_kl > 1e-6,
+                    stats.terms.approx_kl > 1e-6,
                     "{env_id} on {engine}: stale statistics went unnoticed: {stats:?}"
                 );
             }

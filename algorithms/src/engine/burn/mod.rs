@@ -231,12 +231,7 @@ fn sum_shares(shares: &[StepStats]) -> StepStats {
         ..Default::default()
     };
     for x in shares {
-        s.policy_loss += x.policy_loss;
-        s.value_loss += x.value_loss;
-        s.entropy += x.entropy;
-        s.approx_kl += x.approx_kl;
-        s.clip_fraction += x.clip_fraction;
-        s.q_mean += x.q_mean;
+        s.terms.add(&x.terms);
     }
     s
 }

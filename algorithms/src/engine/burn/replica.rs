@@ -6,7 +6,7 @@
 use super::clip_global_norm;
 use super::losses::{MbActions, MinibatchTensors, ppo_losses, q_losses};
 use crate::data::Loss;
-use crate::data::{StepStats, UpdateData};
+use crate::data::{LossTerms, StepStats, UpdateData};
 use crate::engine::{EngineError, EngineState};
 use crate::trajectory::BatchActions;
 use burn::module::AutodiffModule;
@@ -254,8 +254,12 @@ impl<B: AutodiffBackend> Replica<B> {
         };
         if cfg.target_kl > 0.0 && approx_kl > cfg.target_kl {
             self.model = Some(model);
-            return Ok(StepStats {
+            let terms = LossTerms {
                 approx_kl: local_kl,
+                ..Default::default()
+            };
+            return Ok(StepStats {
+                terms,
                 ..Default::default()
             });
         }
@@ -273,14 +277,17 @@ impl<B: AutodiffBackend> Replica<B> {
             return Ok(StepStats::skipped_non_finite());
         }
         self.model = Some(self.optim.step(lr, model, grads));
-        Ok(StepStats {
+        let terms = LossTerms {
             policy_loss: scalar(losses.policy) * weight,
             value_loss: scalar(losses.value) * weight,
             entropy: scalar(losses.entropy) * weight,
             approx_kl: local_kl,
             clip_fraction: scalar(losses.clip_fraction) * weight,
-            grad_norm,
             q_mean: scalar(losses.q_mean) * weight,
+        };
+        Ok(StepStats {
+            terms,
+            grad_norm,
             stepped: true,
             non_finite: false,
         })

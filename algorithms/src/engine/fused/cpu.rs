@@ -3,8 +3,8 @@
 //! the backward pass ([`super::backward`]), global-norm clipping and Adam. No
 //! burn here: [`super::FusedEngine`] keeps the burn model in step.
 
-use super::shard::{Shard, StepInputs, Sums};
-use crate::data::{Minibatch, StepStats};
+use super::shard::{Shard, StepInputs};
+use crate::data::{LossTerms, Minibatch, StepStats};
 use sebulba_core::distribution::ActionDist;
 use sebulba_core::model::ModelSpec;
 use sebulba_core::model::fused::ObsScaler;
@@ -151,25 +151,27 @@ impl Fused {
         let sums = self.forward_backward(mb, inv_m);
         let approx_kl = sums.approx_kl * inv_m;
         if cfg.target_kl > 0.0 && approx_kl > cfg.target_kl {
-            return StepStats {
+            let terms = LossTerms {
                 approx_kl,
+                ..Default::default()
+            };
+            return StepStats {
+                terms,
                 ..Default::default()
             };
         }
         let grad_norm = clip_grads(&mut self.shards[0].grads, cfg.max_grad_norm);
-        let loss = sums.policy_loss + sums.value_loss + sums.entropy + sums.q;
+        let loss = sums.policy_loss + sums.value_loss + sums.entropy + sums.q_mean;
         if !grad_norm.is_finite() || !loss.is_finite() {
             return StepStats::skipped_non_finite();
         }
         self.adam_step(mb.lr, cfg.adam_eps as f32);
         StepStats {
-            policy_loss: sums.policy_loss * inv_m,
-            value_loss: sums.value_loss * inv_m,
-            entropy: sums.entropy * inv_m,
-            approx_kl,
-            clip_fraction: sums.clipped as f64 * inv_m,
+            terms: LossTerms {
+                approx_kl,
+                ..sums.times(inv_m)
+            },
             grad_norm,
-            q_mean: sums.q * inv_m,
             stepped: true,
             non_finite: false,
         }
@@ -178,7 +180,7 @@ impl Fused {
     /// The minibatch's summed loss terms, and its gradient in the first
     /// shard's buffer: its rows split into contiguous shards of at least
     /// [`MIN_SHARD_ROWS`], one per thread, the gradients added up after.
-    fn forward_backward(&mut self, mb: &Minibatch<'_>, inv_m: f64) -> Sums {
+    fn forward_backward(&mut self, mb: &Minibatch<'_>, inv_m: f64) -> LossTerms {
         let m = mb.idx.len();
         let n = (m / MIN_SHARD_ROWS).clamp(1, self.shards.len());
         let chunk = m.div_ceil(n);

@@ -8,7 +8,7 @@
 
 use super::backward::{self, Grads};
 use super::heads;
-use crate::data::{Loss, Minibatch};
+use crate::data::{Loss, LossTerms, Minibatch};
 use crate::trajectory::BatchActions;
 use sebulba_core::distribution::ActionDist;
 use sebulba_core::model::fused::ObsScaler;
@@ -26,37 +26,14 @@ pub struct StepInputs<'a> {
     pub inv_m: f64,
 }
 
-/// A shard's loss terms, summed over its rows (not yet averaged).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Sums {
-    pub policy_loss: f64,
-    pub value_loss: f64,
-    pub entropy: f64,
-    pub approx_kl: f64,
-    pub clipped: usize,
-    /// Q-learning steps: the taken actions' Q-values.
-    pub q: f64,
-}
-
-impl Sums {
-    pub fn add(&mut self, o: &Sums) {
-        self.policy_loss += o.policy_loss;
-        self.value_loss += o.value_loss;
-        self.entropy += o.entropy;
-        self.approx_kl += o.approx_kl;
-        self.clipped += o.clipped;
-        self.q += o.q;
-    }
-}
-
 /// A shard's buffers, reused from step to step.
 pub struct Shard {
     pub work: Work,
     grad_work: Grads,
     /// This shard's share of the gradient, in layout order.
     pub grads: Vec<f32>,
-    /// The sums of the last [`Shard::run`].
-    pub sums: Sums,
+    /// The loss terms of the last [`Shard::run`], summed over its rows.
+    pub sums: LossTerms,
     d_logp: Vec<f64>,
     d_ent: Vec<f64>,
     zeros: Vec<f32>,
@@ -69,7 +46,7 @@ impl Shard {
             work: Work::default(),
             grad_work: Grads::default(),
             grads: vec![0.0; layout.len],
-            sums: Sums::default(),
+            sums: LossTerms::default(),
             d_logp: vec![0.0; width],
             d_ent: vec![0.0; width],
             zeros: vec![0.0; width],
@@ -96,7 +73,7 @@ impl Shard {
         self.gather_obs(s, idx);
         net::forward(layout, s.params, &mut self.work);
         self.grad_work.resize(layout, idx.len());
-        let mut sums = Sums::default();
+        let mut sums = LossTerms::default();
         match mb.loss {
             Loss::Ppo => self.ppo_rows(s, idx, rows.start, &mut sums),
             Loss::Q { huber_delta } => self.q_rows(s, idx, huber_delta, &mut sums),
@@ -113,7 +90,7 @@ impl Shard {
 
     /// The PPO loss terms of samples `idx` (minibatch rows from `start`) and
     /// their gradients at the heads.
-    fn ppo_rows(&mut self, s: &StepInputs<'_>, idx: &[usize], start: usize, sums: &mut Sums) {
+    fn ppo_rows(&mut self, s: &StepInputs<'_>, idx: &[usize], start: usize, sums: &mut LossTerms) {
         let cfg = s.mb.cfg;
         let hd = s.layout.head_dim;
         for (k, &i) in idx.iter().enumerate() {
@@ -122,7 +99,7 @@ impl Shard {
             sums.value_loss += t.value;
             sums.entropy += eval.entropy;
             sums.approx_kl += t.approx_kl;
-            sums.clipped += usize::from(t.clipped);
+            sums.clip_fraction += f64::from(u8::from(t.clipped));
             // total = policy - ent_coef * entropy + vf_coef * value, each a mean.
             let d_head = &mut self.grad_work.d_head[k * hd..(k + 1) * hd];
             for ((g, &dl), &de) in d_head.iter_mut().zip(&self.d_logp).zip(&self.d_ent) {
@@ -135,7 +112,7 @@ impl Shard {
     /// The Q-learning loss of samples `idx` (DQN): the Huber loss of
     /// `Q(s, a) - y` (`y` in `data.returns`), its gradient at the taken
     /// action's output only; the value head gets none.
-    fn q_rows(&mut self, s: &StepInputs<'_>, idx: &[usize], delta: f64, sums: &mut Sums) {
+    fn q_rows(&mut self, s: &StepInputs<'_>, idx: &[usize], delta: f64, sums: &mut LossTerms) {
         let data = s.mb.data;
         let BatchActions::Discrete(actions) = &data.actions else {
             unreachable!("Q-learning runs on discrete actions only (config)");
@@ -146,7 +123,7 @@ impl Shard {
             let q = self.work.head[k * hd + a] as f64;
             let (loss, d_q) = heads::huber(q - data.returns[i] as f64, delta);
             sums.value_loss += loss;
-            sums.q += q;
+            sums.q_mean += q;
             let d_head = &mut self.grad_work.d_head[k * hd..(k + 1) * hd];
             d_head.fill(0.0);
             d_head[a] = (d_q * s.inv_m) as f32;

@@ -290,11 +290,11 @@ fn every_gradient_and_loss_term_matches_burn_autodiff() {
             loss: Loss::Ppo,
         });
         let got = [
-            s.policy_loss,
-            s.value_loss,
-            s.entropy,
-            s.approx_kl,
-            s.clip_fraction,
+            s.terms.policy_loss,
+            s.terms.value_loss,
+            s.terms.entropy,
+            s.terms.approx_kl,
+            s.terms.clip_fraction,
         ];
         for (what, (g, w)) in ["policy", "value", "entropy", "kl", "clip fraction"]
             .iter()
@@ -370,9 +370,19 @@ fn whole_updates_follow_the_burn_engine() {
             assert_eq!(a.minibatch_steps, b.minibatch_steps);
             assert_eq!(b.minibatch_steps, c.minibatch_steps);
             for (what, x, y, z) in [
-                ("policy", a.policy_loss, b.policy_loss, c.policy_loss),
-                ("value", a.value_loss, b.value_loss, c.value_loss),
-                ("entropy", a.entropy, b.entropy, c.entropy),
+                (
+                    "policy",
+                    a.terms.policy_loss,
+                    b.terms.policy_loss,
+                    c.terms.policy_loss,
+                ),
+                (
+                    "value",
+                    a.terms.value_loss,
+                    b.terms.value_loss,
+                    c.terms.value_loss,
+                ),
+                ("entropy", a.terms.entropy, b.terms.entropy, c.terms.entropy),
                 ("grad norm", a.grad_norm, b.grad_norm, c.grad_norm),
             ] {
                 assert!(
