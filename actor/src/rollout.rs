@@ -329,19 +329,8 @@ impl Rollout {
 
     /// Produces batches until stopped or the stream goes away; returns env steps taken.
     pub fn run(mut self) -> Result<u64, EnvError> {
-        let (t_len, e_len) = (self.setup.rollout_length, self.setup.envs_per_actor);
-        let rows = t_len + self.setup.env.overlap_rows();
-        let mut actions = Actions::new(&self.setup.dist, self.venv.as_ref(), rows);
-        let mut buf = Buffers::new(t_len, rows, e_len, self.setup.env.obs_dim);
-        // Kept with the envs, from their first step to the last.
-        let mut returns = self
-            .setup
-            .reward_gamma
-            .map(|gamma| DiscountedReturn::new(gamma, e_len));
-        self.reset(&mut buf.obs)?;
-        let mut step_out: VecStepOut = self.venv.new_step_out();
-        let mut sequence = 0u64;
-        let mut env_steps = 0u64;
+        let mut work = self.work()?;
+        let (mut sequence, mut env_steps) = (0u64, 0u64);
         let m = self.setup.metrics.clone();
         while !self.stop.is_cancelled() {
             let waiting = std::time::Instant::now();
@@ -364,44 +353,19 @@ impl Rollout {
                 actor = %self.setup.actor_id,
                 sequence,
                 version,
-                steps = t_len,
-                envs = e_len
+                steps = self.setup.rollout_length,
+                envs = self.setup.envs_per_actor
             );
             sebulba_transport::trace::link_from_map(&span, &self.weights_trace);
             let act = info_span!(parent: &span, "act");
-            let guard = act.enter();
-            let acting = std::time::Instant::now();
-            if let Err(e) = self.act(&mut actions, &mut buf, &mut step_out, returns.as_mut()) {
-                self.recover(e, &mut buf, returns.as_mut())?;
+            let Some(steps) = act.in_scope(|| self.act_timed(&mut work, version))? else {
                 continue;
-            }
-            self.faults.succeeded();
-            env_steps += (t_len * e_len) as u64;
-            m.rollout_seconds.record(acting.elapsed().as_secs_f64());
-            m.env_steps.increment((t_len * e_len) as u64);
-            m.episodes.increment(buf.episodes.len() as u64);
-            m.version.set(version as f64);
-            let (actions_tensor, action_masks) = actions.encode(rows, e_len);
-            drop(guard);
+            };
+            env_steps += steps;
             let send = info_span!(parent: &span, "send", sequence);
-            let mut batch = buf.batch(&self.setup.actor_id, sequence, version, returns.is_some());
-            batch.actions = Some(actions_tensor);
-            batch.action_masks = action_masks;
-            batch.player_ids = self.turns.as_ref().map(|t| t.encode());
-            batch.past_moves = self.selfplay.as_ref().map(|s| s.encode());
-            self.carry_overlap(&mut actions, &mut buf);
-            batch.trace_context = sebulba_transport::trace::context_map(&send);
-            batch.env_faults = self.faults.take();
+            let batch = self.assemble(&mut work, sequence, version, &send);
             sequence += 1;
-            let sent = self.rt.block_on(
-                async {
-                    tokio::select! {
-                        r = self.out.send(batch) => r.is_ok(),
-                        _ = self.stop.cancelled() => false,
-                    }
-                }
-                .instrument(send),
-            );
+            let sent = self.send(batch, send);
             drop(act);
             drop(span);
             if !sent {
@@ -411,6 +375,99 @@ impl Rollout {
         }
         Ok(env_steps)
     }
+
+    /// A rollout's buffers, made once, and the envs reset.
+    fn work(&mut self) -> Result<Work, EnvError> {
+        let (t_len, e_len) = (self.setup.rollout_length, self.setup.envs_per_actor);
+        let rows = t_len + self.setup.env.overlap_rows();
+        let mut work = Work {
+            actions: Actions::new(&self.setup.dist, self.venv.as_ref(), rows),
+            buf: Buffers::new(t_len, rows, e_len, self.setup.env.obs_dim),
+            // Kept with the envs, from their first step to the last.
+            returns: self
+                .setup
+                .reward_gamma
+                .map(|gamma| DiscountedReturn::new(gamma, e_len)),
+            step_out: self.venv.new_step_out(),
+            rows,
+        };
+        self.reset(&mut work.buf.obs)?;
+        Ok(work)
+    }
+
+    /// T steps with the weights of `version`: the env steps taken, or `None`
+    /// when an env failed (the rollout is dropped, the envs recovered).
+    fn act_timed(&mut self, work: &mut Work, version: u64) -> Result<Option<u64>, EnvError> {
+        let acting = std::time::Instant::now();
+        let w = &mut *work;
+        if let Err(e) = self.act(
+            &mut w.actions,
+            &mut w.buf,
+            &mut w.step_out,
+            w.returns.as_mut(),
+        ) {
+            self.recover(e, &mut w.buf, w.returns.as_mut())?;
+            return Ok(None);
+        }
+        self.faults.succeeded();
+        let steps = (self.setup.rollout_length * self.setup.envs_per_actor) as u64;
+        let m = &self.setup.metrics;
+        m.rollout_seconds.record(acting.elapsed().as_secs_f64());
+        m.env_steps.increment(steps);
+        m.episodes.increment(w.buf.episodes.len() as u64);
+        m.version.set(version as f64);
+        Ok(Some(steps))
+    }
+
+    /// The `TrajectoryBatch` of the rollout just acted (a game's seats and
+    /// past moves with it), its overlap rows carried into the next one.
+    fn assemble(
+        &mut self,
+        work: &mut Work,
+        sequence: u64,
+        version: u64,
+        send: &tracing::Span,
+    ) -> TrajectoryBatch {
+        let (actions_tensor, action_masks) =
+            work.actions.encode(work.rows, self.setup.envs_per_actor);
+        let scaled = work.returns.is_some();
+        let mut batch = work
+            .buf
+            .batch(&self.setup.actor_id, sequence, version, scaled);
+        batch.actions = Some(actions_tensor);
+        batch.action_masks = action_masks;
+        batch.player_ids = self.turns.as_ref().map(|t| t.encode());
+        batch.past_moves = self.selfplay.as_ref().map(|s| s.encode());
+        self.carry_overlap(&mut work.actions, &mut work.buf);
+        batch.trace_context = sebulba_transport::trace::context_map(send);
+        batch.env_faults = self.faults.take();
+        batch
+    }
+
+    /// Hands `batch` to the stream; false when the stream is gone or the
+    /// actor stops.
+    fn send(&self, batch: TrajectoryBatch, span: tracing::Span) -> bool {
+        self.rt.block_on(
+            async {
+                tokio::select! {
+                    r = self.out.send(batch) => r.is_ok(),
+                    _ = self.stop.cancelled() => false,
+                }
+            }
+            .instrument(span),
+        )
+    }
+}
+
+/// One rollout's buffers, reused from rollout to rollout.
+struct Work {
+    actions: Actions,
+    buf: Buffers,
+    /// Each env's running discounted return, when the run scales rewards.
+    returns: Option<DiscountedReturn>,
+    step_out: VecStepOut,
+    /// T plus a game's overlap rows.
+    rows: usize,
 }
 
 #[cfg(test)]
