@@ -199,19 +199,9 @@ async fn session(
     let dist = ActionDist::new(&env.action_space, &network);
     let span = info_span!("actor", id = %actor_id);
     info!(parent: &span, env = %spec.env_id, envs = spec.envs_per_actor, steps = spec.rollout_length, "joined");
-
-    // Act only with real weights of the run joined.
-    let run_id = spec.run_id.clone();
-    let of_this_run = weights.wait_for(|w| w.as_ref().is_some_and(|w| w.run_id == run_id));
-    tokio::select! {
-        r = tokio::time::timeout(WEIGHTS_PATIENCE, of_this_run) => match r {
-            Ok(Ok(_)) => {}
-            Ok(Err(_)) => return Err(ActorError::Fatal("the parameter server refused this actor (see the error above)".into())),
-            Err(_) => return Err(ActorError::Unavailable(format!("no weights of run `{}` on the parameter server within {WEIGHTS_PATIENCE:?}", spec.run_id))),
-        },
-        _ = shutdown.cancelled() => return Ok(SessionEnd::Shutdown),
+    if !weights_of_run(&mut weights, &spec.run_id, shutdown).await? {
+        return Ok(SessionEnd::Shutdown);
     }
-
     let (batch_tx, batch_rx) = mpsc::channel(opts.send_queue.max(1));
     let flow = Flow::new(opts.send_queue);
     let stop = shutdown.child_token();
@@ -254,6 +244,24 @@ async fn session(
         Err(e) => return Err(ActorError::Fatal(format!("rollout thread: {e}"))),
     }
     outcome
+}
+
+/// Waits until the parameter server has weights of the run joined: an actor
+/// acts only with real weights of its run. False when `shutdown` fired first.
+async fn weights_of_run(
+    weights: &mut watch::Receiver<Option<Arc<Weights>>>,
+    run_id: &str,
+    shutdown: &CancellationToken,
+) -> Result<bool, ActorError> {
+    let of_this_run = weights.wait_for(|w| w.as_ref().is_some_and(|w| w.run_id == run_id));
+    tokio::select! {
+        r = tokio::time::timeout(WEIGHTS_PATIENCE, of_this_run) => match r {
+            Ok(Ok(_)) => Ok(true),
+            Ok(Err(_)) => Err(ActorError::Fatal("the parameter server refused this actor (see the error above)".into())),
+            Err(_) => Err(ActorError::Unavailable(format!("no weights of run `{run_id}` on the parameter server within {WEIGHTS_PATIENCE:?}"))),
+        },
+        _ = shutdown.cancelled() => Ok(false),
+    }
 }
 
 /// For a game whose run seats past selves (`RunSpec.past_fraction > 0`):

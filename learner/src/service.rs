@@ -54,6 +54,40 @@ impl LearnerService {
         }
     }
 
+    /// The checks before a batch is decoded: the stream's actor, the run
+    /// still open, the sequence after the actor's previous batch (an env
+    /// fault report is counted whatever follows). `Err` holds the ack's
+    /// verdict and whether the run is over.
+    fn admit(
+        shared: &Shared,
+        batch: &TrajectoryBatch,
+        owner: &mut StreamOwner,
+    ) -> Result<(), (Verdict, bool)> {
+        let refused = |code: Code, message: String| (Verdict::Refused { code, message }, false);
+        if let Err(r) = owner.check(&shared.actors, &batch.actor_id) {
+            shared.accounting.rejected(&r.counted_as, r.reason);
+            return Err(refused(r.code, r.message));
+        }
+        if let Some(f) = &batch.env_faults {
+            let (id, a) = (&batch.actor_id, &shared.accounting);
+            a.env_faults(id, f.env_restarts, f.non_finite, f.discarded_env_steps);
+        }
+        if shared.is_closed() {
+            shared.accounting.arrived_after_finish(&batch.actor_id);
+            return Err((closed_verdict(shared), shared.is_finished()));
+        }
+        if let Err(Refusal::Sequence(last)) = shared.actors.advance(&batch.actor_id, batch.sequence)
+        {
+            shared.accounting.rejected(&batch.actor_id, "sequence");
+            let message = format!(
+                "field `sequence`: {} is not after this actor's previous batch ({last}): a batch is taken once",
+                batch.sequence
+            );
+            return Err(refused(Code::AlreadyExists, message));
+        }
+        Ok(())
+    }
+
     /// Handles one batch that arrived on the stream `owner` describes.
     /// Returns an ack now for a refused batch; an accepted one is acked by the
     /// update loop when it takes the batch (`None` here).
@@ -68,27 +102,8 @@ impl LearnerService {
         let now = |verdict: Verdict, finished: bool| {
             Some(ack(batch.sequence, version, verdict, finished))
         };
-        let refuse = |code: Code, message: String| now(Verdict::Refused { code, message }, false);
-        if let Err(r) = owner.check(&shared.actors, &batch.actor_id) {
-            shared.accounting.rejected(&r.counted_as, r.reason);
-            return refuse(r.code, r.message);
-        }
-        if let Some(f) = &batch.env_faults {
-            let (id, a) = (&batch.actor_id, &shared.accounting);
-            a.env_faults(id, f.env_restarts, f.non_finite, f.discarded_env_steps);
-        }
-        if shared.is_closed() {
-            shared.accounting.arrived_after_finish(&batch.actor_id);
-            return now(closed_verdict(shared), shared.is_finished());
-        }
-        if let Err(Refusal::Sequence(last)) = shared.actors.advance(&batch.actor_id, batch.sequence)
-        {
-            shared.accounting.rejected(&batch.actor_id, "sequence");
-            let message = format!(
-                "field `sequence`: {} is not after this actor's previous batch ({last}): a batch is taken once",
-                batch.sequence
-            );
-            return refuse(Code::AlreadyExists, message);
+        if let Err((verdict, finished)) = Self::admit(shared, &batch, owner) {
+            return now(verdict, finished);
         }
         // One span per batch, continuing the actor's trace (its send span).
         let span = info_span!(
