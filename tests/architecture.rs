@@ -56,7 +56,7 @@ fn every_path_architecture_md_names_exists() {
 fn the_path_reader_takes_paths_and_leaves_code() {
     let top: BTreeSet<String> = ["learner", "deploy"].map(String::from).into();
     let text = "`learner/src/run.rs` `run`, `deploy/k8s/`, `update/step.rs`, \
-                `learner.engine = auto`, `core::games`, `../shared/DESIGN.md`";
+                `learner.engine = auto`, `core::games`, `../elsewhere/NOTES.md`";
     let found: Vec<&str> = backticked(text)
         .into_iter()
         .filter_map(|t| as_path(t, &top))
