@@ -1,9 +1,10 @@
 //! PPO on CartPole-v1 in one loop, to read top to bottom like CleanRL's
 //! `ppo.py`, through the functions a sebulba run uses: a native vector env
 //! steps, the policy acts through the actors' forward pass on the weights the
-//! trainer publishes, each rollout becomes a `Trajectory`, and `ppo::train`
+//! trainer publishes, each rollout becomes a `Trajectory`, and the run's update
+//! rule (`UpdateRule`: PPO's annealed learning rate, then `ppo::train`)
 //! prepares it (values, GAE, advantages) and takes the minibatch steps on the
-//! learner's engine. What the services add around this (gRPC, many actors,
+//! trainer's engine. What the services add around this (gRPC, many actors,
 //! policy lag, checkpoints, evaluation in its own process) is left out.
 //!
 //! ```sh
@@ -14,12 +15,13 @@
 //! It exits non-zero unless the greedy policy it ends with scores at least
 //! 475 over 10 episodes (the test tier runs it: `scripts/test.sh process`).
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
-use sebulba_algorithms::ppo::{self, Schedule};
 use sebulba_algorithms::prepare::Normalizers;
-use sebulba_algorithms::{Trainer, Trajectory, TrajectoryBuilder};
+use sebulba_algorithms::{
+    Trainer, Trajectory, TrajectoryBuilder, UpdateAt, UpdateRule, UpdateStats,
+};
 use sebulba_core::CpuAutodiff;
 use sebulba_core::config::RunConfig;
 use sebulba_core::devices::DeviceKind;
@@ -31,10 +33,11 @@ use sebulba_envs::{ActionBatch, NativeVecEnv};
 const ENV: &str = "CartPole-v1";
 
 fn main() -> anyhow::Result<()> {
-    let seed: u64 = match std::env::args().nth(1) {
-        Some(s) => s.parse().context("the seed must be a whole number")?,
-        None => 1,
-    };
+    // The first whole-number argument (`cargo test` may pass filters and flags).
+    let seed: u64 = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(1);
     // The preset `sebulba local --env CartPole-v1` trains with: 16 envs (two
     // actors' 8) x 32 steps = 512 samples an update, 20 epochs x 2 minibatches,
     // over twice its budget (docs/experiments.md: the example's seeds).
@@ -42,20 +45,22 @@ fn main() -> anyhow::Result<()> {
     cfg.run.seed = seed;
     cfg.run.total_steps = 100_000;
     let steps = cfg.env.rollout_length;
-    let envs_per_actor = cfg.env.envs_per_actor * cfg.learner.batches_per_update;
+    let num_envs = cfg.env.envs_per_actor * cfg.learner.batches_per_update;
 
-    let mut envs = NativeVecEnv::new(ENV, envs_per_actor, seed)?;
+    let mut envs = NativeVecEnv::new(ENV, num_envs, seed)?;
     let env = envs.spec().clone();
     let spec = ModelSpec::new(&env, &cfg.network);
-    // The network and Adam on the learner's engine (the fused CPU engine).
+    // The network and Adam on the run's engine (the fused CPU engine), and
+    // the update rule the learner would train with (PPO).
     let mut trainer = Trainer::<CpuAutodiff>::for_run(&spec, &cfg, vec![Default::default()])?;
+    let mut rule = UpdateRule::for_run(&cfg, &spec, 0, &mut trainer);
     // The policy the actors act with, loaded from the weights the trainer publishes.
     let mut policy = InferencePolicy::new(&env, &cfg.network, DeviceKind::Cpu)?;
     // Observation and reward statistics (both off in this preset).
     let mut norms = Normalizers::new(&cfg, spec.obs_dim);
     let mut rng = StdRng::seed_from_u64(seed);
 
-    let mut obs = vec![0.0f32; envs_per_actor * env.obs_dim];
+    let mut obs = vec![0.0f32; num_envs * env.obs_dim];
     envs.reset(&mut obs);
     let (mut version, mut env_steps) = (0u64, 0u64);
     let mut recent: Vec<f64> = Vec::new();
@@ -63,25 +68,16 @@ fn main() -> anyhow::Result<()> {
         policy.load(version, trainer.safetensors()?)?;
         let trajectory = rollout(&mut envs, &policy, &mut obs, steps, version, &mut rng)?;
         recent.extend(&trajectory.episode_returns);
-        env_steps += trajectory.env_steps();
-        // Learning rate annealed linearly to 0 over the budget, as the learner does.
-        let remaining =
-            1.0 - (env_steps - trajectory.env_steps()) as f64 / cfg.run.total_steps as f64;
-        let schedule = Schedule {
-            lr: cfg.ppo.learning_rate * remaining.max(0.0),
-            clip: cfg.ppo.clip_coef,
-        };
-        let batches = [trajectory];
-        let obs_dim = spec.obs_dim;
-        let (_, stats) = ppo::train(
-            &batches,
+        let at = UpdateAt {
             version,
-            &mut trainer,
-            &mut norms,
-            &cfg,
-            obs_dim,
-            schedule,
-        )?;
+            env_steps_before: env_steps,
+            env_steps: env_steps + trajectory.env_steps(),
+        };
+        env_steps = at.env_steps;
+        let (_, stats) = rule.train(&[trajectory], at, &mut trainer, &mut norms, &cfg)?;
+        let UpdateStats::Ppo(stats) = stats else {
+            bail!("the CartPole preset trains with PPO");
+        };
         version += 1;
         if version % 10 == 0 {
             let n = recent.len().max(1) as f64;

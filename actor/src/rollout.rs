@@ -366,7 +366,6 @@ impl Rollout {
             let batch = self.assemble(&mut work, sequence, version, &send);
             sequence += 1;
             let sent = self.send(batch, send);
-            drop(act);
             drop(span);
             if !sent {
                 debug!("trajectory stream closed");

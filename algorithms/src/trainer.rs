@@ -109,11 +109,6 @@ impl<B: AutodiffBackend> Trainer<B> {
         Ok(())
     }
 
-    /// The network's shape and action distribution.
-    pub fn spec(&self) -> &ModelSpec {
-        &self.spec
-    }
-
     /// Floats in one observation row.
     pub fn obs_dim(&self) -> usize {
         self.spec.obs_dim

@@ -1,5 +1,5 @@
 //! What actors and the evaluator step: E environments behind one call, either
-//! the native [`NativeVecEnv`] or an external one (Gymnasium through embedded Python)
+//! [`NativeVecEnv`] or an external one (Gymnasium through embedded Python)
 //! supplied by an [`EnvProvider`] the binary installs at start-up.
 //!
 //! The provider is a hook rather than a dependency so that this crate (and

@@ -38,7 +38,8 @@ pub enum CheckpointError {
     },
 }
 
-/// Progress and learner-side statistics.
+/// Where the run stands (updates, version, env steps) and learner-side
+/// statistics.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Meta {
     /// The run this checkpoint belongs to.

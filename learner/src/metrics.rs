@@ -1,5 +1,5 @@
 //! The learner's live metrics (Prometheus names; served when the process has
-//! `--metrics-addr`, otherwise each call is a no-op). Progress mirror the
+//! `--metrics-addr`, otherwise each call is a no-op). Counters mirror the
 //! run's own figures as absolute values (the update loop's counters here,
 //! the accounting in `BatchCounts::export`, the evaluations in `Scores::export`),
 //! so a scrape after the run agrees with `summary.json` exactly, across

@@ -16,14 +16,14 @@ use tracing::info;
 const EVALS_EVERY: Duration = Duration::from_secs(2);
 
 /// What the progress task reads.
-pub struct Progress {
+pub struct ProgressTask {
     pub shared: Arc<Shared>,
     pub live: Arc<LiveProgress>,
     pub publisher: Publisher,
     pub clock: RunClock,
 }
 
-impl Progress {
+impl ProgressTask {
     /// Logs a line every `every` until `stop` fires.
     pub async fn log_every(self, every: Duration, stop: CancellationToken) {
         let mut last_line = tokio::time::Instant::now();

@@ -98,7 +98,7 @@ pub async fn run(
         run_dir: run_dir.clone(),
         stop: shutdown.clone(),
     };
-    let progress = crate::progress::Progress {
+    let progress = crate::progress::ProgressTask {
         shared: shared.clone(),
         live: opts.live.clone(),
         publisher: publisher.clone(),

@@ -1,7 +1,7 @@
 """sebulba's side of a Python vector environment, loaded into the interpreter
 the actor embeds. One `step` call steps all E envs: actions are read from, and
 results written into, arrays allocated once here whose buffers the Rust side
-holds (one copy each way). Same-step auto-reset as sebulba's native VecEnv: a
+holds (one copy each way). Same-step auto-reset as sebulba's native envs (NativeVecEnv): a
 finished env's true last observation goes to `final_obs`, `obs` already holds
 the next episode's first one. Time limits are Gymnasium's own (`gym.make`
 wraps TimeLimit); terminated and truncated stay apart.

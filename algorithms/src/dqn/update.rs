@@ -71,7 +71,7 @@ pub struct DqnLearner {
 
 impl DqnLearner {
     /// An empty memory at the run's `env_steps` (a resumed run's count);
-    /// `ppo`'s current weights become the target network.
+    /// `trainer`'s current weights become the target network.
     pub fn new<B: AutodiffBackend>(
         cfg: &DqnConfig,
         spec: &ModelSpec,

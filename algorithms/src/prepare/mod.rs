@@ -4,7 +4,7 @@
 //! over that batch's slices (V-trace for a lagged batch when
 //! `ppo.lag_correction = vtrace`); last, advantages normalised once over the
 //! whole update. The observation statistics the values use are the ones the actors
-//! acted with; [`fold_obs_stats`] moves them on after SGD (`update::step`).
+//! acted with; [`fold_obs_stats`] moves them on after SGD (`ppo::train`).
 
 use crate::data::Lag;
 use crate::data::{UpdateData, normalize};

@@ -38,7 +38,7 @@ pub struct RunSection {
     pub seed: u64,
     /// Actors started by `sebulba local`.
     pub local_actors: usize,
-    /// A `sebulba local` run repeats bit for bit for its seed
+    /// A deterministic run: `sebulba local` repeats bit for bit for its seed
     /// (default false). Every update takes one batch per actor lane in a fixed
     /// order, each acted with the version the update starts from (lag 0), and
     /// the learner waits for each due evaluation before going on. Slower than
@@ -284,7 +284,7 @@ pub struct LearnerConfig {
     /// Threads the fused engine spreads each minibatch step over (each takes
     /// a share of the rows; the gradients are added). 0 (default) = auto:
     /// one per core this process may use when a minibatch is worth splitting
-    /// (see `sebulba_learner::ppo::auto_threads`), else one; more than the
+    /// (see `sebulba_algorithms::engine::threads::auto_threads`), else one; more than the
     /// cores counts as the cores. The burn engine ignores it.
     #[serde(default)]
     pub threads: usize,

@@ -48,7 +48,7 @@ impl ModelSpec {
     }
 
     /// A freshly initialised model. Burn's init draws from the backend's global RNG,
-    /// so the caller seeds it (`B::seed`) for deterministic runs.
+    /// so the caller seeds it (`B::seed`): the same seed, the same initial weights.
     pub fn init<B: Backend>(&self, device: &B::Device) -> ActorCritic<B> {
         let n = &self.network;
         let torso = || {

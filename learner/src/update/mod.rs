@@ -30,8 +30,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, info_span, warn};
 
-/// The update loop: PPO on the learner's backend, and everything else it
-/// works with.
+/// The update loop: the trainer on the learner's backend, and everything
+/// else it works with.
 pub struct UpdateLoop<B: AutodiffBackend> {
     pub trainer: Trainer<B>,
     pub ctx: LoopContext,
@@ -41,7 +41,7 @@ pub struct UpdateLoop<B: AutodiffBackend> {
     pub held: std::collections::VecDeque<Weights>,
 }
 
-/// What the update loop works with besides PPO, whatever the backend.
+/// What the update loop works with besides the trainer, whatever the backend.
 pub struct LoopContext {
     pub shared: Arc<Shared>,
     pub live: Arc<LiveProgress>,
