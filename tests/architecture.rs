@@ -171,3 +171,44 @@ fn the_algorithms_depend_on_no_service_crate() {
         );
     }
 }
+
+/// The crates a package depends on, directly or not (normal dependencies),
+/// by name.
+fn dependency_tree(package: &str) -> BTreeSet<String> {
+    let out = std::process::Command::new(env!("CARGO"))
+        .args(["tree", "-p", package, "-e", "normal", "--prefix", "none"])
+        .args(["--offline", "--format", "{p}"])
+        .current_dir(root())
+        .output()
+        .expect("cargo tree");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(String::from))
+        .collect()
+}
+
+/// `core` (and so the algorithms' model, config and weights) reaches no gRPC
+/// and no async runtime: it takes the wire's messages without the `grpc`
+/// feature. The algorithms reach no gRPC either; their tokio comes only
+/// through burn-collective, the burn engine's all-reduce.
+#[test]
+fn core_and_the_algorithms_reach_no_grpc() {
+    let core = dependency_tree("sebulba-core");
+    for banned in ["tonic", "tokio", "sebulba-transport"] {
+        assert!(!core.contains(banned), "sebulba-core depends on {banned}");
+    }
+    let algorithms = dependency_tree("sebulba-algorithms");
+    assert!(
+        !algorithms.contains("tonic"),
+        "sebulba-algorithms reaches tonic"
+    );
+    assert!(
+        algorithms.contains("sebulba-core"),
+        "the tree was read: {algorithms:?}"
+    );
+}

@@ -1,12 +1,13 @@
-//! The sebulba wire format: the code generated from `sebulba.proto` (messages,
-//! clients and service traits) and the packed-tensor codecs. How the bytes
+//! The sebulba wire format: the code generated from `sebulba.proto` (messages;
+//! with the `grpc` feature also clients and service traits) and the
+//! packed-tensor codecs. How the bytes
 //! travel (channels, TLS, tokens, trace propagation) is `sebulba-transport`.
 
 pub mod tensor;
 
 #[allow(clippy::all, clippy::pedantic)]
 pub mod pb {
-    tonic::include_proto!("sebulba.v1");
+    include!(concat!(env!("OUT_DIR"), "/sebulba.v1.rs"));
 }
 
 pub use pb::*;
@@ -32,7 +33,8 @@ impl DeterministicLane {
 pub const PROTOCOL_VERSION: u32 = 9;
 
 /// Encoded `FileDescriptorSet` of sebulba.proto, for gRPC reflection.
-pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("sebulba_descriptor");
+pub const FILE_DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/sebulba_descriptor.bin"));
 
 #[cfg(test)]
 mod tests {
