@@ -22,7 +22,6 @@ use sebulba_algorithms::prepare::Normalizers;
 use sebulba_algorithms::{
     Trainer, Trajectory, TrajectoryBuilder, UpdateAt, UpdateRule, UpdateStats,
 };
-use sebulba_core::CpuAutodiff;
 use sebulba_core::config::RunConfig;
 use sebulba_core::devices::DeviceKind;
 use sebulba_core::distribution::{argmax, sample_categorical};
@@ -52,7 +51,7 @@ fn main() -> anyhow::Result<()> {
     let spec = ModelSpec::new(&env, &cfg.network);
     // The network and Adam on the run's engine (the fused CPU engine), and
     // the update rule the learner would train with (PPO).
-    let mut trainer = Trainer::<CpuAutodiff>::for_run(&spec, &cfg, vec![Default::default()])?;
+    let mut trainer = Trainer::for_run(&spec, &cfg)?;
     let mut rule = UpdateRule::for_run(&cfg, &spec, 0, &mut trainer);
     // The policy the actors act with, loaded from the weights the trainer publishes.
     let mut policy = InferencePolicy::new(&env, &cfg.network, DeviceKind::Cpu)?;

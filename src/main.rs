@@ -50,7 +50,7 @@ fn main() -> anyhow::Result<()> {
         info!(metrics = %addr, "serving Prometheus metrics at /metrics");
     }
     // A bad SEBULBA_KERNELS is refused here, before any role computes.
-    let kernels = sebulba_core::model::fused::kernels::select_from_env()?;
+    let kernels = sebulba_fused::kernels::select_from_env()?;
     if cli.command.role().is_some() {
         info!(kernels = kernels.name(), "fused kernels");
     }

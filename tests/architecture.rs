@@ -212,3 +212,47 @@ fn core_and_the_algorithms_reach_no_grpc() {
         "the tree was read: {algorithms:?}"
     );
 }
+
+/// The fused engine's network knows no burn: its crate reaches no burn crate,
+/// and burn's backends are named only inside the burn engine (no
+/// `AutodiffBackend` bound outside `algorithms/src/engine/burn/`).
+#[test]
+fn the_fused_network_is_free_of_burn_and_burn_stays_in_its_engine() {
+    let fused = dependency_tree("sebulba-fused");
+    assert!(
+        fused.contains("matrixmultiply"),
+        "the tree was read: {fused:?}"
+    );
+    let burn: Vec<&String> = fused.iter().filter(|c| c.starts_with("burn")).collect();
+    assert!(burn.is_empty(), "sebulba-fused reaches {burn:?}");
+    let mut offenders = Vec::new();
+    let mut stack = vec![root().to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir)
+            .expect("a readable folder")
+            .flatten()
+        {
+            let path = entry.path();
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if path.is_dir() {
+                if !name.starts_with('.') && name != "target" {
+                    stack.push(path);
+                }
+            } else if name.ends_with(".rs") && name != "architecture.rs" {
+                let rel = path.strip_prefix(root()).expect("under the root");
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                if text.contains("AutodiffBackend")
+                    && !rel.starts_with("algorithms/src/engine/burn")
+                {
+                    offenders.push(rel.display().to_string());
+                }
+            }
+        }
+    }
+    offenders.sort();
+    assert!(
+        offenders.is_empty(),
+        "AutodiffBackend outside the burn engine: {offenders:?}"
+    );
+}

@@ -46,22 +46,32 @@ pub struct Minibatch<'a> {
     pub idx: &'a [usize],
     pub adv: &'a [f32],
     pub noise: &'a [f32],
-    pub cfg: &'a PpoConfig,
     pub lr: f64,
-    /// The ratio clip range (after annealing).
-    pub clip: f64,
-    pub loss: Loss,
+    /// The gradient is scaled to this global norm when above it.
+    pub max_grad_norm: f64,
+    pub loss: Loss<'a>,
 }
 
 /// What a minibatch step minimises.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Loss {
-    /// PPO: clipped surrogate, value loss, entropy bonus (`cfg`'s coefficients).
-    Ppo,
+pub enum Loss<'a> {
+    /// PPO: clipped surrogate (ratio clip range `clip`, after annealing),
+    /// value loss and entropy bonus by `cfg`'s coefficients; no step past
+    /// `cfg.target_kl`.
+    Ppo { cfg: &'a PpoConfig, clip: f64 },
     /// DQN: the Huber loss (threshold `huber_delta`) of `Q(s, a) - y`, the
-    /// policy head's outputs read as Q-values and `y` in `data.returns`;
-    /// `cfg` gives only `max_grad_norm` and `adam_eps`.
+    /// policy head's outputs read as Q-values and `y` in `data.returns`.
     Q { huber_delta: f64 },
+}
+
+impl Loss<'_> {
+    /// The approximate KL past which a step is not taken (0: always taken).
+    pub fn target_kl(&self) -> f64 {
+        match self {
+            Loss::Ppo { cfg, .. } => cfg.target_kl,
+            Loss::Q { .. } => 0.0,
+        }
+    }
 }
 
 /// The loss terms of a step: PPO's, and a Q step's mean Q-value (a Q step's

@@ -8,7 +8,6 @@
 use crate::data::{Loss, LossTerms, Minibatch, StepStats, UpdateData, normalize};
 use crate::engine::EngineError;
 use crate::trainer::Trainer;
-use burn::tensor::backend::AutodiffBackend;
 use rand::Rng;
 use rand::seq::SliceRandom;
 use sebulba_core::config::{AdvantageNorm, PpoConfig};
@@ -53,15 +52,15 @@ impl PpoStats {
 /// clip range `clip`. With fewer samples than one per replica of every
 /// minibatch (a game whose moves were nearly all made by past versions)
 /// it takes no step, says so, and reports `minibatch_steps = 0`.
-pub fn update<B: AutodiffBackend>(
-    trainer: &mut Trainer<B>,
+pub fn update(
+    trainer: &mut Trainer,
     data: &UpdateData,
     cfg: &PpoConfig,
     lr: f64,
     clip: f64,
 ) -> Result<PpoStats, EngineError> {
     let n = data.len();
-    let needed = cfg.minibatches.max(1) * trainer.engine.replicas().len().max(1);
+    let needed = cfg.minibatches.max(1) * trainer.engine.devices().max(1);
     if n < needed {
         tracing::warn!(
             samples = n,
@@ -83,10 +82,9 @@ pub fn update<B: AutodiffBackend>(
                 idx,
                 adv: &adv,
                 noise: &noise,
-                cfg,
                 lr,
-                clip,
-                loss: Loss::Ppo,
+                max_grad_norm: cfg.max_grad_norm,
+                loss: Loss::Ppo { cfg, clip },
             };
             let step = trainer.engine.step(&mb)?;
             if step.non_finite {
@@ -100,14 +98,13 @@ pub fn update<B: AutodiffBackend>(
             stats.add(&step);
         }
     }
-    trainer.engine.finish_update();
     Ok(stats.into_means(lr, clip))
 }
 
 /// The minibatch's advantages (normalised over it when asked, then
 /// weighted) and its entropy-estimate noise (continuous actions).
-fn draw_minibatch<B: AutodiffBackend>(
-    trainer: &mut Trainer<B>,
+fn draw_minibatch(
+    trainer: &mut Trainer,
     data: &UpdateData,
     idx: &[usize],
     cfg: &PpoConfig,

@@ -8,7 +8,6 @@ use crate::ppo::{self, PpoStats, Schedule};
 use crate::prepare::{Normalizers, Prepared};
 use crate::trainer::Trainer;
 use crate::trajectory::Trajectory;
-use burn::tensor::backend::AutodiffBackend;
 use sebulba_core::config::{Algorithm, RunConfig};
 use sebulba_core::model::ModelSpec;
 use serde::Serialize;
@@ -34,11 +33,11 @@ pub struct UpdateAt {
 impl UpdateRule {
     /// The run's rule, starting at `env_steps` (a resumed run's count); a DQN
     /// run's target network starts as `trainer`'s current weights.
-    pub fn for_run<B: AutodiffBackend>(
+    pub fn for_run(
         cfg: &RunConfig,
         spec: &ModelSpec,
         env_steps: u64,
-        trainer: &mut Trainer<B>,
+        trainer: &mut Trainer,
     ) -> Self {
         match cfg.run.algorithm {
             Algorithm::Ppo => UpdateRule::Ppo,
@@ -51,11 +50,11 @@ impl UpdateRule {
 
     /// One update on `batches`: PPO with the learning rate and clip range
     /// annealed linearly to 0 over the step budget when asked, or DQN's.
-    pub fn train<B: AutodiffBackend>(
+    pub fn train(
         &mut self,
         batches: &[Trajectory],
         at: UpdateAt,
-        trainer: &mut Trainer<B>,
+        trainer: &mut Trainer,
         norms: &mut Normalizers,
         cfg: &RunConfig,
     ) -> Result<(Prepared, UpdateStats), EngineError> {
@@ -122,7 +121,6 @@ impl UpdateStats {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::burn::tests::B;
 
     /// PPO's schedule is linear in the steps done before the update, and off
     /// when annealing is off.
@@ -132,8 +130,8 @@ mod tests {
         (cfg.ppo.anneal_lr, cfg.ppo.anneal_clip) = (true, false);
         let env = sebulba_envs::env_spec("CartPole-v1").expect("env");
         let spec = ModelSpec::new(&env, &cfg.network);
-        let mut trainer =
-            Trainer::<B>::new(&spec, &cfg.ppo, 1, vec![Default::default()]).expect("trainer");
+        let mut trainer = Trainer::fresh(&spec, &cfg.ppo, 1, &crate::engine::EngineChoice::cpu())
+            .expect("trainer");
         let mut rule = UpdateRule::for_run(&cfg, &spec, 0, &mut trainer);
         assert!(matches!(rule, UpdateRule::Ppo));
         let batch = crate::TrajectoryBuilder::new(64, 8, spec.obs_dim)

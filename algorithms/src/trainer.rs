@@ -2,111 +2,76 @@
 //! step, what the learner publishes and checkpoints. Built once for a run
 //! (`Trainer::for_run`: the fused engine where it applies, else burn).
 
-use crate::engine::burn::{BurnEngine, Replica};
-use crate::engine::fused::FusedEngine;
-use crate::engine::threads::{auto_threads, cores};
-use crate::engine::{EngineError, EngineState, UpdateEngine};
+use crate::engine::burn::initial_state;
+use crate::engine::{EngineChoice, EngineError, TrainState, UpdateEngine};
 use crate::trajectory::BatchActions;
-use burn::tensor::backend::AutodiffBackend;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use sebulba_core::config::{Algorithm, PpoConfig, RunConfig};
 use sebulba_core::distribution::{ActionDist, log_softmax_row, tanh_normal_log_prob};
-use sebulba_core::model::{ActorCritic, ModelSpec, RunningMeanStd};
+use sebulba_core::model::{ModelSpec, RunningMeanStd};
 use sebulba_core::weights::WeightsError;
+use sebulba_fused::net::Layout;
 
-/// The trainer's part of a checkpoint: the engine's records and a seed for
-/// the shuffles and noise from here on.
-#[derive(Clone, PartialEq)]
+/// The trainer's part of a checkpoint: the parameters and Adam's state, and a
+/// seed for the shuffles and noise from here on.
+#[derive(Clone, Debug, PartialEq)]
 pub struct TrainerState {
-    pub engine: EngineState,
+    pub engine: TrainState,
     pub rng_seed: u64,
 }
 
 /// The model, its optimizer state on an engine, and the RNG of the shuffles
 /// and the entropy noise.
-pub struct Trainer<B: AutodiffBackend> {
-    pub(crate) engine: Box<dyn UpdateEngine<B>>,
+pub struct Trainer {
+    pub(crate) engine: Box<dyn UpdateEngine>,
     pub(crate) dist: ActionDist,
     pub(crate) rng: StdRng,
     spec: ModelSpec,
 }
 
-impl<B: AutodiffBackend> Trainer<B> {
-    /// A fresh model (backend RNG seeded with `seed`) on the burn engine over
-    /// `devices`.
+impl Trainer {
+    /// The network in `state` on `choice`'s engine, stepping Adam with
+    /// epsilon `adam_eps`; `seed` drives the minibatch shuffles and the
+    /// entropy noise.
     pub fn new(
         spec: &ModelSpec,
-        cfg: &PpoConfig,
+        state: &TrainState,
+        choice: &EngineChoice,
+        adam_eps: f64,
         seed: u64,
-        devices: Vec<B::Device>,
-    ) -> Result<Self, EngineError> {
-        let first = devices.first().ok_or(EngineError::NoDevices)?.clone();
-        B::seed(&first, seed);
-        let model = spec.init::<B>(&first);
-        Self::with_model(spec, model, cfg, seed, devices)
-    }
-
-    /// `model` on the burn engine over `devices`. `seed` drives the minibatch
-    /// shuffles and the entropy noise.
-    pub fn with_model(
-        spec: &ModelSpec,
-        model: ActorCritic<B>,
-        cfg: &PpoConfig,
-        seed: u64,
-        devices: Vec<B::Device>,
     ) -> Result<Self, EngineError> {
         Ok(Self {
-            engine: Box::new(BurnEngine::new(spec, model, cfg, devices)?),
+            engine: choice.build(spec, state, adam_eps)?,
             dist: spec.dist(),
             rng: StdRng::seed_from_u64(seed ^ 0x5eb0_15ba),
             spec: spec.clone(),
         })
     }
 
-    /// The trainer a run's `learner.engine` and `learner.devices` ask for: the
-    /// fused engine where it applies (`auto`) or is asked for, else burn.
-    pub fn for_run(
+    /// A fresh network (initialised from `seed`) on `choice`'s engine, with
+    /// `cfg`'s Adam epsilon.
+    pub fn fresh(
         spec: &ModelSpec,
-        cfg: &RunConfig,
-        devices: Vec<B::Device>,
+        cfg: &PpoConfig,
+        seed: u64,
+        choice: &EngineChoice,
     ) -> Result<Self, EngineError> {
-        // DQN's steps clip and step Adam by its own section's settings.
-        let dqn = cfg.run.algorithm == Algorithm::Dqn;
-        let optimizer = PpoConfig {
-            adam_eps: if dqn {
-                cfg.dqn.adam_eps
-            } else {
-                cfg.ppo.adam_eps
-            },
-            ..cfg.ppo.clone()
-        };
-        let mut trainer = Self::new(spec, &optimizer, cfg.run.seed, devices)?;
-        let net = &cfg.network;
-        if cfg.learner.engine.use_fused(&cfg.learner.devices, net) {
-            let rows = if dqn {
-                cfg.dqn.batch_size
-            } else {
-                cfg.samples_per_update() / cfg.ppo.minibatches.max(1)
-            };
-            // More threads than cores only time-slice, and each holds a
-            // gradient buffer of the network's size: capped at the cores.
-            let threads = match cfg.learner.threads {
-                0 => auto_threads(spec, rows),
-                n => n.min(cores()),
-            };
-            trainer.use_fused(threads)?;
-        }
-        Ok(trainer)
+        Self::new(spec, &initial_state(spec, seed), choice, cfg.adam_eps, seed)
     }
 
-    /// Switches to the fused CPU engine, starting from the current parameters
-    /// and Adam state, its steps spread over up to `threads` threads.
-    pub fn use_fused(&mut self, threads: usize) -> Result<(), EngineError> {
-        FusedEngine::<B>::check(&self.spec, self.engine.replicas().len())?;
-        let home = self.engine.replicas()[0].fork_single();
-        self.engine = Box::new(FusedEngine::new(&self.spec, home, threads)?);
-        Ok(())
+    /// The trainer a run asks for: a fresh network from `run.seed` on the
+    /// engine of `learner.engine`, `learner.devices` and `learner.threads`
+    /// ([`EngineChoice::for_run`]).
+    pub fn for_run(spec: &ModelSpec, cfg: &RunConfig) -> Result<Self, EngineError> {
+        // DQN's steps step Adam by its own section's settings.
+        let adam_eps = match cfg.run.algorithm {
+            Algorithm::Dqn => cfg.dqn.adam_eps,
+            _ => cfg.ppo.adam_eps,
+        };
+        let choice = EngineChoice::for_run(spec, cfg)?;
+        let seed = cfg.run.seed;
+        Self::new(spec, &initial_state(spec, seed), &choice, adam_eps, seed)
     }
 
     /// Floats in one observation row.
@@ -121,7 +86,7 @@ impl<B: AutodiffBackend> Trainer<B> {
 
     /// The current weights as safetensors bytes: what is published.
     pub fn safetensors(&self) -> Result<Vec<u8>, WeightsError> {
-        self.engine.safetensors(&self.spec)
+        self.engine.safetensors()
     }
 
     /// Threads a minibatch step may use.
@@ -129,24 +94,30 @@ impl<B: AutodiffBackend> Trainer<B> {
         self.engine.threads()
     }
 
-    /// The published model (the first replica's; all are identical).
-    pub fn model(&self) -> &ActorCritic<B> {
-        self.engine.replicas()[0].model()
+    /// Devices a minibatch is sharded over.
+    pub fn devices(&self) -> usize {
+        self.engine.devices()
     }
 
-    /// Every replica (for tests that check they stay identical).
-    pub fn replicas(&self) -> &[Replica<B>] {
-        self.engine.replicas()
+    /// The parameters and Adam's state now (see [`Self::save_state`] for a
+    /// checkpoint's).
+    pub fn state(&self) -> Result<TrainState, EngineError> {
+        self.engine.save()
     }
 
-    /// The model without autodiff, for publishing.
-    pub fn inference_model(&self) -> ActorCritic<B::InnerBackend> {
-        self.engine.replicas()[0].inference_model()
+    /// Every replica's state (one per device; identical unless something is wrong).
+    pub fn replica_states(&self) -> Result<Vec<TrainState>, EngineError> {
+        self.engine.replica_states()
     }
 
     /// State values of observation rows `obs` (`[rows * obs_dim]`).
     pub fn values(&mut self, obs: &[f32]) -> Vec<f32> {
         self.engine.values(obs)
+    }
+
+    /// Policy-head outputs of observation rows `obs` (`[rows * head_dim]`).
+    pub fn heads(&mut self, obs: &[f32]) -> Vec<f32> {
+        self.engine.heads(obs)
     }
 
     /// The current policy's log-probabilities of `actions` at observation rows
@@ -205,14 +176,20 @@ impl<B: AutodiffBackend> Trainer<B> {
         Ok(TrainerState { engine, rng_seed })
     }
 
-    /// Restores a [`TrainerState`]. A state that passed its checksums may still
-    /// hold what no learner writes: non-finite weights are refused.
+    /// Restores a [`TrainerState`] (the observation statistics are
+    /// [`Self::set_obs_stats`]'s). A state that passed its checksums may still
+    /// hold what no learner writes: another network's size or non-finite
+    /// values are refused, and the trainer is left as it was.
     pub fn load_state(&mut self, state: &TrainerState) -> Result<(), EngineError> {
+        let len = Layout::new(&self.spec.arch()).len;
+        state
+            .engine
+            .check(len)
+            .map_err(|reason| EngineError::Record {
+                what: "checkpoint",
+                reason,
+            })?;
         self.engine.load(&state.engine)?;
-        sebulba_core::weights::check_finite(self.model()).map_err(|e| EngineError::Record {
-            what: "model",
-            reason: e.to_string(),
-        })?;
         self.rng = StdRng::seed_from_u64(state.rng_seed);
         Ok(())
     }

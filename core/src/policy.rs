@@ -7,13 +7,13 @@
 use crate::CpuBackend;
 use crate::config::{Activation, Init, LayerNormPlacement, NetworkConfig};
 use crate::devices::DeviceKind;
-use crate::model::fused::net::Layout;
-use crate::model::fused::{FusedPolicy, ObsScaler};
 use crate::model::{ActorCritic, ModelSpec};
-use crate::weights::{WeightsError, flat, load_into};
+use crate::weights::{WeightsError, load_into};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use sebulba_envs::EnvSpec;
+use sebulba_fused::FusedPolicy;
+use sebulba_fused::net::Layout;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
@@ -27,8 +27,6 @@ pub enum PolicyError {
     Weights(#[from] WeightsError),
     #[error(transparent)]
     Dist(#[from] crate::distribution::DistError),
-    #[error("copying the weights for CPU inference: {0}")]
-    Fused(String),
     #[error("device `{0}`: inference on cuda needs a binary built with `--features cuda`")]
     Device(DeviceKind),
 }
@@ -116,8 +114,9 @@ impl InferencePolicy {
             // thrown away, and an orthogonal one of Big Two's network takes
             // seconds, at every actor's start and every evaluation.
             DeviceKind::Cpu if spec.network.fused_covers() => {
-                let zeros = vec![0.0; Layout::new(&spec).len];
-                Model::Fused(FusedPolicy::new(&spec, zeros, None).map_err(PolicyError::Fused)?)
+                let arch = spec.arch();
+                let zeros = vec![0.0; Layout::new(&arch).len];
+                Model::Fused(FusedPolicy::new(&arch, zeros, None)?)
             }
             DeviceKind::Cpu => Model::Cpu(spec.init::<CpuBackend>(&Default::default())),
             #[cfg(feature = "cuda")]
@@ -147,13 +146,7 @@ impl InferencePolicy {
     /// Loads `bytes` as `version`; on error the previous weights stay in use.
     pub fn load(&mut self, version: u64, bytes: Vec<u8>) -> Result<(), PolicyError> {
         match &mut self.model {
-            Model::Fused(f) => {
-                let net = &self.spec.network;
-                let layout = Layout::new(&self.spec);
-                let (params, stats) = flat::from_safetensors(&layout, net.obs_norm, &bytes)?;
-                let scaler = stats.map(|s| ObsScaler::new(&s.mean, &s.var, net.obs_clip));
-                *f = FusedPolicy::new(&self.spec, params, scaler).map_err(PolicyError::Fused)?;
-            }
+            Model::Fused(f) => *f = FusedPolicy::from_safetensors(&self.spec.arch(), &bytes)?,
             // Loaded into a copy of the current model (tensor handles are shared,
             // so the copy is cheap), not a freshly initialised one: an
             // orthogonal init per version is costly (docs/performance.md).

@@ -1,12 +1,13 @@
 //! Learner checkpoints: everything needed to go on as if the learner had never
-//! stopped. The model and Adam's moments travel as burn records (which keep the
-//! parameter ids the moments are keyed by; safetensors, the export format, does
-//! not); the counters, the RNG seed, the f64 observation statistics and the
-//! reward-scale state as JSON. One file, written atomically (write, then rename),
-//! so a learner killed mid-write leaves the previous checkpoint intact. Every
-//! part carries its SHA-256, so a flipped bit anywhere is refused, naming the part.
+//! stopped. The parameters and Adam's moments travel as flat little-endian f32
+//! vectors in the network's layout order (`TrainState`, what either engine
+//! loads); the counters, the f64 observation statistics and the reward-scale
+//! state as JSON, then Adam's step count and the RNG seed. One file, written
+//! atomically (write, then rename), so a learner killed mid-write leaves the
+//! previous checkpoint intact. Every part carries its SHA-256, so a flipped bit
+//! anywhere is refused, naming the part.
 
-use sebulba_algorithms::engine::EngineState;
+use sebulba_algorithms::engine::TrainState;
 use sebulba_algorithms::reward_scale::RewardScaler;
 use sebulba_algorithms::trainer::TrainerState;
 use sebulba_core::config::NetworkConfig;
@@ -17,8 +18,10 @@ use std::path::{Path, PathBuf};
 
 /// The checkpoint's name in the run directory.
 pub const FILE: &str = "checkpoint.bin";
-/// Format 2: each part is `len (u64 LE) | sha256 (32 bytes) | bytes`.
-const MAGIC: &[u8; 8] = b"SEBCKPT2";
+/// Format 3: each part is `len (u64 LE) | sha256 (32 bytes) | bytes`; the
+/// parts are meta (JSON), parameters, Adam's first and second moments (f32 LE
+/// each), Adam's step count and the RNG seed (u64 LE each).
+const MAGIC: &[u8; 8] = b"SEBCKPT3";
 
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
@@ -70,6 +73,10 @@ pub struct Checkpoint {
     pub trainer: TrainerState,
 }
 
+fn le_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
 fn put(out: &mut Vec<u8>, part: &[u8]) {
     use sha2::Digest;
     out.extend_from_slice(&(part.len() as u64).to_le_bytes());
@@ -110,13 +117,14 @@ impl Checkpoint {
 
     pub fn encode(&self) -> Result<Vec<u8>, serde_json::Error> {
         let meta = serde_json::to_vec(&self.meta)?;
-        let mut out = Vec::with_capacity(
-            64 + meta.len() + self.trainer.engine.model.len() + self.trainer.engine.optim.len(),
-        );
+        let e = &self.trainer.engine;
+        let mut out = Vec::with_capacity(256 + meta.len() + 12 * e.params.len());
         out.extend_from_slice(MAGIC);
         put(&mut out, &meta);
-        put(&mut out, &self.trainer.engine.model);
-        put(&mut out, &self.trainer.engine.optim);
+        for v in [&e.params, &e.m1, &e.m2] {
+            put(&mut out, &le_bytes(v));
+        }
+        put(&mut out, &(e.time as u64).to_le_bytes());
         put(&mut out, &self.trainer.rng_seed.to_le_bytes());
         Ok(out)
     }
@@ -131,23 +139,47 @@ impl Checkpoint {
                 "magic: format 1, from a sebulba without checksums; start the run afresh",
             ));
         }
+        if bytes.starts_with(b"SEBCKPT2") {
+            return Err(corrupt(
+                "magic: format 2 (burn records, sebulba before 2026-11-26); finish the run \
+                 with the build that wrote it, or start afresh",
+            ));
+        }
         bytes = bytes.strip_prefix(MAGIC).ok_or_else(|| corrupt("magic"))?;
         let meta = take(&mut bytes, "meta", path)?;
         let meta: Meta =
             serde_json::from_slice(meta).map_err(|e| corrupt(&format!("meta: {e}")))?;
-        let model = take(&mut bytes, "model", path)?.to_vec();
-        let optim = take(&mut bytes, "optimizer", path)?.to_vec();
-        let seed: [u8; 8] = take(&mut bytes, "rng seed", path)?
-            .try_into()
-            .map_err(|_| corrupt("rng seed"))?;
+        let mut floats = |part: &'static str| -> Result<Vec<f32>, CheckpointError> {
+            let b = take(&mut bytes, part, path)?;
+            if b.len() % 4 != 0 {
+                return Err(corrupt(part));
+            }
+            Ok(b.chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect())
+        };
+        let (params, m1, m2) = (floats("params")?, floats("adam m1")?, floats("adam m2")?);
+        let mut word = |part: &'static str| -> Result<u64, CheckpointError> {
+            let b: [u8; 8] = take(&mut bytes, part, path)?
+                .try_into()
+                .map_err(|_| corrupt(part))?;
+            Ok(u64::from_le_bytes(b))
+        };
+        let time = usize::try_from(word("adam time")?).map_err(|_| corrupt("adam time"))?;
+        let rng_seed = word("rng seed")?;
         if !bytes.is_empty() {
             return Err(corrupt("trailing bytes"));
         }
         Ok(Self {
             meta,
             trainer: TrainerState {
-                engine: EngineState { model, optim },
-                rng_seed: u64::from_le_bytes(seed),
+                engine: TrainState {
+                    params,
+                    m1,
+                    m2,
+                    time,
+                },
+                rng_seed,
             },
         })
     }
@@ -204,9 +236,11 @@ mod tests {
                 },
             },
             trainer: TrainerState {
-                engine: EngineState {
-                    model: vec![1, 2, 3],
-                    optim: vec![4, 5],
+                engine: TrainState {
+                    params: vec![1.0, -2.5, 3.25],
+                    m1: vec![0.5, 0.0, -0.125],
+                    m2: vec![0.25, 1e-9, 7.0],
+                    time: 42,
                 },
                 rng_seed: 0xdead_beef,
             },
@@ -241,6 +275,11 @@ mod tests {
         foreign[0] = b'X';
         let e = Checkpoint::decode(&foreign, p).err().expect("refused");
         assert!(e.to_string().contains("magic"), "{e}");
+        // A format-2 file (burn records) is refused with what to do.
+        let mut old = bytes.clone();
+        old[..8].copy_from_slice(b"SEBCKPT2");
+        let e = Checkpoint::decode(&old, p).err().expect("refused");
+        assert!(e.to_string().contains("format 2"), "{e}");
     }
 
     /// A flipped bit in any part's data is refused, naming that part.
@@ -250,15 +289,20 @@ mod tests {
         let bytes = c.encode().expect("encode");
         let meta_len = serde_json::to_vec(&c.meta).expect("meta").len();
         // Offsets of the first data byte of each part.
-        let meta_at = 8 + 8 + 32;
-        let model_at = meta_at + meta_len + 8 + 32;
-        let optim_at = model_at + 3 + 8 + 32;
-        let seed_at = optim_at + 2 + 8 + 32;
+        let head = 8 + 32;
+        let meta_at = 8 + head;
+        let params_at = meta_at + meta_len + head;
+        let m1_at = params_at + 12 + head;
+        let m2_at = m1_at + 12 + head;
+        let time_at = m2_at + 12 + head;
+        let seed_at = time_at + 8 + head;
         let p = Path::new("x/checkpoint.bin");
         for (at, part) in [
             (meta_at + 5, "meta"),
-            (model_at + 1, "model"),
-            (optim_at, "optimizer"),
+            (params_at + 1, "params"),
+            (m1_at, "adam m1"),
+            (m2_at + 11, "adam m2"),
+            (time_at + 3, "adam time"),
             (seed_at + 7, "rng seed"),
         ] {
             let mut flipped = bytes.clone();

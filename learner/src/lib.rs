@@ -21,7 +21,7 @@ pub mod summary;
 pub mod update;
 pub mod validate;
 
-pub use run::{LearnerOptions, on_learner_devices, run};
+pub use run::{LearnerOptions, run};
 pub use run_dir::RunStart;
 pub use state::LiveProgress;
 

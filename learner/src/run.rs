@@ -12,10 +12,8 @@ use crate::state::{LiveProgress, RunClock, Shared};
 use crate::summary::Summary;
 use crate::update::{LoopContext, LoopOutcome, UpdateLoop};
 use crate::validate::Expect;
-use burn::tensor::backend::AutodiffBackend;
 use sebulba_algorithms::{Trainer, prepare};
 use sebulba_core::config::RunConfig;
-use sebulba_core::devices::LearnerDevices;
 use sebulba_core::model::ModelSpec;
 use sebulba_proto::learner_server::LearnerServer;
 use sebulba_runfiles::files::{write_atomic, write_json_atomic};
@@ -105,8 +103,7 @@ pub async fn run(
         clock,
     };
     let progress = tokio::spawn(progress.log_every(PROGRESS_EVERY, shutdown.child_token()));
-    let work = SpawnLoop(ctx, queue_rx, resume);
-    let done = on_learner_devices(&cfg, work)?;
+    let done = spawn_loop(ctx, queue_rx, resume)?;
     let outcome = done
         .await
         .map_err(|_| LearnerError::Thread("it died".into()))
@@ -226,80 +223,44 @@ async fn serve(
     )))
 }
 
-/// Work to run with the learner's backend and devices, whichever they are.
-pub trait OnBackend {
-    type Output;
-    fn run<B: AutodiffBackend>(self, devices: Vec<B::Device>)
-    -> Result<Self::Output, LearnerError>;
-}
-
-/// Runs `work` on the backend of `learner.devices`: N CPU replicas, or the
-/// listed CUDA devices (with the `cuda` feature).
-pub fn on_learner_devices<W: OnBackend>(
-    cfg: &RunConfig,
-    work: W,
-) -> Result<W::Output, LearnerError> {
-    match LearnerDevices::parse(&cfg.learner.devices).map_err(LearnerError::Devices)? {
-        LearnerDevices::Cpu(n) => {
-            work.run::<sebulba_core::CpuAutodiff>(vec![Default::default(); n])
-        }
-        #[cfg(feature = "cuda")]
-        LearnerDevices::Cuda(ids) => work
-            .run::<burn::backend::Autodiff<burn_cuda::Cuda<f32, i32>>>(
-                ids.into_iter().map(burn_cuda::CudaDevice::new).collect(),
-            ),
-        #[cfg(not(feature = "cuda"))]
-        LearnerDevices::Cuda(_) => Err(LearnerError::Devices(
-            "cuda devices need a binary built with `--features cuda`".into(),
-        )),
-    }
-}
-
 type Queue = mpsc::Receiver<crate::batch::DecodedBatch>;
 
-/// The update loop's context and inputs, waiting for a backend.
-struct SpawnLoop(LoopContext, Queue, Option<Checkpoint>);
-
-impl OnBackend for SpawnLoop {
-    type Output = oneshot::Receiver<Result<LoopOutcome, LearnerError>>;
-
-    /// Builds PPO on `devices` and runs the update loop on a thread of its
-    /// own; `final.safetensors` is written when it ends.
-    fn run<B: AutodiffBackend>(
-        self,
-        devices: Vec<B::Device>,
-    ) -> Result<Self::Output, LearnerError> {
-        let SpawnLoop(ctx, rx, resume) = self;
-        let cfg = &ctx.shared.config;
-        info!(devices = ?cfg.learner.devices, "learner replicas");
-        let trainer = Trainer::<B>::for_run(&ctx.model_spec, cfg, devices)?;
-        info!(
-            engine = trainer.engine(),
-            threads = trainer.threads(),
-            "learner update engine"
-        );
-        let final_path = ctx.run_dir.join("final.safetensors");
-        let mut update_loop = UpdateLoop {
-            trainer,
-            ctx,
-            pending_publish: None,
-            held: Default::default(),
-        };
-        let (done_tx, done_rx) = oneshot::channel();
-        std::thread::Builder::new()
-            .name("learner-update".into())
-            .spawn(move || {
-                let result = update_loop.run(rx, resume).and_then(|outcome| {
-                    let bytes = update_loop.weights_bytes()?;
-                    write_atomic(&final_path, &bytes)
-                        .map_err(|e| LearnerError::Io("final.safetensors".into(), e))?;
-                    Ok(outcome)
-                });
-                let _ = done_tx.send(result);
-            })
-            .map_err(|e| LearnerError::Thread(e.to_string()))?;
-        Ok(done_rx)
-    }
+/// Builds the trainer and runs the update loop on a thread of its own;
+/// `final.safetensors` is written when it ends.
+fn spawn_loop(
+    ctx: LoopContext,
+    rx: Queue,
+    resume: Option<Checkpoint>,
+) -> Result<oneshot::Receiver<Result<LoopOutcome, LearnerError>>, LearnerError> {
+    let cfg = &ctx.shared.config;
+    info!(devices = ?cfg.learner.devices, "learner replicas");
+    let trainer = Trainer::for_run(&ctx.model_spec, cfg)?;
+    info!(
+        engine = trainer.engine(),
+        threads = trainer.threads(),
+        "learner update engine"
+    );
+    let final_path = ctx.run_dir.join("final.safetensors");
+    let mut update_loop = UpdateLoop {
+        trainer,
+        ctx,
+        pending_publish: None,
+        held: Default::default(),
+    };
+    let (done_tx, done_rx) = oneshot::channel();
+    std::thread::Builder::new()
+        .name("learner-update".into())
+        .spawn(move || {
+            let result = update_loop.run(rx, resume).and_then(|outcome| {
+                let bytes = update_loop.weights_bytes()?;
+                write_atomic(&final_path, &bytes)
+                    .map_err(|e| LearnerError::Io("final.safetensors".into(), e))?;
+                Ok(outcome)
+            });
+            let _ = done_tx.send(result);
+        })
+        .map_err(|e| LearnerError::Thread(e.to_string()))?;
+    Ok(done_rx)
 }
 
 /// Reads the evaluations the summary reports into `shared.evals`, once the
@@ -371,6 +332,6 @@ fn summarize(outcome: &LoopOutcome, clock: RunClock, shared: &Shared) -> Summary
         batches_per_actor,
         stopped_by_error: outcome.failure.clone(),
         peak_rss_mib: sebulba_core::memory::peak_rss_bytes().map(|b| b as f64 / (1 << 20) as f64),
-        kernels: sebulba_core::model::fused::kernels::active().name(),
+        kernels: sebulba_fused::kernels::active().name(),
     }
 }

@@ -1,7 +1,6 @@
 //! `sebulba bench learner`: PPO-update throughput (samples/s) for a network
 //! size, batch size and device list, on synthetic but well-formed data.
 
-use burn::tensor::backend::AutodiffBackend;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use sebulba_algorithms::data::UpdateData;
@@ -11,8 +10,6 @@ use sebulba_core::config::RunConfig;
 use sebulba_core::model::ModelSpec;
 use sebulba_envs::{ActionSpace, env_spec};
 use sebulba_learner::batch::BatchActions;
-use sebulba_learner::run::OnBackend;
-use sebulba_learner::{LearnerError, on_learner_devices};
 use serde::Serialize;
 use std::time::Instant;
 
@@ -43,62 +40,33 @@ pub fn bench_learner(
     samples: usize,
     updates: usize,
 ) -> anyhow::Result<LearnerBench> {
-    Ok(on_learner_devices(
-        cfg,
-        Bench {
-            cfg,
-            samples,
-            updates,
-        },
-    )?)
-}
-
-struct Bench<'a> {
-    cfg: &'a RunConfig,
-    samples: usize,
-    updates: usize,
-}
-
-impl OnBackend for Bench<'_> {
-    type Output = LearnerBench;
-
-    fn run<B: AutodiffBackend>(
-        self,
-        devices: Vec<B::Device>,
-    ) -> Result<LearnerBench, LearnerError> {
-        let Bench {
-            cfg,
-            samples,
-            updates,
-        } = self;
-        let env = env_spec(&cfg.env.id)?;
-        let spec = ModelSpec::new(&env, &cfg.network);
-        let mut trainer = Trainer::<B>::for_run(&spec, cfg, devices)?;
-        let data = synthetic(&env.action_space, env.obs_dim, samples, cfg.run.seed);
-        let (lr, clip) = (cfg.ppo.learning_rate, cfg.ppo.clip_coef);
-        let mut step = || ppo::update(&mut trainer, &data, &cfg.ppo, lr, clip);
+    let env = env_spec(&cfg.env.id)?;
+    let spec = ModelSpec::new(&env, &cfg.network);
+    let mut trainer = Trainer::for_run(&spec, cfg)?;
+    let data = synthetic(&env.action_space, env.obs_dim, samples, cfg.run.seed);
+    let (lr, clip) = (cfg.ppo.learning_rate, cfg.ppo.clip_coef);
+    let mut step = || ppo::update(&mut trainer, &data, &cfg.ppo, lr, clip);
+    step()?;
+    let t0 = Instant::now();
+    for _ in 0..updates {
         step()?;
-        let t0 = Instant::now();
-        for _ in 0..updates {
-            step()?;
-        }
-        let seconds = t0.elapsed().as_secs_f64();
-        let sps = (samples * updates) as f64 / seconds.max(1e-9);
-        Ok(LearnerBench {
-            env_id: cfg.env.id.clone(),
-            hidden: cfg.network.hidden.clone(),
-            devices: cfg.learner.devices.clone(),
-            engine: trainer.engine().to_string(),
-            threads: trainer.threads(),
-            samples_per_update: samples,
-            epochs: cfg.ppo.epochs,
-            minibatches: cfg.ppo.minibatches,
-            updates,
-            seconds,
-            samples_per_second: sps,
-            sample_grads_per_second: sps * cfg.ppo.epochs as f64,
-        })
     }
+    let seconds = t0.elapsed().as_secs_f64();
+    let sps = (samples * updates) as f64 / seconds.max(1e-9);
+    Ok(LearnerBench {
+        env_id: cfg.env.id.clone(),
+        hidden: cfg.network.hidden.clone(),
+        devices: cfg.learner.devices.clone(),
+        engine: trainer.engine().to_string(),
+        threads: trainer.threads(),
+        samples_per_update: samples,
+        epochs: cfg.ppo.epochs,
+        minibatches: cfg.ppo.minibatches,
+        updates,
+        seconds,
+        samples_per_second: sps,
+        sample_grads_per_second: sps * cfg.ppo.epochs as f64,
+    })
 }
 
 /// Random observations, valid actions, plausible log-probs and returns.

@@ -3,16 +3,14 @@
 
 use super::replay::Replay;
 use super::train::{QSettings, q_update};
+use crate::engine::burn::initial_state;
+use crate::engine::{EngineChoice, TrainState};
 use crate::trainer::Trainer;
 use crate::trajectory::{Trajectory, TrajectoryBuilder};
-use sebulba_core::CpuAutodiff;
 use sebulba_core::config::{NetworkConfig, PpoConfig};
+use sebulba_core::devices::LearnerDevices;
 use sebulba_core::model::ModelSpec;
-use sebulba_core::model::fused::net::Layout;
-use sebulba_core::model::fused::params::read_params;
 use sebulba_envs::ActionSpace;
-
-type B = CpuAutodiff;
 
 fn spec() -> ModelSpec {
     ModelSpec {
@@ -25,37 +23,27 @@ fn spec() -> ModelSpec {
     }
 }
 
-/// One engine or the other from the same initial model: the model is made
-/// once and cloned (burn's seeded RNG is shared by the tests running at once).
-fn pair(seed: u64) -> (Trainer<B>, Trainer<B>) {
-    let first = on(false, seed);
-    let m = first.model().clone();
-    let mut fused = Trainer::<B>::with_model(
-        &spec(),
-        m,
-        &PpoConfig::default(),
-        seed,
-        vec![Default::default()],
-    )
-    .expect("a CPU engine");
-    fused
-        .use_fused(1)
-        .expect("the fused engine covers this spec");
-    (first, fused)
+/// The network in `state` on `choice`'s engine.
+fn on_engine(state: &TrainState, choice: EngineChoice, seed: u64) -> Trainer {
+    let eps = PpoConfig::default().adam_eps;
+    Trainer::new(&spec(), state, &choice, eps, seed).expect("a CPU engine")
 }
 
-fn on(fused: bool, seed: u64) -> Trainer<B> {
-    let mut p = Trainer::<B>::new(
-        &spec(),
-        &PpoConfig::default(),
-        seed,
-        vec![Default::default()],
+/// One engine or the other from the same initial network.
+fn pair(seed: u64) -> (Trainer, Trainer) {
+    let state = initial_state(&spec(), seed);
+    (
+        on_engine(&state, EngineChoice::cpu(), seed),
+        on_engine(&state, EngineChoice::Fused { threads: 1 }, seed),
     )
-    .expect("a CPU engine");
-    if fused {
-        p.use_fused(1).expect("the fused engine covers this spec");
-    }
-    p
+}
+
+fn on(fused: bool, seed: u64) -> Trainer {
+    let choice = match fused {
+        true => EngineChoice::Fused { threads: 1 },
+        false => EngineChoice::cpu(),
+    };
+    on_engine(&initial_state(&spec(), seed), choice, seed)
 }
 
 /// The largest element-wise distance between two parameter vectors.
@@ -66,8 +54,8 @@ fn max_diff(a: &[f32], b: &[f32]) -> f32 {
         .fold(0.0, f32::max)
 }
 
-fn params(p: &Trainer<B>) -> Vec<f32> {
-    read_params(&Layout::new(&spec()), p.model()).expect("parameters")
+fn params(p: &Trainer) -> Vec<f32> {
+    p.state().expect("parameters").params
 }
 
 /// A batch of T x 1 env whose every step ends the episode: observation
@@ -104,8 +92,6 @@ fn settings(steps: usize, lr: f64) -> QSettings {
         huber_delta: 1.0,
         learning_rate: lr,
         max_grad_norm: 10.0,
-        // burn's optimizer was built with the PPO config's.
-        adam_eps: PpoConfig::default().adam_eps,
         actions: 3,
     }
 }
@@ -246,14 +232,8 @@ fn a_dqn_update_keeps_its_schedule() {
 #[test]
 fn two_replicas_take_the_q_steps_of_one() {
     let mut one = on(false, 8);
-    let mut two = Trainer::<B>::with_model(
-        &spec(),
-        one.model().clone(),
-        &PpoConfig::default(),
-        8,
-        vec![Default::default(), Default::default()],
-    )
-    .expect("two CPU replicas");
+    let two_cpus = EngineChoice::Burn(LearnerDevices::Cpu(2));
+    let mut two = on_engine(&one.state().unwrap(), two_cpus, 8);
     let mut replay = Replay::new(1000, 2);
     replay.push_batch(&ongoing(60));
     for p in [&mut one, &mut two] {
@@ -267,7 +247,6 @@ fn two_replicas_take_the_q_steps_of_one() {
     let (pa, pb) = (params(&one), params(&two));
     let diff = max_diff(&pa, &pb);
     assert!(diff < 1e-5, "parameters {diff} apart");
-    let layout = Layout::new(&spec());
-    let second = read_params(&layout, two.replicas()[1].model()).expect("parameters");
+    let second = two.replica_states().unwrap()[1].params.clone();
     assert_eq!(pb, second, "the replicas drifted apart");
 }

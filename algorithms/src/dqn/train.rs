@@ -9,8 +9,6 @@ use crate::data::{Loss, Minibatch, UpdateData};
 use crate::engine::EngineError;
 use crate::trainer::Trainer;
 use crate::trajectory::BatchActions;
-use burn::tensor::backend::AutodiffBackend;
-use sebulba_core::config::PpoConfig;
 
 /// What an update's gradient steps need.
 #[derive(Debug, Clone)]
@@ -21,9 +19,6 @@ pub struct QSettings {
     pub huber_delta: f64,
     pub learning_rate: f64,
     pub max_grad_norm: f64,
-    /// Adam's epsilon: the one the engine was built with (`dqn.adam_eps` in
-    /// a DQN run, `Trainer::for_run`; burn's optimizer keeps its own).
-    pub adam_eps: f64,
     /// Actions of the Q-head.
     pub actions: usize,
 }
@@ -46,8 +41,8 @@ pub struct QStats {
 /// `s.gradient_steps` Q-learning steps on minibatches of `replay` (none
 /// when it holds fewer than a minibatch); the target network is the one
 /// at the last [`Trainer::sync_target`].
-pub fn q_update<B: AutodiffBackend>(
-    trainer: &mut Trainer<B>,
+pub fn q_update(
+    trainer: &mut Trainer,
     replay: &Replay,
     s: &QSettings,
 ) -> Result<QStats, EngineError> {
@@ -58,13 +53,6 @@ pub fn q_update<B: AutodiffBackend>(
     if replay.len() < s.batch_size.max(1) {
         return Ok(stats);
     }
-    // Only the clipping and Adam's epsilon are read by a Q step.
-    let cfg = PpoConfig {
-        max_grad_norm: s.max_grad_norm,
-        adam_eps: s.adam_eps,
-        target_kl: 0.0,
-        ..PpoConfig::default()
-    };
     let idx: Vec<usize> = (0..s.batch_size).collect();
     let zeros = vec![0.0f32; s.batch_size];
     let mut drawn = Transitions::default();
@@ -94,9 +82,8 @@ pub fn q_update<B: AutodiffBackend>(
             idx: &idx,
             adv: &zeros,
             noise: &[],
-            cfg: &cfg,
             lr: s.learning_rate,
-            clip: 0.0,
+            max_grad_norm: s.max_grad_norm,
             loss: Loss::Q {
                 huber_delta: s.huber_delta,
             },
@@ -111,7 +98,6 @@ pub fn q_update<B: AutodiffBackend>(
         stats.grad_norm += step.grad_norm;
         stats.gradient_steps += 1;
     }
-    trainer.engine.finish_update();
     let k = stats.gradient_steps.max(1) as f64;
     stats.td_loss /= k;
     stats.q_mean /= k;

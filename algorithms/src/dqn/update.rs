@@ -15,7 +15,6 @@ use crate::engine::EngineError;
 use crate::prepare::{Normalizers, Prepared, bookkeeping, fold_obs_stats};
 use crate::trainer::Trainer;
 use crate::trajectory::Trajectory;
-use burn::tensor::backend::AutodiffBackend;
 use sebulba_core::config::{Algorithm, DqnConfig, RunConfig};
 use sebulba_core::distribution::epsilon_at;
 use sebulba_core::model::ModelSpec;
@@ -72,12 +71,7 @@ pub struct DqnLearner {
 impl DqnLearner {
     /// An empty memory at the run's `env_steps` (a resumed run's count);
     /// `trainer`'s current weights become the target network.
-    pub fn new<B: AutodiffBackend>(
-        cfg: &DqnConfig,
-        spec: &ModelSpec,
-        env_steps: u64,
-        trainer: &mut Trainer<B>,
-    ) -> Self {
+    pub fn new(cfg: &DqnConfig, spec: &ModelSpec, env_steps: u64, trainer: &mut Trainer) -> Self {
         trainer.sync_target();
         Self {
             replay: Replay::new(cfg.buffer_size, spec.obs_dim),
@@ -92,12 +86,12 @@ impl DqnLearner {
 
     /// Takes `batches` (acted at or before `version`) in and trains on the
     /// memory; `env_steps` is the run's count with them.
-    pub fn train<B: AutodiffBackend>(
+    pub fn train(
         &mut self,
         batches: &[Trajectory],
         version: u64,
         env_steps: u64,
-        trainer: &mut Trainer<B>,
+        trainer: &mut Trainer,
         norms: &mut Normalizers,
         cfg: &RunConfig,
     ) -> Result<(Prepared, DqnStats), EngineError> {
@@ -122,7 +116,6 @@ impl DqnLearner {
             huber_delta: q.huber_delta,
             learning_rate: q.learning_rate,
             max_grad_norm: q.max_grad_norm,
-            adam_eps: q.adam_eps,
             actions: self.actions,
         };
         let stats = super::train::q_update(trainer, &self.replay, &settings)?;

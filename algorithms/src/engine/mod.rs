@@ -1,28 +1,36 @@
-//! The seam between the PPO loop and whatever computes a minibatch step. Two
-//! engines implement [`UpdateEngine`]:
+//! The seam between the update loops and whatever computes a minibatch step.
+//! Two engines implement [`UpdateEngine`]:
 //!
 //! - [`burn::BurnEngine`]: burn's autodiff on one or more devices (CPU or
 //!   CUDA), each minibatch sharded over the replicas with a gradient all-reduce;
-//! - [`fused::FusedEngine`]: the fused CPU engine, the forward pass, loss
-//!   gradients and Adam written out by hand over flat buffers (one CPU device).
+//! - [`fused::FusedEngine`]: the fused CPU engine (`sebulba-fused`'s network
+//!   on flat buffers, with the PPO and DQN loss gradients written out here).
 //!
-//! Both keep a burn model as the source of the weights (what is published and
-//! checkpointed), so a checkpoint written by either resumes on the other.
+//! Both save and load a [`TrainState`] (the parameters and Adam's moments in
+//! the fused layout's order), so a checkpoint written by either resumes on the
+//! other; burn converts at its own edge. Nothing outside [`burn`] knows burn's
+//! backends: which one runs is [`EngineChoice`], a value chosen once.
 
 pub mod burn;
 pub mod fused;
 pub mod threads;
 
+pub use sebulba_fused::TrainState;
+
 use crate::data::{Minibatch, StepStats};
-use ::burn::tensor::backend::AutodiffBackend;
-use burn::Replica;
+use fused::FusedEngine;
+use sebulba_core::config::RunConfig;
+use sebulba_core::devices::LearnerDevices;
 use sebulba_core::model::{ModelSpec, RunningMeanStd};
-use sebulba_core::weights::{WeightsError, to_safetensors};
+use sebulba_core::weights::WeightsError;
+use threads::{auto_threads, cores};
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     #[error("field `learner.devices`: needs at least one device")]
     NoDevices,
+    #[error("field `learner.devices`: {0}")]
+    Devices(String),
     #[error("registering learner replica {peer} with burn-collective: {reason}")]
     Register { peer: usize, reason: String },
     #[error("gradient all-reduce failed: {0}")]
@@ -33,20 +41,70 @@ pub enum EngineError {
     Record { what: &'static str, reason: String },
 }
 
-/// An engine's part of a checkpoint: burn records (bytes) of the model, whose
-/// parameter ids key Adam's state, and of Adam's state.
-#[derive(Clone, PartialEq)]
-pub struct EngineState {
-    pub model: Vec<u8>,
-    pub optim: Vec<u8>,
+/// Which engine takes the steps, and on what.
+#[derive(Clone, Debug, PartialEq)]
+pub enum EngineChoice {
+    /// burn's autodiff, one replica per device.
+    Burn(LearnerDevices),
+    /// The fused CPU engine, its steps spread over up to `threads` threads.
+    Fused { threads: usize },
 }
 
-/// What the PPO loop asks of an engine.
-pub trait UpdateEngine<B: AutodiffBackend>: Send {
+impl EngineChoice {
+    /// burn on one CPU device.
+    pub const fn cpu() -> Self {
+        EngineChoice::Burn(LearnerDevices::Cpu(1))
+    }
+
+    /// What a run's `learner.engine`, `learner.devices` and
+    /// `learner.threads` ask for: the fused engine where it applies (`auto`)
+    /// or is asked for, else burn.
+    pub fn for_run(spec: &ModelSpec, cfg: &RunConfig) -> Result<Self, EngineError> {
+        let l = &cfg.learner;
+        if !l.engine.use_fused(&l.devices, &cfg.network) {
+            let devices = LearnerDevices::parse(&l.devices).map_err(EngineError::Devices)?;
+            return Ok(EngineChoice::Burn(devices));
+        }
+        let rows = match cfg.run.algorithm {
+            sebulba_core::config::Algorithm::Dqn => cfg.dqn.batch_size,
+            _ => cfg.samples_per_update() / cfg.ppo.minibatches.max(1),
+        };
+        // More threads than cores only time-slice, and each holds a
+        // gradient buffer of the network's size: capped at the cores.
+        let threads = match l.threads {
+            0 => auto_threads(spec, rows),
+            n => n.min(cores()),
+        };
+        Ok(EngineChoice::Fused { threads })
+    }
+
+    /// The engine for `spec`, starting from `state`, stepping Adam with
+    /// epsilon `adam_eps`.
+    pub fn build(
+        &self,
+        spec: &ModelSpec,
+        state: &TrainState,
+        adam_eps: f64,
+    ) -> Result<Box<dyn UpdateEngine>, EngineError> {
+        match self {
+            EngineChoice::Burn(devices) => burn::build(spec, state, adam_eps, devices),
+            EngineChoice::Fused { threads } => {
+                Ok(Box::new(FusedEngine::new(spec, state, *threads, adam_eps)?))
+            }
+        }
+    }
+}
+
+/// What the update loops ask of an engine.
+pub trait UpdateEngine: Send {
     /// `burn` or `fused`.
     fn name(&self) -> &'static str;
     /// Threads a minibatch step may use (burn's own pool aside).
     fn threads(&self) -> usize {
+        1
+    }
+    /// Devices a minibatch is sharded over (burn's replicas).
+    fn devices(&self) -> usize {
         1
     }
     /// State values of observation rows `obs` (`[rows * obs_dim]`).
@@ -63,16 +121,18 @@ pub trait UpdateEngine<B: AutodiffBackend>: Send {
     /// The observation normaliser's statistics for the coming update.
     fn set_obs_stats(&mut self, stats: &RunningMeanStd);
     /// The current weights as safetensors bytes (what is published).
-    fn safetensors(&self, spec: &ModelSpec) -> Result<Vec<u8>, WeightsError> {
-        to_safetensors(&self.replicas()[0].inference_model(), spec)
-    }
+    fn safetensors(&self) -> Result<Vec<u8>, WeightsError>;
     /// One minibatch step: loss, gradient, global-norm clipping and an Adam
     /// step, unless the approximate KL is past `target_kl` (`stepped` false).
     fn step(&mut self, mb: &Minibatch<'_>) -> Result<StepStats, EngineError>;
-    /// After an update's last step: brings the burn model up to date.
-    fn finish_update(&mut self);
-    fn save(&mut self) -> Result<EngineState, EngineError>;
-    fn load(&mut self, state: &EngineState) -> Result<(), EngineError>;
-    /// The replicas holding the burn model (identical; the first is published).
-    fn replicas(&self) -> &[Replica<B>];
+    /// The parameters and Adam's state.
+    fn save(&self) -> Result<TrainState, EngineError>;
+    /// Replaces the parameters and Adam's state (the observation statistics
+    /// are [`Self::set_obs_stats`]'s).
+    fn load(&mut self, state: &TrainState) -> Result<(), EngineError>;
+    /// Every replica's state (one per device), for checks that they never
+    /// drift apart.
+    fn replica_states(&self) -> Result<Vec<TrainState>, EngineError> {
+        Ok(vec![self.save()?])
+    }
 }

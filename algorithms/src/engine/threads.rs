@@ -15,7 +15,7 @@ pub const AUTO_SPLIT_MACS: usize = 8_000_000;
 /// process may use when a minibatch of `rows` rows is worth splitting, else one.
 pub fn auto_threads(spec: &ModelSpec, rows: usize) -> usize {
     // A row's forward pass multiplies each weight once.
-    let weights = sebulba_core::model::fused::net::Layout::new(spec).len;
+    let weights = sebulba_fused::net::Layout::new(&spec.arch()).len;
     if rows.saturating_mul(weights) < AUTO_SPLIT_MACS {
         return 1;
     }

@@ -1,16 +1,31 @@
 use super::*;
 use crate::COLLECTIVE_TEST_LOCK;
-use crate::engine::EngineState;
+use crate::engine::burn::initial_state;
+use crate::engine::{EngineChoice, TrainState};
 use crate::trainer::{Trainer, TrainerState};
 use crate::trajectory::BatchActions;
-use burn::module::Param;
-use burn::tensor::{Tensor, TensorData};
 use sebulba_core::config::RunConfig;
 use sebulba_core::config::{AdvantageNorm, NetworkConfig};
-use sebulba_core::model::{ActorCritic, ModelSpec};
+use sebulba_core::devices::LearnerDevices;
+use sebulba_core::model::ModelSpec;
 
 // The burn engine's tests own the small CartPole-like case both use.
-use crate::engine::burn::tests::{B, Inner, cfg, spec};
+use crate::engine::burn::tests::{Inner, cfg, spec};
+
+/// A fresh network on one CPU device (burn).
+fn on_cpu(s: &ModelSpec, c: &PpoConfig, seed: u64) -> Trainer {
+    Trainer::fresh(s, c, seed, &EngineChoice::cpu()).unwrap()
+}
+
+/// The network in `state` on `devices` CPU devices (burn).
+fn from_state(s: &ModelSpec, c: &PpoConfig, state: &TrainState, devices: usize) -> Trainer {
+    let choice = EngineChoice::Burn(LearnerDevices::Cpu(devices));
+    Trainer::new(s, state, &choice, c.adam_eps, 3).unwrap()
+}
+
+fn params(t: &Trainer) -> Vec<f32> {
+    t.state().unwrap().params
+}
 
 fn toy_data(n: usize) -> UpdateData {
     UpdateData {
@@ -37,28 +52,19 @@ fn an_update_moves_probability_toward_advantaged_actions() {
     c.epochs = 4;
     c.minibatches = 2;
     c.ent_coef = 0.0;
-    let mut ppo = Trainer::<B>::new(&s, &c, 3, vec![Default::default()]).unwrap();
+    let mut ppo = on_cpu(&s, &c, 3);
     let n = 64;
     let data = toy_data(n);
-    let p1 = |ppo: &Trainer<B>| {
-        let logits: Vec<f32> = ppo
-            .inference_model()
-            .policy(Tensor::from_data(
-                TensorData::new(data.observations.clone(), [n, 2]),
-                &Default::default(),
-            ))
-            .into_data()
-            .to_vec()
-            .unwrap();
-        logits
+    let p1 = |ppo: &mut Trainer| {
+        ppo.heads(&data.observations)
             .chunks(2)
             .map(|l| 1.0 / (1.0 + (l[0] - l[1]).exp()))
             .sum::<f32>()
             / n as f32
     };
-    let before = p1(&ppo);
+    let before = p1(&mut ppo);
     let stats = crate::ppo::update(&mut ppo, &data, &c, 1e-2, 0.2).unwrap();
-    let after = p1(&ppo);
+    let after = p1(&mut ppo);
     assert!(after > before + 0.02, "{before} -> {after}");
     assert!(
         stats.terms.value_loss > 0.0 && stats.grad_norm > 0.0 && stats.terms.approx_kl.is_finite()
@@ -82,31 +88,17 @@ fn loss_weights_apply_after_normalisation() {
     for (i, a) in data.advantages.iter_mut().enumerate() {
         *a = if i % 2 == 1 { 7.0 } else { 5.0 };
     }
-    // The burn backend's RNG is process-wide and other tests draw from it
-    // meanwhile: every update starts from one model, cloned.
-    let first = Trainer::<B>::new(&s, &c, 3, vec![Default::default()]).unwrap();
-    let model = first.model().clone();
-    let logits = |ppo: &Trainer<B>| -> Vec<f32> {
-        let obs = Tensor::from_data(
-            TensorData::new(data.observations.clone(), [n, 2]),
-            &Default::default(),
-        );
-        ppo.inference_model()
-            .policy(obs)
-            .into_data()
-            .to_vec()
-            .unwrap()
-    };
-    let start = logits(&first);
+    // Every update starts from one network.
+    let state = initial_state(&s, 3);
+    let start = from_state(&s, &c, &state, 1).heads(&data.observations);
     let policy_after = |weights: Option<Vec<f32>>| {
-        let mut ppo =
-            Trainer::<B>::with_model(&s, model.clone(), &c, 3, vec![Default::default()]).unwrap();
+        let mut ppo = from_state(&s, &c, &state, 1);
         let data = UpdateData {
             weights,
             ..data.clone()
         };
         crate::ppo::update(&mut ppo, &data, &c, 1e-2, 0.2).unwrap();
-        logits(&ppo)
+        ppo.heads(&data.observations)
     };
     let moved = |l: &[f32]| {
         l.iter()
@@ -137,7 +129,7 @@ fn target_kl_stops_the_update_early() {
     c.epochs = 50;
     c.minibatches = 2;
     c.target_kl = 0.01;
-    let mut ppo = Trainer::<B>::new(&s, &c, 3, vec![Default::default()]).unwrap();
+    let mut ppo = on_cpu(&s, &c, 3);
     let stats = crate::ppo::update(&mut ppo, &toy_data(64), &c, 5e-2, 0.2).unwrap();
     assert!(stats.early_stopped, "{stats:?}");
     assert!(
@@ -160,20 +152,12 @@ fn a_continuous_update_moves_the_mean_toward_advantaged_actions() {
     c.epochs = 10;
     c.minibatches = 2;
     c.ent_coef = 0.0;
-    let mut ppo = Trainer::<B>::new(&s, &c, 5, vec![Default::default()]).unwrap();
+    let mut ppo = on_cpu(&s, &c, 5);
     let n = 128;
     let observations: Vec<f32> = (0..n * 3)
         .map(|i| ((i * 13 % 7) as f32 - 3.0) / 3.0)
         .collect();
-    let model = ppo.inference_model();
-    let head: Vec<f32> = model
-        .policy(Tensor::from_data(
-            TensorData::new(observations.clone(), [n, 3]),
-            &Default::default(),
-        ))
-        .into_data()
-        .to_vec()
-        .unwrap();
+    let head = ppo.heads(&observations);
     // Pre-tanh samples at mean +- 0.5; the positive ones are advantaged.
     let sq = match s.dist() {
         ActionDist::TanhNormal { squash, .. } => squash,
@@ -205,21 +189,13 @@ fn a_continuous_update_moves_the_mean_toward_advantaged_actions() {
         old_values: vec![0.0; n],
         weights: None,
     };
-    let mean_of = |ppo: &Trainer<B>| {
-        let h: Vec<f32> = ppo
-            .inference_model()
-            .policy(Tensor::from_data(
-                TensorData::new(observations.clone(), [n, 3]),
-                &Default::default(),
-            ))
-            .into_data()
-            .to_vec()
-            .unwrap();
+    let mean_of = |ppo: &mut Trainer| {
+        let h = ppo.heads(&observations);
         h.chunks(2).map(|r| r[0]).sum::<f32>() / n as f32
     };
-    let before = mean_of(&ppo);
+    let before = mean_of(&mut ppo);
     let stats = crate::ppo::update(&mut ppo, &data, &c, 1e-2, 0.2).unwrap();
-    let after = mean_of(&ppo);
+    let after = mean_of(&mut ppo);
     assert!(after > before + 0.05, "{before} -> {after}");
     // (The first step's ratio is checked in `at_zero_lag_the_first_steps_ratio_is_one_in_both_engines`.)
     assert!(
@@ -237,28 +213,18 @@ fn obs_norm_statistics_survive_an_update() {
         ..spec()
     };
     let c = cfg();
-    let mut ppo = Trainer::<B>::new(&s, &c, 3, vec![Default::default()]).unwrap();
-    let mut stats = sebulba_core::model::RunningMeanStd::new(2);
-    stats.update(&[1.0, 2.0, 3.0, 6.0]);
-    ppo.set_obs_stats(&stats);
-    crate::ppo::update(&mut ppo, &toy_data(64), &c, 1e-2, 0.2).unwrap();
-    let n = ppo.inference_model().obs_norm.unwrap();
-    let mean: Vec<f32> = n.mean.val().into_data().to_vec().unwrap();
-    let var: Vec<f32> = n.var.val().into_data().to_vec().unwrap();
-    assert_eq!(mean, vec![2.0, 4.0]);
-    assert_eq!(var, vec![1.0, 4.0]);
-}
-
-fn flat_params<Bk: burn::tensor::backend::Backend>(m: &ActorCritic<Bk>) -> Vec<f32> {
-    struct Collect(Vec<f32>);
-    impl<Bk: burn::tensor::backend::Backend> burn::module::ModuleVisitor<Bk> for Collect {
-        fn visit_float<const D: usize>(&mut self, p: &Param<Tensor<Bk, D>>) {
-            self.0.extend(p.val().into_data().to_vec::<f32>().unwrap());
-        }
+    for choice in [EngineChoice::cpu(), EngineChoice::Fused { threads: 1 }] {
+        let mut ppo = Trainer::fresh(&s, &c, 3, &choice).unwrap();
+        let mut stats = sebulba_core::model::RunningMeanStd::new(2);
+        stats.update(&[1.0, 2.0, 3.0, 6.0]);
+        ppo.set_obs_stats(&stats);
+        crate::ppo::update(&mut ppo, &toy_data(64), &c, 1e-2, 0.2).unwrap();
+        let file = ppo.safetensors().unwrap();
+        let (_, norm) = sebulba_fused::file::read(&s.arch(), &file).unwrap();
+        let norm = norm.expect("published with the normaliser");
+        assert_eq!(norm.mean(), [2.0, 4.0], "{}", ppo.engine());
+        assert_eq!(norm.var(), [1.0, 4.0], "{}", ppo.engine());
     }
-    let mut c = Collect(Vec::new());
-    burn::module::Module::visit(m, &mut c);
-    c.0
 }
 
 /// Largest element-wise difference relative to the parameter tensor's scale.
@@ -301,13 +267,9 @@ fn continuous_case() -> (ModelSpec, UpdateData) {
 
 /// Learners on one and on two CPU devices from one initial model: burn's init
 /// draws from a process-wide RNG that tests running in parallel also draw from.
-fn one_and_two_devices(s: &ModelSpec, c: &PpoConfig, seed: u64) -> (Trainer<B>, Trainer<B>) {
-    let dev = burn::tensor::Device::<B>::default();
-    let init = s.init::<B>(&dev);
-    (
-        Trainer::<B>::with_model(s, init.clone(), c, seed, vec![dev]).unwrap(),
-        Trainer::<B>::with_model(s, init, c, seed, vec![dev, dev]).unwrap(),
-    )
+fn one_and_two_devices(s: &ModelSpec, c: &PpoConfig, seed: u64) -> (Trainer, Trainer) {
+    let state = initial_state(s, seed);
+    (from_state(s, c, &state, 1), from_state(s, c, &state, 2))
 }
 
 #[test]
@@ -327,32 +289,25 @@ fn one_and_two_replicas_reach_the_same_parameters() {
     ] {
         c.adv_norm = adv_norm;
         let (mut one, mut two) = one_and_two_devices(&s, &c, 7);
-        let before = flat_params(one.model());
-        assert_eq!(
-            before,
-            flat_params(two.model()),
-            "{label}: same initial weights"
-        );
+        let before = params(&one);
+        assert_eq!(before, params(&two), "{label}: same initial weights");
         let s1 = crate::ppo::update(&mut one, &data, &c, 3e-3, 0.2).unwrap();
         let s2 = crate::ppo::update(&mut two, &data, &c, 3e-3, 0.2).unwrap();
-        let p1 = flat_params(one.model());
+        let p1 = params(&one);
         assert!(
             max_rel_diff(&before, &p1) > 1e-3,
             "{label}: the update moved nothing"
         );
-        for (i, r) in two.replicas().iter().enumerate() {
-            let d = max_rel_diff(&p1, &flat_params(r.model()));
+        let replicas = two.replica_states().unwrap();
+        for (i, r) in replicas.iter().enumerate() {
+            let d = max_rel_diff(&p1, &r.params);
             eprintln!("{label}: replica {i} max relative difference {d:e}");
             assert!(
                 d < 1e-5,
                 "{label}: replica {i} differs from one device by {d:e}"
             );
         }
-        assert_eq!(
-            flat_params(two.replicas()[0].model()),
-            flat_params(two.replicas()[1].model()),
-            "{label}: replicas drifted apart"
-        );
+        assert_eq!(replicas[0], replicas[1], "{label}: replicas drifted apart");
         for (a, b, what) in [
             (s1.terms.policy_loss, s2.terms.policy_loss, "policy_loss"),
             (s1.terms.value_loss, s2.terms.value_loss, "value_loss"),
@@ -385,10 +340,8 @@ fn target_kl_stops_every_replica_at_the_same_step() {
     let s2 = crate::ppo::update(&mut two, &data, &c, 5e-2, 0.2).unwrap();
     assert!(s1.early_stopped && s2.early_stopped);
     assert_eq!(s1.minibatch_steps, s2.minibatch_steps);
-    assert_eq!(
-        flat_params(two.replicas()[0].model()),
-        flat_params(two.replicas()[1].model())
-    );
+    let replicas = two.replica_states().unwrap();
+    assert_eq!(replicas[0], replicas[1]);
     burn_collective::reset_collective::<Inner>();
 }
 
@@ -398,62 +351,50 @@ fn a_restored_ppo_has_the_saved_adam_state_and_continues_exactly() {
     let mut c = cfg();
     c.epochs = 2;
     c.minibatches = 2;
-    let dev = burn::tensor::Device::<B>::default();
     let data = toy_data(64);
-    let mut a = Trainer::<B>::new(&s, &c, 1, vec![dev]).unwrap();
-    for _ in 0..3 {
+    for choice in [EngineChoice::cpu(), EngineChoice::Fused { threads: 1 }] {
+        let e = format!("{choice:?}");
+        let mut a = Trainer::fresh(&s, &c, 1, &choice).unwrap();
+        for _ in 0..3 {
+            crate::ppo::update(&mut a, &data, &c, 1e-2, 0.2).unwrap();
+        }
+        let saved = a.save_state().unwrap();
+        assert!(saved.engine.time > 0, "{e}: Adam has stepped");
+        assert!(saved.engine.m2.iter().any(|&v| v > 0.0), "{e}");
+
+        // Another run's learner (other init, other RNG) restored from the checkpoint.
+        let mut b = Trainer::fresh(&s, &c, 99, &choice).unwrap();
+        assert_ne!(params(&a), params(&b));
+        b.load_state(&saved).unwrap();
+        assert_eq!(b.state().unwrap(), saved.engine, "{e}: the state as saved");
+
+        // A control with the same weights and RNG but a fresh Adam.
+        let mut control = Trainer::fresh(&s, &c, 7, &choice).unwrap();
+        control
+            .load_state(&TrainerState {
+                engine: TrainState::new(saved.engine.params.clone()),
+                ..saved.clone()
+            })
+            .unwrap();
         crate::ppo::update(&mut a, &data, &c, 1e-2, 0.2).unwrap();
+        crate::ppo::update(&mut b, &data, &c, 1e-2, 0.2).unwrap();
+        crate::ppo::update(&mut control, &data, &c, 1e-2, 0.2).unwrap();
+        assert_eq!(
+            params(&a),
+            params(&b),
+            "{e}: the resumed learner takes exactly the step the original takes"
+        );
+        assert!(
+            max_rel_diff(&params(&a), &params(&control)) > 1e-4,
+            "{e}: without the saved moments the step differs (so the test can fail)"
+        );
     }
-    let saved = a.save_state().unwrap();
-    let saved_moments = a.replicas()[0].optim_state_by_param().unwrap();
-    assert!(!saved_moments.is_empty(), "Adam has state after 3 updates");
-
-    // Another run's learner (other init, other RNG) restored from the checkpoint.
-    let mut b = Trainer::<B>::new(&s, &c, 99, vec![dev]).unwrap();
-    assert_ne!(flat_params(a.model()), flat_params(b.model()));
-    b.load_state(&saved).unwrap();
-    assert_eq!(flat_params(a.model()), flat_params(b.model()));
-    assert_eq!(
-        b.replicas()[0].optim_state_by_param().unwrap(),
-        saved_moments,
-        "the resumed optimizer state (both moments and the step count, per parameter id) equals the saved one"
-    );
-
-    // A control with the same weights and RNG but a fresh Adam.
-    let fresh_adam = Trainer::<B>::new(&s, &c, 5, vec![dev])
-        .unwrap()
-        .save_state()
-        .unwrap()
-        .engine
-        .optim;
-    let mut control = Trainer::<B>::new(&s, &c, 7, vec![dev]).unwrap();
-    control
-        .load_state(&TrainerState {
-            engine: EngineState {
-                optim: fresh_adam,
-                ..saved.engine.clone()
-            },
-            ..saved.clone()
-        })
-        .unwrap();
-    crate::ppo::update(&mut a, &data, &c, 1e-2, 0.2).unwrap();
-    crate::ppo::update(&mut b, &data, &c, 1e-2, 0.2).unwrap();
-    crate::ppo::update(&mut control, &data, &c, 1e-2, 0.2).unwrap();
-    assert_eq!(
-        flat_params(a.model()),
-        flat_params(b.model()),
-        "the resumed learner takes exactly the step the original takes"
-    );
-    assert!(
-        max_rel_diff(&flat_params(a.model()), &flat_params(control.model())) > 1e-4,
-        "without the saved moments the step differs (so the test can fail)"
-    );
 }
 
 /// The behaviour log-probabilities an actor computes for `data`'s actions with
 /// the weights `ppo` would publish now (the actor's inference path).
 pub(crate) fn actor_log_probs(
-    ppo: &Trainer<B>,
+    ppo: &Trainer,
     env_id: &str,
     spec: &ModelSpec,
     data: &UpdateData,
@@ -465,7 +406,7 @@ pub(crate) fn actor_log_probs(
         sebulba_core::devices::DeviceKind::Cpu,
     )
     .unwrap();
-    let bytes = sebulba_core::weights::to_safetensors(&ppo.inference_model(), spec).unwrap();
+    let bytes = ppo.safetensors().unwrap();
     policy.load(1, bytes).unwrap();
     let n = data.advantages.len();
     let head = policy.head(&data.observations, n);
@@ -530,11 +471,8 @@ fn at_zero_lag_the_first_steps_ratio_is_one_in_both_engines() {
     let mut c = cfg();
     (c.epochs, c.minibatches, c.ent_coef) = (1, 1, 0.0);
     for (env_id, s, mut data) in cases {
-        for fused in [false, true] {
-            let mut ppo = Trainer::<B>::new(&s, &c, 3, vec![Default::default()]).unwrap();
-            if fused {
-                ppo.use_fused(1).unwrap();
-            }
+        for choice in [EngineChoice::cpu(), EngineChoice::Fused { threads: 1 }] {
+            let mut ppo = Trainer::fresh(&s, &c, 3, &choice).unwrap();
             data.old_log_probs = actor_log_probs(&ppo, env_id, &s, &data);
             let stats = crate::ppo::update(&mut ppo, &data, &c, 0.0, 0.2).unwrap();
             let engine = ppo.engine();
@@ -565,22 +503,21 @@ fn non_finite_steps_are_skipped_and_leave_the_weights_finite() {
     c.epochs = 2;
     c.minibatches = 4;
     c.adv_norm = AdvantageNorm::Off;
-    let finite = |ppo: &Trainer<B>| flat_params(ppo.model()).iter().all(|x| x.is_finite());
+    let finite = |ppo: &Trainer| params(ppo).iter().all(|x| x.is_finite());
     let (one, two) = one_and_two_devices(&s, &c, 5);
-    let mut fused = Trainer::<B>::new(&s, &c, 5, vec![Default::default()]).unwrap();
-    fused.use_fused(1).unwrap();
+    let fused = Trainer::fresh(&s, &c, 5, &EngineChoice::Fused { threads: 1 }).unwrap();
     for (label, mut ppo) in [("burn x1", one), ("burn x2", two), ("fused", fused)] {
         // Every sample's return is NaN: nothing steps, nothing moves.
         let mut all_bad = toy_data(64);
         all_bad.returns = vec![f32::NAN; 64];
-        let before = flat_params(ppo.model());
+        let before = params(&ppo);
         let stats = crate::ppo::update(&mut ppo, &all_bad, &c, 1e-2, 0.2).unwrap();
         assert_eq!(
             (stats.non_finite_steps, stats.minibatch_steps),
             (8, 0),
             "{label}: {stats:?}"
         );
-        assert_eq!(before, flat_params(ppo.model()), "{label}: weights moved");
+        assert_eq!(before, params(&ppo), "{label}: weights moved");
         // One bad sample: only the minibatches holding it are skipped.
         let mut one_bad = toy_data(64);
         one_bad.advantages[17] = f32::INFINITY;
@@ -594,11 +531,7 @@ fn non_finite_steps_are_skipped_and_leave_the_weights_finite() {
             stats.terms.policy_loss.is_finite() && finite(&ppo),
             "{label}"
         );
-        assert_ne!(
-            before,
-            flat_params(ppo.model()),
-            "{label}: the rest stepped"
-        );
+        assert_ne!(before, params(&ppo), "{label}: the rest stepped");
     }
     burn_collective::reset_collective::<Inner>();
 }
@@ -609,20 +542,21 @@ fn non_finite_steps_are_skipped_and_leave_the_weights_finite() {
 fn a_state_with_a_non_finite_weight_is_refused() {
     let s = spec();
     let c = cfg();
-    let mut model = s.init::<B>(&Default::default());
-    let shape = model.value_head.weight.val().shape();
-    let nan = vec![f32::NAN; shape.num_elements()];
-    model.value_head.weight = Param::from_tensor(Tensor::from_data(
-        TensorData::new(nan, shape),
-        &Default::default(),
-    ));
-    let mut bad = Trainer::<B>::with_model(&s, model, &c, 1, vec![Default::default()]).unwrap();
-    let state = bad.save_state().unwrap();
-    let mut fresh = Trainer::<B>::new(&s, &c, 1, vec![Default::default()]).unwrap();
-    let Err(e) = fresh.load_state(&state) else {
+    let mut fresh = on_cpu(&s, &c, 1);
+    let good = fresh.save_state().unwrap();
+    let before = fresh.state().unwrap();
+    let mut nan = good.clone();
+    nan.engine.params[3] = f32::NAN;
+    let Err(e) = fresh.load_state(&nan) else {
         panic!("refused");
     };
     assert!(e.to_string().contains("non-finite"), "{e}");
+    // Another network's state (one value short) is refused too, naming the part.
+    let mut short = good.clone();
+    short.engine.m1.pop();
+    let e = fresh.load_state(&short).expect_err("refused");
+    assert!(e.to_string().contains("`m1`"), "{e}");
+    assert_eq!(fresh.state().unwrap(), before, "the trainer is as it was");
 }
 
 /// `learner.threads = 0` splits a step only where a minibatch is big enough:
@@ -647,7 +581,7 @@ fn auto_threads_split_only_big_minibatches() {
     let (cartpole, mut cfg) = spec("CartPole-v1");
     for (asked, got) in [(1, 1), (256, cores)] {
         cfg.learner.threads = asked;
-        let ppo = Trainer::<B>::for_run(&cartpole, &cfg, vec![Default::default()]).unwrap();
+        let ppo = Trainer::for_run(&cartpole, &cfg).unwrap();
         assert_eq!((ppo.engine(), ppo.threads()), ("fused", got));
     }
 }

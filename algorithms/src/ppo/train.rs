@@ -11,7 +11,6 @@ use crate::engine::EngineError;
 use crate::prepare::{Normalizers, Prepared, fold_obs_stats, prepare};
 use crate::trainer::Trainer;
 use crate::trajectory::Trajectory;
-use burn::tensor::backend::AutodiffBackend;
 use sebulba_core::config::RunConfig;
 use tracing::info_span;
 
@@ -24,10 +23,10 @@ pub struct Schedule {
 
 /// Prepares `batches` (taken at policy `version`), runs SGD on them, then
 /// updates the observation statistics for the next version.
-pub fn train<B: AutodiffBackend>(
+pub fn train(
     batches: &[Trajectory],
     version: u64,
-    trainer: &mut Trainer<B>,
+    trainer: &mut Trainer,
     norms: &mut Normalizers,
     cfg: &RunConfig,
     obs_dim: usize,
@@ -46,7 +45,7 @@ pub fn train<B: AutodiffBackend>(
 mod tests {
     use super::*;
     use crate::data::UpdateData;
-    use crate::engine::burn::tests::B;
+    use crate::engine::EngineChoice;
     use crate::trajectory::{BatchActions, TrajectoryBuilder};
     use sebulba_core::model::ModelSpec;
     use sebulba_envs::ActionSpace;
@@ -57,7 +56,7 @@ mod tests {
     /// computes with the weights `ppo` publishes now.
     fn zero_lag_batch(
         env_id: &str,
-        ppo: &Trainer<B>,
+        ppo: &Trainer,
         spec: &ModelSpec,
         seed: usize,
         shift: f32,
@@ -110,14 +109,14 @@ mod tests {
                 (cfg.ppo.epochs, cfg.ppo.minibatches) = (2, 2);
                 let env = sebulba_envs::env_spec(env_id).unwrap();
                 let spec = ModelSpec::new(&env, &cfg.network);
-                let mut ppo =
-                    Trainer::<B>::new(&spec, &cfg.ppo, 3, vec![Default::default()]).unwrap();
-                if fused {
-                    ppo.use_fused(1).unwrap();
-                }
+                let choice = match fused {
+                    true => EngineChoice::Fused { threads: 1 },
+                    false => EngineChoice::cpu(),
+                };
+                let mut ppo = Trainer::fresh(&spec, &cfg.ppo, 3, &choice).unwrap();
                 let engine = ppo.engine();
                 let mut norms = Normalizers::new(&cfg, spec.obs_dim);
-                let train = |ppo: &mut Trainer<B>,
+                let train = |ppo: &mut Trainer,
                              norms: &mut Normalizers,
                              batches: &[Trajectory],
                              version,

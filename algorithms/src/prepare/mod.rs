@@ -14,7 +14,6 @@ use crate::reward_scale::RewardScaler;
 use crate::trainer::Trainer;
 use crate::trajectory::{BatchActions, GameRows, Trajectory};
 use crate::vtrace::{VtraceOut, VtraceParams, compute_vtrace};
-use burn::tensor::backend::AutodiffBackend;
 use sebulba_core::config::{AdvantageNorm, LagCorrection, RunConfig};
 use sebulba_core::model::RunningMeanStd;
 
@@ -50,10 +49,10 @@ pub struct Prepared {
     pub past_moves: u64,
 }
 
-pub fn prepare<B: AutodiffBackend>(
+pub fn prepare(
     batches: &[Trajectory],
     version: u64,
-    trainer: &mut Trainer<B>,
+    trainer: &mut Trainer,
     norms: &mut Normalizers,
     cfg: &RunConfig,
     obs_dim: usize,
@@ -119,9 +118,9 @@ pub fn bookkeeping(batches: &[Trajectory], version: u64, obs_dim: usize) -> Prep
 /// Folds the update's observations into the normaliser's statistics and sets
 /// them on the model: after SGD, so the update itself sees the statistics its
 /// batches were acted with, and the new weights carry the new ones.
-pub fn fold_obs_stats<B: AutodiffBackend>(
+pub fn fold_obs_stats(
     batches: &[Trajectory],
-    trainer: &mut Trainer<B>,
+    trainer: &mut Trainer,
     norms: &mut Normalizers,
     d: usize,
 ) {
@@ -199,11 +198,11 @@ impl Collected {
     /// Values and GAE of batch `b`, `lag` versions behind the policy
     /// trained (V-trace instead of GAE for a lagged batch when
     /// `ppo.lag_correction = vtrace`), appended with its samples.
-    fn push<B: AutodiffBackend>(
+    fn push(
         &mut self,
         b: &Trajectory,
         lag: u64,
-        trainer: &mut Trainer<B>,
+        trainer: &mut Trainer,
         reward_scale: f32,
         cfg: &RunConfig,
     ) {

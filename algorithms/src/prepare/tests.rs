@@ -1,5 +1,7 @@
 use super::*;
 use crate::data::UpdateData;
+use crate::engine::EngineChoice;
+use crate::engine::burn::state_of_model;
 use crate::trajectory::TrajectoryBuilder;
 use burn::module::Param;
 use burn::tensor::{Tensor, TensorData};
@@ -62,13 +64,13 @@ fn tanh_values(b: &Trajectory) -> (impl Fn(usize) -> f64 + '_, Vec<Option<f64>>)
 }
 
 /// PPO over [`tanh_critic`], on the fused engine when `fused`.
-fn tanh_ppo(spec: &ModelSpec, cfg: &RunConfig, fused: bool) -> Trainer<CpuAutodiff> {
-    let dev = Default::default();
-    let mut ppo = Trainer::with_model(spec, tanh_critic(spec), &cfg.ppo, 5, vec![dev]).unwrap();
-    if fused {
-        ppo.use_fused(1).unwrap();
-    }
-    ppo
+fn tanh_ppo(spec: &ModelSpec, cfg: &RunConfig, fused: bool) -> Trainer {
+    let state = state_of_model(spec, &tanh_critic(spec)).unwrap();
+    let choice = match fused {
+        true => EngineChoice::Fused { threads: 1 },
+        false => EngineChoice::cpu(),
+    };
+    Trainer::new(spec, &state, &choice, cfg.ppo.adam_eps, 5).unwrap()
 }
 
 /// GAE written out independently: per env, backwards in time.

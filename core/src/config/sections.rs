@@ -108,28 +108,8 @@ impl NetworkConfig {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Activation {
-    Tanh,
-    Relu,
-}
-
-impl Activation {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Activation::Tanh => "tanh",
-            Activation::Relu => "relu",
-        }
-    }
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "tanh" => Some(Activation::Tanh),
-            "relu" => Some(Activation::Relu),
-            _ => None,
-        }
-    }
-}
+/// `network.activation`: the fused engine's own type (its passes branch on it).
+pub use sebulba_fused::Activation;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -5,12 +5,13 @@
 //! value head); biases start at zero, except the continuous head's std half,
 //! which starts at `init_std`.
 
-pub mod fused;
+pub mod flat;
 mod mlp;
 mod obs_norm;
 
 pub use mlp::{Mlp, linear};
-pub use obs_norm::{OBS_NORM_EPS, ObsNorm, RunningMeanStd};
+pub use obs_norm::{ObsNorm, RunningMeanStd};
+pub use sebulba_fused::OBS_NORM_EPS;
 
 use crate::config::NetworkConfig;
 use crate::distribution::{ActionDist, softplus_inverse};
@@ -40,6 +41,20 @@ impl ModelSpec {
     /// Width of the policy head's output (logits, or means then raw stds).
     pub fn head_dim(&self) -> usize {
         crate::distribution::head_dim(&self.action_space)
+    }
+
+    /// The network in the fused engine's terms.
+    pub fn arch(&self) -> sebulba_fused::Arch {
+        let n = &self.network;
+        sebulba_fused::Arch {
+            obs_dim: self.obs_dim,
+            head_dim: self.head_dim(),
+            hidden: n.hidden.clone(),
+            shared_torso: n.shared_torso,
+            activation: n.activation,
+            obs_norm: n.obs_norm,
+            obs_clip: n.obs_clip,
+        }
     }
 
     /// How the head's output is read.

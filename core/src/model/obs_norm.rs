@@ -6,8 +6,7 @@
 use burn::module::{Module, Param, ParamId};
 use burn::tensor::{Tensor, TensorData, backend::Backend};
 
-/// Added to the variance before the square root.
-pub const OBS_NORM_EPS: f64 = 1e-8;
+use sebulba_fused::OBS_NORM_EPS;
 
 #[derive(Module, Debug)]
 pub struct ObsNorm<B: Backend> {

@@ -8,15 +8,7 @@ use crate::model::{ActorCritic, ModelSpec};
 use burn::tensor::backend::Backend;
 use burn_store::{ModuleSnapshot, SafetensorsStore};
 
-#[derive(Debug, thiserror::Error)]
-pub enum WeightsError {
-    #[error("safetensors: {0}")]
-    Store(String),
-    #[error("weights do not fit the model: {0}")]
-    Mismatch(String),
-    #[error("weights contain a non-finite value in `{0}`")]
-    NonFinite(String),
-}
+pub use sebulba_fused::WeightsError;
 
 /// Serialises `model` to safetensors bytes, with the spec as metadata. A model
 /// with a non-finite parameter is refused: such weights never leave a process.

@@ -15,7 +15,6 @@ use crate::batch::{BatchOrigin, DecodedBatch};
 use crate::checkpoint::{Checkpoint, Meta};
 use crate::publish::Publisher;
 use crate::state::{LiveProgress, Shared};
-use burn::tensor::backend::AutodiffBackend;
 use record::{MetricsLine, Progress};
 use sebulba_algorithms::prepare::{Normalizers, Prepared};
 use sebulba_algorithms::trainer::Trainer;
@@ -32,8 +31,8 @@ use tracing::{debug, error, info, info_span, warn};
 
 /// The update loop: the trainer on the learner's backend, and everything
 /// else it works with.
-pub struct UpdateLoop<B: AutodiffBackend> {
-    pub trainer: Trainer<B>,
+pub struct UpdateLoop {
+    pub trainer: Trainer,
     pub ctx: LoopContext,
     /// The last version's publish, while it runs on the runtime.
     pub pending_publish: Option<tokio::task::JoinHandle<Result<u64, LearnerError>>>,
@@ -98,7 +97,7 @@ fn non_finite_guard(batches: &[BatchOrigin], stats: &UpdateStats, update: u64, r
     if stats.steps() == 0 { run + 1 } else { 0 }
 }
 
-impl<B: AutodiffBackend> UpdateLoop<B> {
+impl UpdateLoop {
     /// Trains until the step budget is reached, the context's `stop` fires
     /// or the queue closes; continues from `resume` when given.
     pub fn run(
@@ -191,6 +190,11 @@ impl<B: AutodiffBackend> UpdateLoop<B> {
     /// Restores PPO, the normalisers and the counters from a checkpoint.
     fn restore(&mut self, ck: Checkpoint) -> Result<Progress, LearnerError> {
         self.trainer.load_state(&ck.trainer)?;
+        // The network's normaliser is made from the f64 statistics, as after
+        // every update.
+        if let Some(stats) = &ck.meta.obs_stats {
+            self.trainer.set_obs_stats(stats);
+        }
         self.ctx.normalizers.obs = ck.meta.obs_stats;
         self.ctx.normalizers.rewards = ck.meta.reward_scale;
         let mut at = Progress {

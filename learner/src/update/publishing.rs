@@ -8,13 +8,12 @@ use super::UpdateLoop;
 use super::outbox;
 use super::record::Progress;
 use crate::LearnerError;
-use burn::tensor::backend::AutodiffBackend;
 use sebulba_core::policy::network_to_wire;
 use sebulba_proto::Weights;
 use std::sync::atomic::Ordering;
 use tracing::{Instrument, info_span};
 
-impl<B: AutodiffBackend> UpdateLoop<B> {
+impl UpdateLoop {
     /// safetensors bytes of the current weights.
     pub fn weights_bytes(&self) -> Result<Vec<u8>, LearnerError> {
         Ok(self.trainer.safetensors()?)

@@ -2,7 +2,12 @@
 //! D contiguous shards; every replica runs its shard concurrently, the
 //! gradients are summed by all-reduce, and every replica takes the same Adam
 //! step, so the replicas never drift. With one device there is no collective.
+//!
+//! burn's backends stop here: [`build`] picks the backend of the devices, and
+//! the engine converts the learner's [`TrainState`] into its model and Adam
+//! record ([`adam`], `sebulba_core::model::flat`) and back.
 
+pub mod adam;
 mod clip;
 mod losses;
 mod replica;
@@ -11,18 +16,76 @@ pub use clip::clip_global_norm;
 pub use losses::{Losses, MbActions, MinibatchTensors, ppo_losses};
 pub use replica::{AdamRecord, Replica, Shard};
 
-use super::{EngineError, EngineState, UpdateEngine};
+use super::{EngineError, TrainState, UpdateEngine};
 use crate::data::{Minibatch, StepStats};
 use burn::module::Module;
-use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Tensor, TensorData};
 use burn_collective::{CollectiveConfig, PeerId};
-use sebulba_core::config::PpoConfig;
+use sebulba_core::devices::LearnerDevices;
 use sebulba_core::distribution::ActionDist;
+use sebulba_core::model::flat::read_params;
 use sebulba_core::model::{ActorCritic, ModelSpec, RunningMeanStd};
+use sebulba_core::weights::{WeightsError, to_safetensors};
+use sebulba_fused::net::Layout;
+
+/// A fresh network's parameters: burn's initialisation on CPU with its RNG
+/// seeded by `seed` (the same seed, the same weights, whichever engine and
+/// devices then train them).
+pub fn initial_state(spec: &ModelSpec, seed: u64) -> TrainState {
+    type Cpu = sebulba_core::CpuAutodiff;
+    let device = Default::default();
+    Cpu::seed(&device, seed);
+    let model = spec.init::<Cpu>(&device);
+    state_of_model(spec, &model).expect("a fresh model has the layout of its own spec")
+}
+
+/// A burn model's parameters as a state before any step.
+pub fn state_of_model<B: Backend>(
+    spec: &ModelSpec,
+    model: &ActorCritic<B>,
+) -> Result<TrainState, String> {
+    Ok(TrainState::new(read_params(
+        &Layout::new(&spec.arch()),
+        model,
+    )?))
+}
+
+/// The burn engine on `devices`' backend: CPU replicas, or CUDA devices
+/// (with the `cuda` feature).
+pub fn build(
+    spec: &ModelSpec,
+    state: &TrainState,
+    adam_eps: f64,
+    devices: &LearnerDevices,
+) -> Result<Box<dyn UpdateEngine>, EngineError> {
+    match devices {
+        LearnerDevices::Cpu(n) => Ok(Box::new(BurnEngine::<sebulba_core::CpuAutodiff>::new(
+            spec,
+            state,
+            adam_eps,
+            vec![Default::default(); *n],
+        )?)),
+        #[cfg(feature = "cuda")]
+        LearnerDevices::Cuda(ids) => Ok(Box::new(BurnEngine::<
+            burn::backend::Autodiff<sebulba_core::CudaBackend>,
+        >::new(
+            spec,
+            state,
+            adam_eps,
+            ids.iter().map(|&i| burn_cuda::CudaDevice::new(i)).collect(),
+        )?)),
+        #[cfg(not(feature = "cuda"))]
+        LearnerDevices::Cuda(_) => Err(EngineError::Devices(
+            "cuda devices need a binary built with `--features cuda`".into(),
+        )),
+    }
+}
 
 pub struct BurnEngine<B: AutodiffBackend> {
     replicas: Vec<Replica<B>>,
+    spec: ModelSpec,
+    layout: Layout,
     dist: ActionDist,
     obs_dim: usize,
     /// DQN's target network (with its observation statistics) at the last sync.
@@ -30,31 +93,40 @@ pub struct BurnEngine<B: AutodiffBackend> {
 }
 
 impl<B: AutodiffBackend> BurnEngine<B> {
-    /// Replicas of `model` (on the first device) on every device, with the
-    /// same parameter ids, which the all-reduce pairs gradients up by.
+    /// Replicas of the network in `state` on every device, with the same
+    /// parameter ids, which the all-reduce pairs gradients up by.
     pub fn new(
         spec: &ModelSpec,
-        model: ActorCritic<B>,
-        cfg: &PpoConfig,
+        state: &TrainState,
+        adam_eps: f64,
         devices: Vec<B::Device>,
     ) -> Result<Self, EngineError> {
-        if devices.is_empty() {
-            return Err(EngineError::NoDevices);
-        }
+        let first = devices.first().ok_or(EngineError::NoDevices)?.clone();
         let d = devices.len();
         if d > 1 {
             register_collective::<B>(&devices)?;
         }
-        let replicas = devices
+        let layout = Layout::new(&spec.arch());
+        // Any initial values (the cheap initialiser): the state's are written
+        // over them.
+        let mut shape = spec.clone();
+        shape.network.init = sebulba_core::config::Init::LecunUniform;
+        let model = shape.init::<B>(&first);
+        let mut replicas = devices
             .into_iter()
             .enumerate()
             .map(|(i, dev)| {
                 let peer = (d > 1).then(|| PeerId::from(i));
-                Replica::new(model.clone().fork(&dev), cfg.adam_eps, dev, peer)
+                Replica::new(model.clone().fork(&dev), adam_eps, dev, peer)
             })
-            .collect();
+            .collect::<Vec<_>>();
+        for r in &mut replicas {
+            r.load_state(&layout, state)?;
+        }
         Ok(Self {
             replicas,
+            spec: spec.clone(),
+            layout,
             dist: spec.dist(),
             obs_dim: spec.obs_dim,
             target: None,
@@ -113,9 +185,17 @@ fn register_collective<B: AutodiffBackend>(devices: &[B::Device]) -> Result<(), 
     Ok(())
 }
 
-impl<B: AutodiffBackend> UpdateEngine<B> for BurnEngine<B> {
+impl<B: AutodiffBackend> UpdateEngine for BurnEngine<B> {
     fn name(&self) -> &'static str {
         "burn"
+    }
+
+    fn devices(&self) -> usize {
+        self.replicas.len()
+    }
+
+    fn safetensors(&self) -> Result<Vec<u8>, WeightsError> {
+        to_safetensors(&self.replicas[0].inference_model(), &self.spec)
     }
 
     fn values(&mut self, obs: &[f32]) -> Vec<f32> {
@@ -178,7 +258,7 @@ impl<B: AutodiffBackend> UpdateEngine<B> for BurnEngine<B> {
             }
         };
         let shares: Vec<Result<StepStats, EngineError>> = if d == 1 {
-            vec![self.replicas[0].step(&shard(0), dist, mb.cfg, mb.lr, mb.clip, mb.loss)]
+            vec![self.replicas[0].step(&shard(0), dist, mb)]
         } else {
             std::thread::scope(|scope| {
                 let handles: Vec<_> = self
@@ -187,7 +267,7 @@ impl<B: AutodiffBackend> UpdateEngine<B> for BurnEngine<B> {
                     .enumerate()
                     .map(|(i, r)| {
                         let s = shard(i);
-                        scope.spawn(move || r.step(&s, dist, mb.cfg, mb.lr, mb.clip, mb.loss))
+                        scope.spawn(move || r.step(&s, dist, mb))
                     })
                     .collect();
                 handles
@@ -204,20 +284,20 @@ impl<B: AutodiffBackend> UpdateEngine<B> for BurnEngine<B> {
         Ok(sum_shares(&shares))
     }
 
-    fn finish_update(&mut self) {}
-
-    fn save(&mut self) -> Result<EngineState, EngineError> {
-        self.replicas[0].save_state()
+    fn save(&self) -> Result<TrainState, EngineError> {
+        self.replicas[0].save_state(&self.layout)
     }
 
-    fn load(&mut self, state: &EngineState) -> Result<(), EngineError> {
+    fn load(&mut self, state: &TrainState) -> Result<(), EngineError> {
+        let layout = &self.layout;
         self.replicas
             .iter_mut()
-            .try_for_each(|r| r.load_state(state))
+            .try_for_each(|r| r.load_state(layout, state))
     }
 
-    fn replicas(&self) -> &[Replica<B>] {
-        &self.replicas
+    fn replica_states(&self) -> Result<Vec<TrainState>, EngineError> {
+        let layout = &self.layout;
+        self.replicas.iter().map(|r| r.save_state(layout)).collect()
     }
 }
 

@@ -3,11 +3,12 @@
 //! with its peers through burn-collective's all-reduce before an optimizer step
 //! that is then identical on every replica.
 
+use super::adam;
 use super::clip_global_norm;
 use super::losses::{MbActions, MinibatchTensors, ppo_losses, q_losses};
 use crate::data::Loss;
-use crate::data::{LossTerms, StepStats, UpdateData};
-use crate::engine::{EngineError, EngineState};
+use crate::data::{LossTerms, Minibatch, StepStats, UpdateData};
+use crate::engine::{EngineError, TrainState};
 use crate::trajectory::BatchActions;
 use burn::module::AutodiffModule;
 use burn::tensor::backend::{AutodiffBackend, Backend};
@@ -15,9 +16,10 @@ use burn::tensor::{Bool, ElementConversion, Int, Tensor, TensorData, TensorPrimi
 use burn_collective::{PeerId, ReduceOperation};
 use burn_optim::adaptor::OptimizerAdaptor;
 use burn_optim::{Adam, AdamConfig, GradientsParams, Optimizer};
-use sebulba_core::config::PpoConfig;
 use sebulba_core::distribution::ActionDist;
+use sebulba_core::model::flat::{read_params, write_params};
 use sebulba_core::model::{ActorCritic, RunningMeanStd};
+use sebulba_fused::net::Layout;
 
 /// What one replica works on in one minibatch step.
 pub struct Shard<'a> {
@@ -46,59 +48,31 @@ pub struct Replica<B: AutodiffBackend> {
 pub type AdamRecord<B> =
     <OptimizerAdaptor<Adam, ActorCritic<B>, B> as Optimizer<ActorCritic<B>, B>>::Record;
 
-/// A record as bytes: burn's own format, which keeps every parameter's id (what
-/// Adam's moments are keyed by), unlike safetensors.
-type Bytes = burn::record::BinBytesRecorder<burn::record::FullPrecisionSettings>;
-
 impl<B: AutodiffBackend> Replica<B> {
-    /// The model and optimizer state as burn records (bytes).
-    pub fn save_state(&self) -> Result<EngineState, EngineError> {
-        use burn::module::Module;
-        use burn::record::Recorder;
-        let model = Bytes::default()
-            .record(self.model().clone().into_record(), ())
-            .map_err(|e| record_error("model record", e))?;
-        let optim = Bytes::default()
-            .record(self.optim.to_record(), ())
-            .map_err(|e| record_error("optimizer record", e))?;
-        Ok(EngineState { model, optim })
+    /// The parameters and Adam's moments in `layout`'s order.
+    pub fn save_state(&self, layout: &Layout) -> Result<TrainState, EngineError> {
+        let model = self.model();
+        let params = read_params(layout, model).map_err(record("parameters"))?;
+        let (m1, m2, time) =
+            adam::read_adam(layout, model, self.optim.to_record()).map_err(record("Adam state"))?;
+        Ok(TrainState {
+            params,
+            m1,
+            m2,
+            time,
+        })
     }
 
-    /// Adam's state per parameter id, each as record bytes, in id order: a
-    /// canonical form to compare optimizer states by (the record itself is a
-    /// hash map, whose byte order varies).
-    pub fn optim_state_by_param(
-        &self,
-    ) -> Result<std::collections::BTreeMap<String, Vec<u8>>, EngineError> {
-        use burn::record::Recorder;
-        self.optim
-            .to_record()
-            .into_iter()
-            .map(|(id, r)| {
-                Bytes::default()
-                    .record(r, ())
-                    .map(|b| (format!("{id:?}"), b))
-                    .map_err(|e| record_error("optimizer record", e))
-            })
-            .collect()
-    }
-
-    /// Replaces the model and optimizer state with saved records.
-    pub fn load_state(&mut self, state: &EngineState) -> Result<(), EngineError> {
-        use burn::module::Module;
-        use burn::record::Recorder;
-        let model_record = Bytes::default()
-            .load(state.model.clone(), &self.device)
-            .map_err(|e| record_error("model record", e))?;
-        let optim_record = Bytes::default()
-            .load(state.optim.clone(), &self.device)
-            .map_err(|e| record_error("optimizer record", e))?;
-        let current = self.model.take().ok_or(EngineError::Record {
+    /// Replaces the parameters (keeping their ids) and Adam's state.
+    pub fn load_state(&mut self, layout: &Layout, state: &TrainState) -> Result<(), EngineError> {
+        let model = self.model.as_mut().ok_or(EngineError::Record {
             what: "model",
             reason: "lost in a failed step".into(),
         })?;
-        self.model = Some(current.load_record(model_record));
-        self.set_optim_record(optim_record);
+        write_params(layout, &state.params, model);
+        let adam = adam::write_adam(layout, model, &state.m1, &state.m2, state.time)
+            .map_err(record("Adam state"))?;
+        self.set_optim_record(adam);
         Ok(())
     }
 
@@ -118,19 +92,6 @@ impl<B: AutodiffBackend> Replica<B> {
         }
     }
 
-    /// A copy of this replica (model, Adam state and settings) outside any
-    /// collective.
-    pub fn fork_single(&self) -> Self {
-        let mut r = Self::new(
-            self.model().clone(),
-            self.adam_eps as f64,
-            self.device.clone(),
-            None,
-        );
-        r.set_optim_record(self.optim_record());
-        r
-    }
-
     pub fn model(&self) -> &ActorCritic<B> {
         self.model
             .as_ref()
@@ -141,7 +102,6 @@ impl<B: AutodiffBackend> Replica<B> {
         &self.device
     }
 
-    /// The model, to overwrite its parameters (the fused engine writes its own back).
     pub fn model_mut(&mut self) -> &mut ActorCritic<B> {
         self.model
             .as_mut()
@@ -232,27 +192,25 @@ impl<B: AutodiffBackend> Replica<B> {
         &mut self,
         shard: &Shard<'_>,
         dist: &ActionDist,
-        cfg: &PpoConfig,
-        lr: f64,
-        clip: f64,
-        loss: Loss,
+        step: &Minibatch<'_>,
     ) -> Result<StepStats, EngineError> {
         let weight = shard.idx.len() as f64 / shard.minibatch as f64;
         let mb = self.minibatch(shard, dist);
         let model = self.model.take().expect("model present between steps");
-        let losses = match loss {
-            Loss::Ppo => ppo_losses(&model, mb, dist, cfg, clip),
+        let losses = match step.loss {
+            Loss::Ppo { cfg, clip } => ppo_losses(&model, mb, dist, cfg, clip),
             Loss::Q { huber_delta } => q_losses(&model, mb, huber_delta),
         };
+        let target_kl = step.loss.target_kl();
         let inner_device = losses.approx_kl.device();
         let local_kl = scalar(losses.approx_kl) * weight;
         let approx_kl = match self.peer {
-            Some(peer) if cfg.target_kl > 0.0 => {
+            Some(peer) if target_kl > 0.0 => {
                 sum_scalar::<B::InnerBackend>(peer, local_kl, &inner_device)?
             }
             _ => local_kl,
         };
-        if cfg.target_kl > 0.0 && approx_kl > cfg.target_kl {
+        if target_kl > 0.0 && approx_kl > target_kl {
             self.model = Some(model);
             let terms = LossTerms {
                 approx_kl: local_kl,
@@ -270,13 +228,13 @@ impl<B: AutodiffBackend> Replica<B> {
                 .all_reduce::<B::InnerBackend>(peer, ReduceOperation::Sum)
                 .map_err(|e| EngineError::Collective(format!("{e:?}")))?;
         }
-        let grad_norm = clip_global_norm(&model, &mut grads, cfg.max_grad_norm);
+        let grad_norm = clip_global_norm(&model, &mut grads, step.max_grad_norm);
         // The norm is the all-reduced one, so every replica skips together.
         if !grad_norm.is_finite() {
             self.model = Some(model);
             return Ok(StepStats::skipped_non_finite());
         }
-        self.model = Some(self.optim.step(lr, model, grads));
+        self.model = Some(self.optim.step(step.lr, model, grads));
         let terms = LossTerms {
             policy_loss: scalar(losses.policy) * weight,
             value_loss: scalar(losses.value) * weight,
@@ -305,11 +263,8 @@ fn sum_scalar<I: Backend>(peer: PeerId, x: f64, device: &I::Device) -> Result<f6
     )))
 }
 
-fn record_error(what: &'static str, e: impl std::fmt::Debug) -> EngineError {
-    EngineError::Record {
-        what,
-        reason: format!("{e:?}"),
-    }
+fn record(what: &'static str) -> impl Fn(String) -> EngineError {
+    move |reason| EngineError::Record { what, reason }
 }
 
 pub(crate) fn scalar<B: Backend>(t: Tensor<B, 1>) -> f64 {

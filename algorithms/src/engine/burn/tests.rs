@@ -7,7 +7,7 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{ElementConversion, Tensor, TensorData};
 use burn_optim::GradientsParams;
 use sebulba_core::CpuAutodiff;
-use sebulba_core::config::NetworkConfig;
+use sebulba_core::config::{NetworkConfig, PpoConfig};
 use sebulba_envs::ActionSpace;
 
 pub(crate) type B = CpuAutodiff;

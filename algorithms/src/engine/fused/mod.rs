@@ -1,15 +1,10 @@
-//! The fused CPU engine: PPO's forward pass, loss gradients and Adam written
-//! out by hand over flat f32 buffers, for one CPU device. burn's autodiff on
-//! ndarray spends most of a small network's update in per-operation overhead
-//! (graph nodes, allocations, an f64 libm tanh per element); here a minibatch
-//! step is a handful of matrix products and loops with no allocation. Every
-//! gradient is checked against burn's autodiff in the tests.
-//!
-//! The engine keeps a burn replica beside the flat buffers: parameters are
-//! written into its model after every update (what is published), and Adam's
-//! moments into its optimizer record when a checkpoint is saved
-//! ([`burn_io`]), so publishing and checkpoints are the same whichever engine
-//! ran.
+//! The fused CPU engine: PPO's and DQN's loss gradients written out by hand
+//! ([`heads`]) on `sebulba-fused`'s network over flat f32 buffers, for one
+//! CPU device. burn's autodiff on ndarray spends most of a small network's
+//! update in per-operation overhead (graph nodes, allocations, an f64 libm tanh
+//! per element); here a minibatch step is a handful of matrix products and
+//! loops with no allocation. Every gradient is checked against burn's autodiff
+//! in the tests.
 //!
 //! A minibatch step is spread over `learner.threads` threads ([`shard`]): each
 //! takes a contiguous share of the rows and the gradients are added, the
@@ -20,36 +15,26 @@
 //! observation normalisation, categorical (masked) and tanh-normal heads, on a
 //! single CPU device. Anything else runs on burn.
 
-mod backward;
-pub mod burn_io;
 mod cpu;
 mod heads;
 mod shard;
 
 pub use cpu::{Fused, MIN_SHARD_ROWS};
 
-use super::burn::Replica;
-use super::{EngineError, EngineState, UpdateEngine};
+use super::{EngineError, TrainState, UpdateEngine};
 use crate::data::{Minibatch, StepStats};
-use burn::tensor::backend::AutodiffBackend;
-use sebulba_core::model::fused::{ObsScaler, params};
 use sebulba_core::model::{ModelSpec, RunningMeanStd};
-use sebulba_core::weights::WeightsError;
-use sebulba_core::weights::flat::{self, ObsStats};
+use sebulba_core::weights::{WeightsError, flat};
+use sebulba_fused::ObsNorm;
 
-pub struct FusedEngine<B: AutodiffBackend> {
+pub struct FusedEngine {
     cpu: Fused,
-    /// Holds the burn model (after every update) and Adam state (when saved).
-    home: Replica<B>,
     spec: ModelSpec,
-    /// The normaliser's statistics, as the burn model holds them (published
-    /// with the weights); `None` without a normaliser.
-    obs: Option<ObsStats>,
     /// DQN's target network: parameters and normaliser at the last sync.
-    target: Option<(Vec<f32>, Option<ObsScaler>)>,
+    target: Option<(Vec<f32>, Option<ObsNorm>)>,
 }
 
-impl<B: AutodiffBackend> FusedEngine<B> {
+impl FusedEngine {
     /// Whether the fused engine covers `spec` on `devices` devices.
     pub fn check(spec: &ModelSpec, devices: usize) -> Result<(), EngineError> {
         if devices != 1 {
@@ -65,54 +50,41 @@ impl<B: AutodiffBackend> FusedEngine<B> {
         Ok(())
     }
 
-    /// The engine starting from `home`'s parameters and Adam state, stepping
-    /// on up to `threads` threads.
-    pub fn new(spec: &ModelSpec, home: Replica<B>, threads: usize) -> Result<Self, EngineError> {
+    /// The engine starting from `state`, stepping on up to `threads` threads
+    /// with Adam's epsilon `adam_eps`. A normalising network starts with the
+    /// identity statistics (mean 0, variance 1), as burn's model does.
+    pub fn new(
+        spec: &ModelSpec,
+        state: &TrainState,
+        threads: usize,
+        adam_eps: f64,
+    ) -> Result<Self, EngineError> {
         Self::check(spec, 1)?;
-        let mut engine = Self {
-            cpu: Fused::new(spec, threads),
-            home,
+        let mut cpu = Fused::new(spec, threads, adam_eps);
+        cpu.load(state).map_err(|reason| EngineError::Record {
+            what: "the fused engine's state",
+            reason,
+        })?;
+        let d = spec.obs_dim;
+        let net = &spec.network;
+        cpu.set_norm(
+            net.obs_norm
+                .then(|| ObsNorm::new(vec![0.0; d], vec![1.0; d], net.obs_clip)),
+        );
+        Ok(Self {
+            cpu,
             spec: spec.clone(),
-            obs: None,
             target: None,
-        };
-        engine.load_from_home()?;
-        Ok(engine)
+        })
     }
 
     /// The flat buffers (for tests that compare them with burn's).
     pub fn cpu(&self) -> &Fused {
         &self.cpu
     }
-
-    /// Copies the burn model's parameters, normaliser and Adam state in.
-    fn load_from_home(&mut self) -> Result<(), EngineError> {
-        let obs =
-            ObsStats::of_model(self.home.model()).map_err(record("observation normaliser"))?;
-        self.set_obs(obs);
-        let (model, f) = (self.home.model(), &mut self.cpu);
-        f.set_params(params::read_params(f.layout(), model).map_err(record("parameters"))?);
-        let (m1, m2, time) = burn_io::read_adam(f.layout(), model, self.home.optim_record())
-            .map_err(record("Adam state"))?;
-        f.set_adam(m1, m2, time);
-        Ok(())
-    }
-
-    /// The normaliser's statistics (`None`: the network has none), and the
-    /// scaler the steps apply from them.
-    fn set_obs(&mut self, obs: Option<ObsStats>) {
-        let clip = self.spec.network.obs_clip;
-        let scaler = obs.as_ref().map(|s| ObsScaler::new(&s.mean, &s.var, clip));
-        self.cpu.set_scaler(scaler);
-        self.obs = obs;
-    }
 }
 
-fn record(what: &'static str) -> impl Fn(String) -> EngineError {
-    move |reason| EngineError::Record { what, reason }
-}
-
-impl<B: AutodiffBackend> UpdateEngine<B> for FusedEngine<B> {
+impl UpdateEngine for FusedEngine {
     fn name(&self) -> &'static str {
         "fused"
     }
@@ -131,58 +103,43 @@ impl<B: AutodiffBackend> UpdateEngine<B> for FusedEngine<B> {
 
     fn sync_target(&mut self) {
         let f = &self.cpu;
-        self.target = Some((f.params().to_vec(), f.scaler().cloned()));
+        self.target = Some((f.params().to_vec(), f.norm().cloned()));
     }
 
     fn target_heads(&mut self, obs: &[f32]) -> Vec<f32> {
         match &self.target {
-            Some((params, scaler)) => self.cpu.heads_with(params, scaler.as_ref(), obs),
+            Some((params, norm)) => self.cpu.heads_with(params, norm.as_ref(), obs),
             None => self.cpu.heads(obs),
         }
     }
 
     fn set_obs_stats(&mut self, stats: &RunningMeanStd) {
-        self.home.set_obs_stats(stats);
-        if self.spec.network.obs_norm {
-            self.set_obs(Some(ObsStats {
-                mean: stats.mean_f32(),
-                var: stats.var_f32(),
-            }));
+        let net = &self.spec.network;
+        if net.obs_norm {
+            let norm = ObsNorm::new(stats.mean_f32(), stats.var_f32(), net.obs_clip);
+            self.cpu.set_norm(Some(norm));
         }
     }
 
     /// Straight from the flat buffers: the file burn would write of the same
     /// parameters, without building it from burn's tensors.
-    fn safetensors(&self, spec: &ModelSpec) -> Result<Vec<u8>, WeightsError> {
-        let f = &self.cpu;
-        flat::to_safetensors(spec, f.layout(), f.params(), self.obs.as_ref())
+    fn safetensors(&self) -> Result<Vec<u8>, WeightsError> {
+        flat::to_safetensors(&self.spec, self.cpu.params(), self.cpu.norm())
     }
 
     fn step(&mut self, mb: &Minibatch<'_>) -> Result<StepStats, EngineError> {
         Ok(self.cpu.step(mb))
     }
 
-    fn finish_update(&mut self) {
-        let f = &self.cpu;
-        params::write_params(f.layout(), f.params(), self.home.model_mut());
+    fn save(&self) -> Result<TrainState, EngineError> {
+        Ok(self.cpu.state().clone())
     }
 
-    fn save(&mut self) -> Result<EngineState, EngineError> {
-        let f = &self.cpu;
-        let (m1, m2, time) = f.adam();
-        let record = burn_io::write_adam(f.layout(), self.home.model(), m1, m2, time)
-            .map_err(record("Adam state"))?;
-        self.home.set_optim_record(record);
-        self.home.save_state()
-    }
-
-    fn load(&mut self, state: &EngineState) -> Result<(), EngineError> {
-        self.home.load_state(state)?;
-        self.load_from_home()
-    }
-
-    fn replicas(&self) -> &[Replica<B>] {
-        std::slice::from_ref(&self.home)
+    fn load(&mut self, state: &TrainState) -> Result<(), EngineError> {
+        self.cpu.load(state).map_err(|reason| EngineError::Record {
+            what: "the fused engine's state",
+            reason,
+        })
     }
 }
 

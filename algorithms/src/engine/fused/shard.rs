@@ -6,13 +6,14 @@
 //! minibatch's gradient: only the order of the floating-point additions
 //! depends on the shard count.
 
-use super::backward::{self, Grads};
 use super::heads;
 use crate::data::{Loss, LossTerms, Minibatch};
 use crate::trajectory::BatchActions;
+use sebulba_core::config::PpoConfig;
 use sebulba_core::distribution::ActionDist;
-use sebulba_core::model::fused::ObsScaler;
-use sebulba_core::model::fused::net::{self, Layout, Work};
+use sebulba_fused::ObsNorm;
+use sebulba_fused::backward::{self, Grads};
+use sebulba_fused::net::{self, Layout, Work};
 use std::ops::Range;
 
 /// What every shard of a step reads.
@@ -20,7 +21,7 @@ pub struct StepInputs<'a> {
     pub layout: &'a Layout,
     pub dist: &'a ActionDist,
     pub params: &'a [f32],
-    pub scaler: Option<&'a ObsScaler>,
+    pub norm: Option<&'a ObsNorm>,
     pub mb: &'a Minibatch<'a>,
     /// 1 / the minibatch's size.
     pub inv_m: f64,
@@ -54,13 +55,13 @@ impl Shard {
     }
 
     /// Fills `work.x` with the (normalised) rows of `obs` (`[rows * obs_dim]`).
-    pub fn load_rows(&mut self, layout: &Layout, scaler: Option<&ObsScaler>, obs: &[f32]) {
+    pub fn load_rows(&mut self, layout: &Layout, norm: Option<&ObsNorm>, obs: &[f32]) {
         let d = layout.obs_dim;
         let rows = obs.len() / d;
         self.work.resize(layout, rows);
         self.work.x.copy_from_slice(&obs[..rows * d]);
-        if let Some(s) = scaler {
-            self.work.x.chunks_exact_mut(d).for_each(|row| s.apply(row));
+        if let Some(n) = norm {
+            self.work.x.chunks_exact_mut(d).for_each(|row| n.apply(row));
         }
     }
 
@@ -75,7 +76,7 @@ impl Shard {
         self.grad_work.resize(layout, idx.len());
         let mut sums = LossTerms::default();
         match mb.loss {
-            Loss::Ppo => self.ppo_rows(s, idx, rows.start, &mut sums),
+            Loss::Ppo { cfg, clip } => self.ppo_rows(s, (cfg, clip), idx, rows.start, &mut sums),
             Loss::Q { huber_delta } => self.q_rows(s, idx, huber_delta, &mut sums),
         }
         self.sums = sums;
@@ -90,11 +91,17 @@ impl Shard {
 
     /// The PPO loss terms of samples `idx` (minibatch rows from `start`) and
     /// their gradients at the heads.
-    fn ppo_rows(&mut self, s: &StepInputs<'_>, idx: &[usize], start: usize, sums: &mut LossTerms) {
-        let cfg = s.mb.cfg;
+    fn ppo_rows(
+        &mut self,
+        s: &StepInputs<'_>,
+        (cfg, clip): (&PpoConfig, f64),
+        idx: &[usize],
+        start: usize,
+        sums: &mut LossTerms,
+    ) {
         let hd = s.layout.head_dim;
         for (k, &i) in idx.iter().enumerate() {
-            let (eval, t) = self.sample_terms(s, k, start + k, i);
+            let (eval, t) = self.sample_terms(s, (cfg, clip), (k, start + k, i));
             sums.policy_loss += t.policy;
             sums.value_loss += t.value;
             sums.entropy += eval.entropy;
@@ -138,8 +145,8 @@ impl Shard {
         self.work.resize(s.layout, idx.len());
         for (row, &i) in self.work.x.chunks_exact_mut(d).zip(idx) {
             row.copy_from_slice(&data.observations[i * d..(i + 1) * d]);
-            if let Some(sc) = s.scaler {
-                sc.apply(row);
+            if let Some(n) = s.norm {
+                n.apply(row);
             }
         }
     }
@@ -150,12 +157,11 @@ impl Shard {
     fn sample_terms(
         &mut self,
         s: &StepInputs<'_>,
-        k: usize,
-        at: usize,
-        i: usize,
+        (cfg, clip): (&PpoConfig, f64),
+        (k, at, i): (usize, usize, usize),
     ) -> (heads::Eval, heads::Terms) {
         let (mb, hd) = (s.mb, s.layout.head_dim);
-        let (data, cfg) = (mb.data, mb.cfg);
+        let data = mb.data;
         let head = &self.work.head[k * hd..(k + 1) * hd];
         let eval = match (s.dist, &data.actions) {
             (ActionDist::Categorical { .. }, BatchActions::Discrete(a)) => {
@@ -194,7 +200,7 @@ impl Shard {
             self.work.value[k] as f64,
             data.returns[i] as f64,
             data.old_values[i] as f64,
-            mb.clip,
+            clip,
             cfg.clip_value_loss.then_some(cfg.value_clip_coef),
         );
         (eval, terms)

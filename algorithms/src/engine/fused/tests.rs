@@ -2,13 +2,13 @@
 //! every parameter's gradient, the loss statistics, whole updates, and
 //! checkpoints that cross between the engines.
 
-use super::burn_io::{read_adam, write_adam};
 use super::*;
 use crate::data::{Loss, Minibatch, UpdateData};
-use crate::engine::burn::{Replica, Shard, ppo_losses};
+use crate::engine::EngineChoice;
+use crate::engine::burn::adam::{read_adam, write_adam};
+use crate::engine::burn::{Replica, Shard, ppo_losses, state_of_model};
 use crate::trainer::Trainer;
-use burn::module::Module;
-use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::backend::Backend;
 use burn::tensor::{ElementConversion, Tensor, TensorData};
 use burn_optim::GradientsParams;
 use rand::rngs::StdRng;
@@ -19,14 +19,14 @@ use sebulba_core::config::{Activation, AdvantageNorm, NetworkConfig, RunConfig};
 use sebulba_core::distribution::ActionDist;
 use sebulba_core::distribution::{log_softmax_row, tanh_normal_log_prob};
 use sebulba_core::model::ModelSpec;
-use sebulba_core::model::fused::ObsScaler;
-use sebulba_core::model::fused::net::Layout;
-use sebulba_core::model::fused::params::{param_slots, read_params};
+use sebulba_core::model::flat::{obs_norm, param_slots, read_params, write_params};
 use sebulba_core::model::{ActorCritic, RunningMeanStd};
 use sebulba_envs::{ActionSpace, env_spec};
+use sebulba_fused::net::Layout;
 
 type B = CpuAutodiff;
-type Inner = <B as AutodiffBackend>::InnerBackend;
+/// What burn's gradients come out on.
+type Inner = sebulba_core::CpuBackend;
 
 fn ppo_cfg() -> PpoConfig {
     let mut c = RunConfig::preset("CartPole-v1").unwrap().ppo;
@@ -197,38 +197,52 @@ fn data(case: &Case, n: usize, seed: u64) -> UpdateData {
 }
 
 fn fused_from(case: &Case, m: &ActorCritic<B>, threads: usize) -> Fused {
-    let mut f = Fused::new(&case.spec, threads);
-    f.set_params(read_params(f.layout(), m).unwrap());
-    f.set_scaler(ObsScaler::of_model(m).unwrap());
+    let mut f = Fused::new(&case.spec, threads, case.cfg.adam_eps);
+    f.load(&state_of_model(&case.spec, m).unwrap()).unwrap();
+    f.set_norm(obs_norm(m).unwrap());
     f
 }
 
-/// PPO on one CPU device from a copy of `m`, on the fused engine when `fused`.
+/// PPO on one CPU device from `m`'s parameters and normaliser, on the fused
+/// engine when `fused`.
 fn on_cpu(
     spec: &ModelSpec,
     m: &ActorCritic<B>,
     cfg: &PpoConfig,
     seed: u64,
     fused: bool,
-) -> Trainer<B> {
+) -> Trainer {
     on_threads(spec, m, cfg, seed, if fused { 1 } else { 0 })
 }
 
-/// PPO from a copy of `m` on burn (`threads` 0) or on the fused engine with
-/// up to `threads` threads a step.
+/// PPO from `m`'s parameters and normaliser on burn (`threads` 0) or on the
+/// fused engine with up to `threads` threads a step.
 fn on_threads(
     spec: &ModelSpec,
     m: &ActorCritic<B>,
     cfg: &PpoConfig,
     seed: u64,
     threads: usize,
-) -> Trainer<B> {
-    let mut ppo =
-        Trainer::<B>::with_model(spec, m.clone(), cfg, seed, vec![Default::default()]).unwrap();
-    if threads > 0 {
-        ppo.use_fused(threads).unwrap();
+) -> Trainer {
+    let choice = match threads {
+        0 => EngineChoice::cpu(),
+        threads => EngineChoice::Fused { threads },
+    };
+    let state = state_of_model(spec, m).unwrap();
+    let mut ppo = Trainer::new(spec, &state, &choice, cfg.adam_eps, seed).unwrap();
+    if let Some(n) = obs_norm(m).unwrap() {
+        let wide = |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect();
+        ppo.set_obs_stats(&RunningMeanStd {
+            count: 1.0,
+            mean: wide(n.mean()),
+            var: wide(n.var()),
+        });
     }
     ppo
+}
+
+fn params(t: &Trainer) -> Vec<f32> {
+    t.state().unwrap().params
 }
 
 fn scalar(t: Tensor<Inner, 1>) -> f64 {
@@ -284,10 +298,12 @@ fn every_gradient_and_loss_term_matches_burn_autodiff() {
             idx: &idx,
             adv: &adv,
             noise: &noise,
-            cfg: &cfg,
             lr: 0.0,
-            clip: 0.2,
-            loss: Loss::Ppo,
+            max_grad_norm: cfg.max_grad_norm,
+            loss: Loss::Ppo {
+                cfg: &cfg,
+                clip: 0.2,
+            },
         });
         let got = [
             s.terms.policy_loss,
@@ -336,10 +352,6 @@ fn every_gradient_and_loss_term_matches_burn_autodiff() {
     }
 }
 
-fn flat<Bk: Backend>(m: &ActorCritic<Bk>, layout: &Layout) -> Vec<f32> {
-    read_params(layout, m).unwrap()
-}
-
 fn max_diff(a: &[f32], b: &[f32]) -> f32 {
     a.iter()
         .zip(b)
@@ -361,8 +373,7 @@ fn whole_updates_follow_the_burn_engine() {
         // Two threads, each taking 32 of a minibatch's 64 rows.
         let mut sharded = on_threads(&case.spec, &m, &cfg, 11, 2);
         assert_eq!((burn.engine(), fused.engine()), ("burn", "fused"));
-        let layout = Layout::new(&case.spec);
-        let start = flat(burn.model(), &layout);
+        let start = params(&burn);
         for _ in 0..2 {
             let a = crate::ppo::update(&mut burn, &data, &cfg, 3e-3, 0.2).unwrap();
             let b = crate::ppo::update(&mut fused, &data, &cfg, 3e-3, 0.2).unwrap();
@@ -398,8 +409,7 @@ fn whole_updates_follow_the_burn_engine() {
                 );
             }
         }
-        let (pa, pb) = (flat(burn.model(), &layout), flat(fused.model(), &layout));
-        let pc = flat(sharded.model(), &layout);
+        let (pa, pb, pc) = (params(&burn), params(&fused), params(&sharded));
         let moved = max_diff(&pa, &start);
         assert!(moved > 1e-3, "{}: the update moved nothing", case.name);
         for (what, p) in [("one thread", &pb), ("two threads", &pc)] {
@@ -417,7 +427,8 @@ fn whole_updates_follow_the_burn_engine() {
             max_diff(&pb, &pc)
         );
         // What is published is the fused engine's parameters.
-        let published = flat(&fused.inference_model(), &layout);
+        let file = fused.safetensors().unwrap();
+        let (published, _) = sebulba_fused::file::read(&case.spec.arch(), &file).unwrap();
         assert_eq!(published, pb);
     }
 }
@@ -444,8 +455,8 @@ fn adam_state_converts_to_burn_records_and_back() {
     let case = &cases()[3];
     let data = data(case, 128, 4);
     let m = model(case, &data);
-    let home = Replica::new(m.clone(), case.cfg.adam_eps, Default::default(), None);
-    let mut engine = FusedEngine::<B>::new(&case.spec, home, 1).unwrap();
+    let state = state_of_model(&case.spec, &m).unwrap();
+    let mut engine = FusedEngine::new(&case.spec, &state, 1, case.cfg.adam_eps).unwrap();
     let idx: Vec<usize> = (0..data.len()).collect();
     let noise = vec![0.1; data.len() * case.spec.dist().action_width()];
     let mb = Minibatch {
@@ -453,20 +464,21 @@ fn adam_state_converts_to_burn_records_and_back() {
         idx: &idx,
         adv: &data.advantages,
         noise: &noise,
-        cfg: &case.cfg,
         lr: 1e-3,
-        clip: 0.2,
-        loss: Loss::Ppo,
+        max_grad_norm: case.cfg.max_grad_norm,
+        loss: Loss::Ppo {
+            cfg: &case.cfg,
+            clip: 0.2,
+        },
     };
     engine.step(&mb).unwrap();
     engine.step(&mb).unwrap();
-    let f = engine.cpu();
-    let (m1, m2, time) = f.adam();
-    assert!(time == 2 && m1.iter().any(|&x| x != 0.0));
-    let model = engine.replicas()[0].model();
-    let record = write_adam(f.layout(), model, m1, m2, time).unwrap();
-    let (a, b, t) = read_adam(f.layout(), model, record).unwrap();
-    assert_eq!((a.as_slice(), b.as_slice(), t), (m1, m2, time));
+    let s = engine.save().unwrap();
+    assert!(s.time == 2 && s.m1.iter().any(|&x| x != 0.0));
+    let layout = engine.cpu().layout();
+    let record = write_adam(layout, &m, &s.m1, &s.m2, s.time).unwrap();
+    let (a, b, t) = read_adam(layout, &m, record).unwrap();
+    assert_eq!((a, b, t), (s.m1, s.m2, s.time));
 }
 
 #[test]
@@ -484,20 +496,15 @@ fn checkpoints_cross_between_the_engines() {
         on_burn.load_state(&state).unwrap();
         let mut on_fused = on_cpu(&case.spec, &m, cfg, 5, true);
         on_fused.load_state(&state).unwrap();
-        let layout = Layout::new(&case.spec);
-        assert_eq!(
-            flat(on_fused.model(), &layout),
-            flat(fused.model(), &layout)
-        );
-        let before = flat(fused.model(), &layout);
+        // burn holds the state exactly: parameters and Adam's moments (a
+        // resume without them would take a first, larger Adam step).
+        assert_eq!(on_burn.state().unwrap(), state.engine, "{}", case.name);
+        assert_eq!(on_fused.state().unwrap(), state.engine, "{}", case.name);
+        let before = params(&fused);
         for p in [&mut fused, &mut on_burn, &mut on_fused] {
             crate::ppo::update(p, &data, cfg, 3e-3, 0.2).unwrap();
         }
-        let (a, b, c) = (
-            flat(fused.model(), &layout),
-            flat(on_burn.model(), &layout),
-            flat(on_fused.model(), &layout),
-        );
+        let (a, b, c) = (params(&fused), params(&on_burn), params(&on_fused));
         assert_eq!(a, c, "{}: a fused resume continues exactly", case.name);
         let moved = max_diff(&a, &before);
         assert!(
@@ -506,12 +513,6 @@ fn checkpoints_cross_between_the_engines() {
             case.name,
             max_diff(&a, &b)
         );
-        // And the record holds Adam's state: a burn resume without it would
-        // take a first, larger Adam step.
-        assert!(
-            on_burn.replicas()[0].optim_record().len()
-                == 2 * (layout.actor.len() + layout.critic.as_ref().map_or(0, Vec::len) + 2)
-        );
     }
 }
 
@@ -519,18 +520,19 @@ fn checkpoints_cross_between_the_engines() {
 fn unsupported_networks_are_refused_by_name() {
     let mut spec = cases()[0].spec.clone();
     spec.network.layer_norm = sebulba_core::config::LayerNormPlacement::Pre;
-    let e = FusedEngine::<B>::check(&spec, 1).unwrap_err().to_string();
+    let e = FusedEngine::check(&spec, 1).unwrap_err().to_string();
     assert!(e.contains("network.layer_norm"), "{e}");
-    let e = FusedEngine::<B>::check(&cases()[0].spec, 2)
+    let e = FusedEngine::check(&cases()[0].spec, 2)
         .unwrap_err()
         .to_string();
     assert!(e.contains("2 devices"), "{e}");
-    let m = spec.init::<B>(&Default::default());
-    let mut ppo =
-        Trainer::<B>::with_model(&spec, m, &ppo_cfg(), 1, vec![Default::default()]).unwrap();
-    assert!(ppo.use_fused(1).is_err());
+    let fused = EngineChoice::Fused { threads: 1 };
+    let e = Trainer::fresh(&spec, &ppo_cfg(), 1, &fused)
+        .err()
+        .expect("refused");
+    assert!(e.to_string().contains("network.layer_norm"), "{e}");
+    let ppo = Trainer::fresh(&spec, &ppo_cfg(), 1, &EngineChoice::cpu()).unwrap();
     assert_eq!(ppo.engine(), "burn");
-    let _ = ppo.model().clone().into_record();
 }
 
 #[test]
@@ -604,10 +606,12 @@ fn a_masked_action_gets_zero_probability_and_zero_gradient_in_both_engines() {
         idx: &idx,
         adv: &adv,
         noise: &[],
-        cfg: &cfg,
         lr: 0.0,
-        clip: 0.2,
-        loss: Loss::Ppo,
+        max_grad_norm: cfg.max_grad_norm,
+        loss: Loss::Ppo {
+            cfg: &cfg,
+            clip: 0.2,
+        },
     });
     let slots = param_slots(f.layout(), &m).unwrap();
     let slot = |id| slots.iter().find(|s| s.0 == id).expect("a slot").1;
@@ -666,8 +670,12 @@ fn published_weights_are_the_file_burn_writes_of_the_same_model() {
         fused.set_obs_stats(&stats);
         crate::ppo::update(&mut fused, &data, &cfg, 3e-3, 0.2).unwrap();
         let ours = fused.safetensors().unwrap();
-        let burns =
-            sebulba_core::weights::to_safetensors(&fused.inference_model(), &case.spec).unwrap();
+        // burn's model of the same parameters and statistics.
+        let mut same = case.spec.init::<B>(&Default::default());
+        let layout = Layout::new(&case.spec.arch());
+        write_params(&layout, &params(&fused), &mut same);
+        same.set_obs_stats(&stats);
+        let burns = sebulba_core::weights::to_safetensors(&same, &case.spec).unwrap();
         assert_eq!(tensors_of(&ours), tensors_of(&burns), "{}", case.name);
         let names: Vec<String> = tensors_of(&ours).into_iter().map(|t| t.0).collect();
         assert_eq!(

@@ -1,11 +1,15 @@
 use super::*;
 use crate::CpuBackend;
 use crate::config::{Activation, NetworkConfig};
-use crate::model::fused::params::read_params;
+use crate::model::flat::{obs_norm, read_params};
 use crate::model::{ActorCritic, RunningMeanStd};
 use crate::weights;
 use burn::tensor::{Tensor, TensorData};
+use safetensors::SafeTensors;
+use safetensors::tensor::{Dtype, TensorView};
 use sebulba_envs::env_spec;
+use sebulba_fused::file::read;
+use sebulba_fused::net::Layout;
 
 /// Networks the fused pass covers: separate and shared torsos, tanh and
 /// relu, with and without the normaliser, discrete and continuous heads.
@@ -44,24 +48,20 @@ fn model(spec: &ModelSpec) -> ActorCritic<CpuBackend> {
     m
 }
 
-fn stats_of(spec: &ModelSpec, m: &ActorCritic<CpuBackend>) -> Option<ObsStats> {
-    let n = m.obs_norm.as_ref()?;
-    let floats = |t: Tensor<CpuBackend, 1>| t.into_data().to_vec::<f32>().unwrap();
-    assert!(spec.network.obs_norm);
-    Some(ObsStats {
-        mean: floats(n.mean.val()),
-        var: floats(n.var.val()),
-    })
+fn stats_of(spec: &ModelSpec, m: &ActorCritic<CpuBackend>) -> Option<ObsNorm> {
+    let norm = obs_norm(m).unwrap();
+    assert_eq!(norm.is_some(), spec.network.obs_norm);
+    norm
 }
 
 #[test]
 fn the_file_is_the_one_burn_writes_and_each_side_reads_the_other() {
     for spec in specs() {
         let m = model(&spec);
-        let layout = Layout::new(&spec);
+        let layout = Layout::new(&spec.arch());
         let params = read_params(&layout, &m).unwrap();
         let stats = stats_of(&spec, &m);
-        let ours = to_safetensors(&spec, &layout, &params, stats.as_ref()).unwrap();
+        let ours = to_safetensors(&spec, &params, stats.as_ref()).unwrap();
         let burns = weights::to_safetensors(&m, &spec).unwrap();
         let (a, b) = (
             SafeTensors::deserialize(&ours).unwrap(),
@@ -82,7 +82,7 @@ fn the_file_is_the_one_burn_writes_and_each_side_reads_the_other() {
         assert_eq!(ma.metadata(), mb.metadata());
 
         // burn's file read flat gives the model's parameters and statistics.
-        let (p, s) = from_safetensors(&layout, spec.network.obs_norm, &burns).unwrap();
+        let (p, s) = read(&spec.arch(), &burns).unwrap();
         assert_eq!(p, params);
         assert_eq!(s, stats);
         // Our file loaded by burn acts as the model does.
@@ -105,40 +105,43 @@ fn the_file_is_the_one_burn_writes_and_each_side_reads_the_other() {
 #[test]
 fn bad_files_and_values_are_refused_by_name() {
     let spec = &specs()[1];
-    let layout = Layout::new(spec);
+    let arch = spec.arch();
+    let layout = Layout::new(&arch);
     let m = model(spec);
     let params = read_params(&layout, &m).unwrap();
     let stats = stats_of(spec, &m);
-    let good = to_safetensors(spec, &layout, &params, stats.as_ref()).unwrap();
+    let good = to_safetensors(spec, &params, stats.as_ref()).unwrap();
 
     // Writing: a NaN parameter, missing or misfit statistics, a short vector.
     let mut nan = params.clone();
     nan[layout.value.b] = f32::NAN;
-    let e = to_safetensors(spec, &layout, &nan, stats.as_ref()).unwrap_err();
+    let e = to_safetensors(spec, &nan, stats.as_ref()).unwrap_err();
     assert!(e.to_string().contains("value_head.bias"), "{e}");
-    assert!(to_safetensors(spec, &layout, &params, None).is_err());
-    let short = ObsStats {
-        mean: vec![0.0; 1],
-        var: vec![1.0; 1],
-    };
-    assert!(to_safetensors(spec, &layout, &params, Some(&short)).is_err());
-    assert!(to_safetensors(spec, &layout, &params[1..], stats.as_ref()).is_err());
+    assert!(to_safetensors(spec, &params, None).is_err());
+    let short = ObsNorm::new(vec![0.0; 1], vec![1.0; 1], 5.0);
+    assert!(to_safetensors(spec, &params, Some(&short)).is_err());
+    assert!(to_safetensors(spec, &params[1..], stats.as_ref()).is_err());
 
     // Reading: garbage, another network, a missing normaliser, non-finite values.
     assert!(matches!(
-        from_safetensors(&layout, true, b"not safetensors"),
+        read(&arch, b"not safetensors"),
         Err(WeightsError::Store(_))
     ));
     let other = &specs()[0];
-    let e = from_safetensors(&Layout::new(other), false, &good).unwrap_err();
+    let e = read(&other.arch(), &good).unwrap_err();
     assert!(matches!(e, WeightsError::Mismatch(_)), "{e}");
-    let e = from_safetensors(&layout, false, &good).unwrap_err();
-    assert!(e.to_string().contains("tensors"), "{e}");
-    let inf = ObsStats {
-        mean: stats.as_ref().unwrap().mean.clone(),
-        var: vec![f32::INFINITY; layout.obs_dim],
+    let unnormalised = sebulba_fused::Arch {
+        obs_norm: false,
+        ..arch.clone()
     };
-    let e = to_safetensors(spec, &layout, &params, Some(&inf)).unwrap_err();
+    let e = read(&unnormalised, &good).unwrap_err();
+    assert!(e.to_string().contains("tensors"), "{e}");
+    let inf = ObsNorm::new(
+        stats.as_ref().unwrap().mean().to_vec(),
+        vec![f32::INFINITY; layout.obs_dim],
+        5.0,
+    );
+    let e = to_safetensors(spec, &params, Some(&inf)).unwrap_err();
     assert!(e.to_string().contains("obs_norm.var"), "{e}");
 
     // A file with the right names but a wrong shape, and one in f64.
@@ -158,15 +161,15 @@ fn bad_files_and_values_are_refused_by_name() {
             .collect();
         safetensors::serialize(views, None).unwrap()
     };
-    let e = from_safetensors(&layout, true, &wide(Dtype::F32, vec![2])).unwrap_err();
+    let e = read(&arch, &wide(Dtype::F32, vec![2])).unwrap_err();
     assert!(e.to_string().contains("value_head.bias"), "{e}");
-    let e = from_safetensors(&layout, true, &wide(Dtype::F64, vec![1])).unwrap_err();
+    let e = read(&arch, &wide(Dtype::F64, vec![1])).unwrap_err();
     assert!(e.to_string().contains("value_head.bias"), "{e}");
     // Reading refuses a NaN too.
     let nan_file = {
         let mut p = params.clone();
         p[layout.actor[0].w] = 1.0;
-        let mut bytes = to_safetensors(spec, &layout, &p, stats.as_ref()).unwrap();
+        let mut bytes = to_safetensors(spec, &p, stats.as_ref()).unwrap();
         // Overwrite the first weight's 1.0 with a NaN in place.
         let one = 1.0f32.to_le_bytes();
         let at = bytes
@@ -177,7 +180,7 @@ fn bad_files_and_values_are_refused_by_name() {
         bytes
     };
     assert!(matches!(
-        from_safetensors(&layout, true, &nan_file),
+        read(&arch, &nan_file),
         Err(WeightsError::NonFinite(_))
     ));
 }

@@ -1,11 +1,12 @@
-//! The fused engine's backward pass: from the loss's gradients at the policy
-//! head and the value (filled in per sample by the engine) back through both
-//! heads and torsos to every parameter's gradient, using the activations core's
-//! forward pass kept in [`Work`]. Checked against burn's autodiff in the tests.
+//! The backward pass: from the loss's gradients at the policy head and the
+//! value (filled in per sample by the algorithm's loss) back through both
+//! heads and torsos to every parameter's gradient, using the activations the
+//! forward pass kept in [`Work`]. Checked against burn's autodiff in
+//! `sebulba_algorithms::engine::fused`'s tests.
 
-use sebulba_core::config::Activation;
-use sebulba_core::model::fused::kernels::{View, add_column_sums, gemm, wide};
-use sebulba_core::model::fused::net::{Dense, Layout, Work, top};
+use crate::Activation;
+use crate::kernels::{View, add_column_sums, gemm, wide};
+use crate::net::{Dense, Layout, Work, top};
 
 /// The backward pass's buffers for a minibatch of `m` rows, reused from step
 /// to step.

@@ -1,17 +1,16 @@
-//! Copies between the fused engine's Adam moments and burn's Adam record,
+//! Adam's moments in the flat layout's order to and from burn's Adam record,
 //! keyed by burn's parameter ids (the parameters themselves copy with
-//! [`sebulba_core::model::fused::params`]): the burn model and optimizer stay
-//! what is published and checkpointed, and a checkpoint from either engine
-//! resumes in the other.
+//! [`sebulba_core::model::flat`]): the burn engine's edge, where a
+//! [`crate::engine::TrainState`] becomes burn's optimizer state and back.
 
-use crate::engine::burn::AdamRecord;
+use super::AdamRecord;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Tensor, TensorData};
 use burn_optim::record::AdaptorRecord;
 use burn_optim::{AdamState, AdaptiveMomentumState};
 use sebulba_core::model::ActorCritic;
-use sebulba_core::model::fused::net::Layout;
-use sebulba_core::model::fused::params::{floats, param_slots};
+use sebulba_core::model::flat::{floats, param_slots};
+use sebulba_fused::net::Layout;
 
 /// Adam's moments in layout order and its step count, from burn's record; a
 /// parameter without state (no step taken yet) has zero moments.

@@ -4,9 +4,8 @@
 //! Weights are `[d_in, d_out]` row-major and a layer is `y = act(x W + b)`, as
 //! in burn's `Linear`, so parameters copy across unchanged.
 
-use super::kernels::{View, gemm, tanh, wide};
-use crate::config::Activation;
-use crate::model::ModelSpec;
+use crate::kernels::{View, gemm, tanh, wide};
+use crate::{Activation, Arch};
 
 /// One linear layer's place in the parameter vector.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -19,7 +18,7 @@ pub struct Dense {
     pub d_out: usize,
 }
 
-/// Where every parameter is, for one [`ModelSpec`].
+/// Where every parameter is, for one [`Arch`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Layout {
     pub obs_dim: usize,
@@ -35,7 +34,7 @@ pub struct Layout {
 }
 
 impl Layout {
-    pub fn new(spec: &ModelSpec) -> Self {
+    pub fn new(arch: &Arch) -> Self {
         let mut len = 0;
         let mut dense = |d_in: usize, d_out: usize| {
             let d = Dense {
@@ -47,9 +46,9 @@ impl Layout {
             len += d_in * d_out + d_out;
             d
         };
-        let hidden = &spec.network.hidden;
+        let hidden = &arch.hidden;
         let mut torso = || {
-            let mut width = spec.obs_dim;
+            let mut width = arch.obs_dim;
             hidden
                 .iter()
                 .map(|&h| {
@@ -60,18 +59,18 @@ impl Layout {
                 .collect::<Vec<_>>()
         };
         let actor = torso();
-        let critic = (!spec.network.shared_torso).then(&mut torso);
-        let width = hidden.last().copied().unwrap_or(spec.obs_dim);
-        let policy = dense(width, spec.head_dim());
+        let critic = (!arch.shared_torso).then(&mut torso);
+        let width = hidden.last().copied().unwrap_or(arch.obs_dim);
+        let policy = dense(width, arch.head_dim);
         let value = dense(width, 1);
         Self {
-            obs_dim: spec.obs_dim,
-            head_dim: spec.head_dim(),
+            obs_dim: arch.obs_dim,
+            head_dim: arch.head_dim,
             actor,
             critic,
             policy,
             value,
-            activation: spec.network.activation,
+            activation: arch.activation,
             len,
         }
     }

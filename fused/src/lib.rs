@@ -1,0 +1,43 @@
+//! The fused engine's network: the actor-critic on flat f32 buffers, written
+//! out by hand for CPU. burn's ndarray backend spends most of a small
+//! network's time in per-operation overhead (tensor handles, allocations, an
+//! f64 libm tanh per element), while here a pass is a few matrix products and
+//! loops over reused buffers.
+//!
+//! This crate knows no burn and no RL algorithm: [`Arch`] says what the
+//! network is, [`net::Layout`] where each parameter lives in the flat vector,
+//! [`net`] and [`backward`] are the passes, [`adam`] the optimizer step and
+//! [`TrainState`] what a learner keeps (the parameters and Adam's moments in
+//! layout order). [`file`] writes and reads the published file straight
+//! from the flat vector, [`FusedPolicy`] acts with it. The PPO and DQN loss
+//! gradients that drive the backward pass live with the algorithms
+//! (`sebulba_algorithms::engine::fused`); burn converts to and from the flat
+//! vector at its own edge (`sebulba_core::model::flat`).
+//!
+//! Covered: MLP torsos (separate or shared, tanh or relu) without LayerNorm,
+//! with or without observation normalisation.
+
+pub mod adam;
+mod arch;
+pub mod backward;
+pub mod file;
+pub mod kernels;
+pub mod net;
+mod obs_norm;
+mod policy;
+
+pub use adam::TrainState;
+pub use arch::{Activation, Arch};
+pub use obs_norm::{OBS_NORM_EPS, ObsNorm};
+pub use policy::FusedPolicy;
+
+/// Weights that cannot be written or read.
+#[derive(Debug, thiserror::Error)]
+pub enum WeightsError {
+    #[error("safetensors: {0}")]
+    Store(String),
+    #[error("weights do not fit the model: {0}")]
+    Mismatch(String),
+    #[error("weights contain a non-finite value in `{0}`")]
+    NonFinite(String),
+}
