@@ -585,3 +585,30 @@ fn auto_threads_split_only_big_minibatches() {
         assert_eq!((ppo.engine(), ppo.threads()), ("fused", got));
     }
 }
+
+/// What the learner's resume does (the state loaded, the checkpoint's f64
+/// statistics set) publishes the parameters and statistics the original
+/// would, bit for bit, on either engine and across them.
+#[test]
+fn a_resumed_trainer_publishes_the_file_the_original_would() {
+    let mut s = spec();
+    s.network.obs_norm = true;
+    let c = cfg();
+    let mut stats = sebulba_core::model::RunningMeanStd::new(2);
+    stats.update(&[1.0, 2.0, 3.0, 6.0, -0.5, 0.25]);
+    let engines = [EngineChoice::cpu(), EngineChoice::Fused { threads: 1 }];
+    for (from, to) in engines.iter().flat_map(|a| engines.iter().map(move |b| (a, b))) {
+        let mut original = Trainer::fresh(&s, &c, 4, from).unwrap();
+        original.set_obs_stats(&stats);
+        crate::ppo::update(&mut original, &toy_data(64), &c, 1e-2, 0.2).unwrap();
+        let saved = original.save_state().unwrap();
+        let mut resumed = Trainer::fresh(&s, &c, 9, to).unwrap();
+        resumed.load_state(&saved).unwrap();
+        resumed.set_obs_stats(&stats);
+        // (The header's key order varies: compare what the file holds.)
+        let read = |t: &Trainer| sebulba_fused::file::read(&s.arch(), &t.safetensors().unwrap());
+        let (got, want) = (read(&resumed).unwrap(), read(&original).unwrap());
+        assert_eq!(got, want, "{from:?} -> {to:?}");
+        assert!(want.1.is_some_and(|n| n.mean()[0] != 0.0), "statistics published");
+    }
+}
