@@ -597,7 +597,10 @@ fn a_resumed_trainer_publishes_the_file_the_original_would() {
     let mut stats = sebulba_core::model::RunningMeanStd::new(2);
     stats.update(&[1.0, 2.0, 3.0, 6.0, -0.5, 0.25]);
     let engines = [EngineChoice::cpu(), EngineChoice::Fused { threads: 1 }];
-    for (from, to) in engines.iter().flat_map(|a| engines.iter().map(move |b| (a, b))) {
+    for (from, to) in engines
+        .iter()
+        .flat_map(|a| engines.iter().map(move |b| (a, b)))
+    {
         let mut original = Trainer::fresh(&s, &c, 4, from).unwrap();
         original.set_obs_stats(&stats);
         crate::ppo::update(&mut original, &toy_data(64), &c, 1e-2, 0.2).unwrap();
@@ -609,6 +612,9 @@ fn a_resumed_trainer_publishes_the_file_the_original_would() {
         let read = |t: &Trainer| sebulba_fused::file::read(&s.arch(), &t.safetensors().unwrap());
         let (got, want) = (read(&resumed).unwrap(), read(&original).unwrap());
         assert_eq!(got, want, "{from:?} -> {to:?}");
-        assert!(want.1.is_some_and(|n| n.mean()[0] != 0.0), "statistics published");
+        assert!(
+            want.1.is_some_and(|n| n.mean()[0] != 0.0),
+            "statistics published"
+        );
     }
 }
