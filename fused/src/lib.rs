@@ -20,6 +20,7 @@
 pub mod adam;
 mod arch;
 pub mod backward;
+pub mod conv;
 pub mod file;
 pub mod kernels;
 pub mod net;

@@ -1,0 +1,237 @@
+//! Convolution on flat buffers, for pixel observations. Activations are NHWC
+//! (`[m, h, w, c]` row-major, the layout an env's `(H, W, C)` frame already
+//! has) and weights `[kh, kw, c_in, c_out]`, so a layer is one matrix product
+//! of the input's windows laid out as rows ([`im2col`]) with the weights, and
+//! its output is NHWC again. The backward pass is two more products and the
+//! windows' gradients added back where they came from ([`col2im`]). The
+//! published file carries PyTorch's `[c_out, c_in, kh, kw]`
+//! ([`Conv::to_torch`]).
+
+use crate::kernels::{View, add_column_sums, gemm};
+
+/// One convolution layer's shape: a `[h, w, c_in]` input per sample, `c_out`
+/// filters of `kh x kw`, moved `stride` at a time over the input with `pad`
+/// zeros added on every side (0: PyTorch's and TensorFlow's VALID).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conv {
+    pub h: usize,
+    pub w: usize,
+    pub c_in: usize,
+    pub c_out: usize,
+    pub kh: usize,
+    pub kw: usize,
+    pub stride: usize,
+    pub pad: usize,
+}
+
+impl Conv {
+    /// Refuses a shape with no output: a zero size or stride, or a kernel
+    /// larger than the padded input.
+    pub fn check(&self) -> Result<(), String> {
+        let sizes = [self.h, self.w, self.c_in, self.c_out, self.kh, self.kw];
+        if sizes.contains(&0) || self.stride == 0 {
+            return Err(format!("{self:?}: a zero size or stride"));
+        }
+        if self.kh > self.h + 2 * self.pad || self.kw > self.w + 2 * self.pad {
+            return Err(format!(
+                "a {}x{} kernel does not fit a {}x{} input padded by {}",
+                self.kh, self.kw, self.h, self.w, self.pad
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn out_h(&self) -> usize {
+        (self.h + 2 * self.pad - self.kh) / self.stride + 1
+    }
+
+    pub fn out_w(&self) -> usize {
+        (self.w + 2 * self.pad - self.kw) / self.stride + 1
+    }
+
+    /// Floats in one window (a row of [`im2col`]'s matrix).
+    pub fn patch(&self) -> usize {
+        self.kh * self.kw * self.c_in
+    }
+
+    /// Floats of one sample's input.
+    pub fn in_len(&self) -> usize {
+        self.h * self.w * self.c_in
+    }
+
+    /// Floats of one sample's output.
+    pub fn out_len(&self) -> usize {
+        self.out_h() * self.out_w() * self.c_out
+    }
+
+    /// Weight floats (the bias has `c_out`).
+    pub fn weights(&self) -> usize {
+        self.patch() * self.c_out
+    }
+
+    /// Weights `[kh, kw, c_in, c_out]` in PyTorch's order `[c_out, c_in, kh, kw]`.
+    pub fn to_torch(&self, w: &[f32]) -> Vec<f32> {
+        let mut t = vec![0.0; self.weights()];
+        for (i, &v) in w[..self.weights()].iter().enumerate() {
+            t[self.torch_index(i)] = v;
+        }
+        t
+    }
+
+    /// Weights in PyTorch's order `[c_out, c_in, kh, kw]` in ours.
+    pub fn from_torch(&self, t: &[f32]) -> Vec<f32> {
+        (0..self.weights())
+            .map(|i| t[self.torch_index(i)])
+            .collect()
+    }
+
+    /// Where our weight `i` (`[ky, kx, ci, co]`) sits in PyTorch's order.
+    fn torch_index(&self, i: usize) -> usize {
+        let co = i % self.c_out;
+        let ci = i / self.c_out % self.c_in;
+        let kx = i / (self.c_out * self.c_in) % self.kw;
+        let ky = i / (self.c_out * self.c_in * self.kw);
+        ((co * self.c_in + ci) * self.kh + ky) * self.kw + kx
+    }
+
+    /// The input column of window column `ox`'s first tap (negative in the padding).
+    fn left(&self, ox: usize) -> isize {
+        (ox * self.stride) as isize - self.pad as isize
+    }
+
+    /// The input row of tap row `ky` of window row `oy`, when inside the input.
+    fn row(&self, oy: usize, ky: usize) -> Option<usize> {
+        let iy = (oy * self.stride + ky).checked_sub(self.pad)?;
+        (iy < self.h).then_some(iy)
+    }
+}
+
+/// Visits every window tap row: `(sample, window index, tap row ky, input
+/// row iy or None in the padding, first input column)`.
+fn windows(c: &Conv, m: usize, mut f: impl FnMut(usize, usize, usize, Option<usize>, isize)) {
+    let (oh, ow) = (c.out_h(), c.out_w());
+    for s in 0..m {
+        for oy in 0..oh {
+            for ox in 0..ow {
+                let at = (s * oh + oy) * ow + ox;
+                for ky in 0..c.kh {
+                    f(s, at, ky, c.row(oy, ky), c.left(ox));
+                }
+            }
+        }
+    }
+}
+
+/// Each of the `m` samples' windows of `x` (`[m, h, w, c_in]`) as one row
+/// `[kh, kw, c_in]` of `cols` (`[m * out_h * out_w, patch]`, overwritten),
+/// zeros where a window overhangs the input.
+pub fn im2col(c: &Conv, x: &[f32], m: usize, cols: &mut [f32]) {
+    let (p, run) = (c.patch(), c.kw * c.c_in);
+    windows(c, m, |s, at, ky, iy, left| {
+        let dst = &mut cols[at * p + ky * run..at * p + (ky + 1) * run];
+        let Some(iy) = iy else {
+            dst.fill(0.0);
+            return;
+        };
+        let row = &x[(s * c.h + iy) * c.w * c.c_in..][..c.w * c.c_in];
+        if left >= 0 && left as usize + c.kw <= c.w {
+            // The whole tap row inside the input: one contiguous copy.
+            dst.copy_from_slice(&row[left as usize * c.c_in..][..run]);
+            return;
+        }
+        for (kx, d) in dst.chunks_exact_mut(c.c_in).enumerate() {
+            match usize::try_from(left + kx as isize) {
+                Ok(ix) if ix < c.w => d.copy_from_slice(&row[ix * c.c_in..][..c.c_in]),
+                _ => d.fill(0.0),
+            }
+        }
+    });
+}
+
+/// The transpose of [`im2col`]: every row of `cols` added back into `dx`
+/// (`[m, h, w, c_in]`, overwritten) at its window; the padding's share is
+/// dropped.
+pub fn col2im(c: &Conv, cols: &[f32], m: usize, dx: &mut [f32]) {
+    let (p, run) = (c.patch(), c.kw * c.c_in);
+    dx[..m * c.in_len()].fill(0.0);
+    windows(c, m, |s, at, ky, iy, left| {
+        let Some(iy) = iy else { return };
+        let src = &cols[at * p + ky * run..at * p + (ky + 1) * run];
+        let row = &mut dx[(s * c.h + iy) * c.w * c.c_in..][..c.w * c.c_in];
+        for (kx, g) in src.chunks_exact(c.c_in).enumerate() {
+            if let Ok(ix) = usize::try_from(left + kx as isize)
+                && ix < c.w
+            {
+                let d = &mut row[ix * c.c_in..][..c.c_in];
+                d.iter_mut().zip(g).for_each(|(d, &g)| *d += g);
+            }
+        }
+    });
+}
+
+/// `out` (`[m, out_h, out_w, c_out]`) = the convolution of `x` with weights
+/// `w` plus bias `b`; `cols` keeps the windows for [`backward`].
+pub fn forward(
+    c: &Conv,
+    (w, b): (&[f32], &[f32]),
+    x: &[f32],
+    m: usize,
+    cols: &mut Vec<f32>,
+    out: &mut [f32],
+) {
+    let (rows, p) = (m * c.out_h() * c.out_w(), c.patch());
+    cols.resize(rows * p, 0.0);
+    im2col(c, x, m, cols);
+    let out = &mut out[..rows * c.c_out];
+    gemm(
+        rows,
+        p,
+        c.c_out,
+        View::rows(cols, p),
+        View::rows(&w[..p * c.c_out], c.c_out),
+        0.0,
+        out,
+    );
+    for row in out.chunks_exact_mut(c.c_out) {
+        row.iter_mut().zip(b).for_each(|(o, &b)| *o += b);
+    }
+}
+
+/// The gradients of a layer from `dy` (its output's, `[m, out_h, out_w,
+/// c_out]`) and the windows `cols` its [`forward`] kept: `dw` and `db`
+/// (written, not added) and, when asked, `dx` through `dcols` (a buffer).
+#[allow(clippy::too_many_arguments)]
+pub fn backward(
+    c: &Conv,
+    w: &[f32],
+    cols: &[f32],
+    dy: &[f32],
+    m: usize,
+    (dw, db): (&mut [f32], &mut [f32]),
+    dx: Option<(&mut [f32], &mut Vec<f32>)>,
+) {
+    let (rows, p, n) = (m * c.out_h() * c.out_w(), c.patch(), c.c_out);
+    let dy = View::rows(&dy[..rows * n], n);
+    // dW [p, c_out] = colsᵀ [p, rows] · dy [rows, c_out]
+    gemm(
+        p,
+        rows,
+        n,
+        View::transposed(&cols[..rows * p], p),
+        dy,
+        0.0,
+        &mut dw[..p * n],
+    );
+    db[..n].fill(0.0);
+    add_column_sums(&dy.data[..rows * n], n, &mut db[..n]);
+    if let Some((dx, dcols)) = dx {
+        // dcols [rows, p] = dy [rows, c_out] · Wᵀ [c_out, p]
+        dcols.resize(rows * p, 0.0);
+        let wt = View::transposed(&w[..p * n], n);
+        gemm(rows, n, p, dy, wt, 0.0, dcols);
+        col2im(c, dcols, m, dx);
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,225 @@
+//! The convolution against a direct one written out independently (f64
+//! sums over every output and tap, PyTorch's weight order, padding as
+//! bounds checks): outputs, and the exact gradients of `L = Σ out · r`,
+//! which is linear in each of `w`, `b` and `x`.
+
+use super::*;
+
+/// Deterministic values in [-1, 1).
+fn values(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// Shapes of every kind: the Nature CNN's first layer (smaller), MinAtar's
+/// VALID 3x3, padding, a stride that leaves input over, 1x1, a window as big
+/// as the padded input.
+fn shapes() -> Vec<Conv> {
+    let conv = |h, w, c_in, c_out, k, stride, pad| Conv {
+        h,
+        w,
+        c_in,
+        c_out,
+        kh: k,
+        kw: k,
+        stride,
+        pad,
+    };
+    vec![
+        conv(20, 20, 4, 3, 8, 4, 0),
+        conv(10, 10, 4, 16, 3, 1, 0),
+        conv(5, 6, 2, 3, 3, 1, 1),
+        conv(9, 7, 3, 2, 3, 3, 0),
+        conv(4, 4, 5, 2, 1, 1, 0),
+        conv(3, 3, 2, 2, 5, 2, 1),
+        Conv {
+            kh: 2,
+            kw: 3,
+            ..conv(6, 5, 2, 3, 0, 2, 1)
+        },
+    ]
+}
+
+/// The direct convolution and the gradients of `Σ out · r`: `(out, dw in
+/// PyTorch's order, db, dx)`.
+fn direct(
+    c: &Conv,
+    w_torch: &[f32],
+    b: &[f32],
+    x: &[f32],
+    m: usize,
+    r: &[f32],
+) -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>) {
+    let (oh, ow) = (c.out_h(), c.out_w());
+    let mut out = vec![0.0f64; m * oh * ow * c.c_out];
+    let mut dw = vec![0.0f64; c.weights()];
+    let mut db = vec![0.0f64; c.c_out];
+    let mut dx = vec![0.0f64; m * c.in_len()];
+    for s in 0..m {
+        for oy in 0..oh {
+            for ox in 0..ow {
+                for co in 0..c.c_out {
+                    let o = ((s * oh + oy) * ow + ox) * c.c_out + co;
+                    let mut sum = b[co] as f64;
+                    db[co] += r[o] as f64;
+                    for ci in 0..c.c_in {
+                        for ky in 0..c.kh {
+                            for kx in 0..c.kw {
+                                let iy = (oy * c.stride + ky) as isize - c.pad as isize;
+                                let ix = (ox * c.stride + kx) as isize - c.pad as isize;
+                                if iy < 0 || ix < 0 || iy >= c.h as isize || ix >= c.w as isize {
+                                    continue;
+                                }
+                                let xi =
+                                    ((s * c.h + iy as usize) * c.w + ix as usize) * c.c_in + ci;
+                                let wi = ((co * c.c_in + ci) * c.kh + ky) * c.kw + kx;
+                                sum += w_torch[wi] as f64 * x[xi] as f64;
+                                dw[wi] += r[o] as f64 * x[xi] as f64;
+                                dx[xi] += r[o] as f64 * w_torch[wi] as f64;
+                            }
+                        }
+                    }
+                    out[o] = sum;
+                }
+            }
+        }
+    }
+    (out, dw, db, dx)
+}
+
+fn close(what: &str, c: &Conv, got: &[f32], want: &[f64]) {
+    assert_eq!(got.len(), want.len(), "{what} of {c:?}");
+    let scale = want.iter().fold(1e-3f64, |a, &b| a.max(b.abs()));
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g as f64 - w).abs() <= 1e-5 * scale,
+            "{what} of {c:?} at {i}: {g} vs {w}"
+        );
+    }
+}
+
+#[test]
+fn forward_and_gradients_match_the_direct_convolution() {
+    for (k, c) in shapes().into_iter().enumerate() {
+        c.check().unwrap();
+        let m = 2;
+        let w = values(c.weights(), 1 + k as u64);
+        let b = values(c.c_out, 10 + k as u64);
+        let x = values(m * c.in_len(), 20 + k as u64);
+        let r = values(m * c.out_len(), 30 + k as u64);
+        let (want_out, want_dw, want_db, want_dx) = direct(&c, &c.to_torch(&w), &b, &x, m, &r);
+
+        let (mut cols, mut out) = (Vec::new(), vec![f32::NAN; m * c.out_len()]);
+        forward(&c, (&w, &b), &x, m, &mut cols, &mut out);
+        close("output", &c, &out, &want_out);
+
+        let (mut dw, mut db) = (vec![f32::NAN; c.weights()], vec![f32::NAN; c.c_out]);
+        let (mut dx, mut dcols) = (vec![f32::NAN; m * c.in_len()], Vec::new());
+        backward(
+            &c,
+            &w,
+            &cols,
+            &r,
+            m,
+            (&mut dw, &mut db),
+            Some((&mut dx, &mut dcols)),
+        );
+        close("dw", &c, &c.to_torch(&dw), &want_dw);
+        close("db", &c, &db, &want_db);
+        close("dx", &c, &dx, &want_dx);
+    }
+}
+
+/// `col2im` is `im2col`'s transpose: `<im2col(x), y> = <x, col2im(y)>`.
+#[test]
+fn col2im_is_the_transpose_of_im2col() {
+    for (k, c) in shapes().into_iter().enumerate() {
+        let m = 3;
+        let rows = m * c.out_h() * c.out_w();
+        let x = values(m * c.in_len(), 40 + k as u64);
+        let y = values(rows * c.patch(), 50 + k as u64);
+        let mut cols = vec![f32::NAN; rows * c.patch()];
+        im2col(&c, &x, m, &mut cols);
+        let mut back = vec![f32::NAN; m * c.in_len()];
+        col2im(&c, &y, m, &mut back);
+        let dot = |a: &[f32], b: &[f32]| {
+            a.iter()
+                .zip(b)
+                .map(|(&a, &b)| a as f64 * b as f64)
+                .sum::<f64>()
+        };
+        let (lhs, rhs) = (dot(&cols, &y), dot(&x, &back));
+        assert!(
+            (lhs - rhs).abs() < 1e-4 * (1.0 + lhs.abs()),
+            "{c:?}: {lhs} vs {rhs}"
+        );
+    }
+}
+
+#[test]
+fn output_sizes_and_pytorch_order() {
+    // The Nature CNN on an 84x84x4 frame: 20x20x32, 9x9x64, 7x7x64.
+    let nature = [(84, 4, 32, 8, 4), (20, 32, 64, 4, 2), (9, 64, 64, 3, 1)];
+    let sides: Vec<usize> = nature
+        .iter()
+        .map(|&(h, c_in, c_out, k, stride)| {
+            let c = Conv {
+                h,
+                w: h,
+                c_in,
+                c_out,
+                kh: k,
+                kw: k,
+                stride,
+                pad: 0,
+            };
+            c.check().unwrap();
+            c.out_h()
+        })
+        .collect();
+    assert_eq!(sides, [20, 9, 7]);
+    // MinAtar: 10x10 VALID 3x3 -> 8x8.
+    let minatar = Conv {
+        h: 10,
+        w: 10,
+        c_in: 4,
+        c_out: 16,
+        kh: 3,
+        kw: 3,
+        stride: 1,
+        pad: 0,
+    };
+    assert_eq!((minatar.out_h(), minatar.out_len()), (8, 8 * 8 * 16));
+    // Our [ky, kx, ci, co] against PyTorch's [co, ci, ky, kx], one weight.
+    let c = Conv {
+        h: 5,
+        w: 5,
+        c_in: 2,
+        c_out: 3,
+        kh: 2,
+        kw: 4,
+        stride: 1,
+        pad: 0,
+    };
+    // ky = 1, kx = 3, ci = 1, co = 2.
+    let ours = ((c.kw + 3) * c.c_in + 1) * c.c_out + 2;
+    let mut w = vec![0.0; c.weights()];
+    w[ours] = 1.0;
+    let t = c.to_torch(&w);
+    assert_eq!(
+        t.iter().position(|&v| v == 1.0),
+        Some(((2 * 2 + 1) * 2 + 1) * 4 + 3)
+    );
+    assert_eq!(c.from_torch(&t), w);
+    // Shapes with no output are refused.
+    assert!(Conv { kh: 6, ..c }.check().is_err());
+    assert!(Conv { stride: 0, ..c }.check().is_err());
+    assert!(Conv { c_in: 0, ..c }.check().is_err());
+}
