@@ -130,8 +130,13 @@ mod tests {
         (cfg.ppo.anneal_lr, cfg.ppo.anneal_clip) = (true, false);
         let env = sebulba_envs::env_spec("CartPole-v1").expect("env");
         let spec = ModelSpec::new(&env, &cfg.network);
-        let mut trainer = Trainer::fresh(&spec, &cfg.ppo, 1, &crate::engine::EngineChoice::cpu())
-            .expect("trainer");
+        let mut trainer = Trainer::fresh(
+            &spec,
+            cfg.ppo.adam_eps,
+            1,
+            &crate::engine::EngineChoice::cpu(),
+        )
+        .expect("trainer");
         let mut rule = UpdateRule::for_run(&cfg, &spec, 0, &mut trainer);
         assert!(matches!(rule, UpdateRule::Ppo));
         let batch = crate::TrajectoryBuilder::new(64, 8, spec.obs_dim)

@@ -7,17 +7,16 @@ use crate::engine::{EngineChoice, EngineError, TrainState, UpdateEngine};
 use crate::trajectory::BatchActions;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use sebulba_core::config::{Algorithm, PpoConfig, RunConfig};
+use sebulba_core::config::{Algorithm, RunConfig};
 use sebulba_core::distribution::{ActionDist, log_softmax_row, tanh_normal_log_prob};
 use sebulba_core::model::{ModelSpec, RunningMeanStd};
 use sebulba_core::weights::WeightsError;
-use sebulba_fused::net::Layout;
 
 /// The trainer's part of a checkpoint: the parameters and Adam's state, and a
 /// seed for the shuffles and noise from here on.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TrainerState {
-    pub engine: TrainState,
+    pub state: TrainState,
     pub rng_seed: u64,
 }
 
@@ -49,15 +48,15 @@ impl Trainer {
         })
     }
 
-    /// A fresh network (initialised from `seed`) on `choice`'s engine, with
-    /// `cfg`'s Adam epsilon.
+    /// A fresh network (initialised from `seed`) on `choice`'s engine,
+    /// stepping Adam with epsilon `adam_eps`.
     pub fn fresh(
         spec: &ModelSpec,
-        cfg: &PpoConfig,
+        adam_eps: f64,
         seed: u64,
         choice: &EngineChoice,
     ) -> Result<Self, EngineError> {
-        Self::new(spec, &initial_state(spec, seed), choice, cfg.adam_eps, seed)
+        Self::new(spec, &initial_state(spec, seed), choice, adam_eps, seed)
     }
 
     /// The trainer a run asks for: a fresh network from `run.seed` on the
@@ -169,11 +168,11 @@ impl Trainer {
     /// What a checkpoint keeps of the trainer. The RNG is re-seeded with the saved
     /// seed, so a run resumed from this point and one that never stopped draw
     /// the same minibatches.
-    pub fn save_state(&mut self) -> Result<TrainerState, EngineError> {
-        let engine = self.engine.save()?;
+    pub fn checkpoint_state(&mut self) -> Result<TrainerState, EngineError> {
+        let state = self.engine.save()?;
         let rng_seed: u64 = self.rng.random();
         self.rng = StdRng::seed_from_u64(rng_seed);
-        Ok(TrainerState { engine, rng_seed })
+        Ok(TrainerState { state, rng_seed })
     }
 
     /// Restores a [`TrainerState`] (the observation statistics are
@@ -181,15 +180,15 @@ impl Trainer {
     /// hold what no learner writes: another network's size or non-finite
     /// values are refused, and the trainer is left as it was.
     pub fn load_state(&mut self, state: &TrainerState) -> Result<(), EngineError> {
-        let len = Layout::new(&self.spec.arch()).len;
+        let len = sebulba_core::model::flat::state_len(&self.spec);
         state
-            .engine
+            .state
             .check(len)
-            .map_err(|reason| EngineError::Record {
+            .map_err(|reason| EngineError::State {
                 what: "checkpoint",
                 reason,
             })?;
-        self.engine.load(&state.engine)?;
+        self.engine.load(&state.state)?;
         self.rng = StdRng::seed_from_u64(state.rng_seed);
         Ok(())
     }

@@ -9,6 +9,8 @@ use crate::kernels::wide;
 /// Adam's hyper-parameters: burn's defaults, with the run's epsilon.
 const BETA_1: f32 = 0.9;
 const BETA_2: f32 = 0.999;
+/// The most steps a state may count (the bias correction's power is an i32).
+pub const MAX_STEPS: usize = i32::MAX as usize - 1;
 
 /// Parameters and Adam's state, in layout order.
 #[derive(Clone, Debug, PartialEq)]
@@ -33,8 +35,9 @@ impl TrainState {
         }
     }
 
-    /// Refuses what no learner writes: vectors of other lengths than
-    /// `len`, non-finite values (naming the part).
+    /// Refuses what no learner writes (naming the part): vectors of other
+    /// lengths than `len`, non-finite values, a negative second moment, moments
+    /// before any step, or more steps than Adam's bias correction counts.
     pub fn check(&self, len: usize) -> Result<(), String> {
         for (name, v) in [("params", &self.params), ("m1", &self.m1), ("m2", &self.m2)] {
             if v.len() != len {
@@ -46,6 +49,16 @@ impl TrainState {
             if let Some(i) = v.iter().position(|x| !x.is_finite()) {
                 return Err(format!("`{name}` holds a non-finite value at {i}"));
             }
+        }
+        if let Some(i) = self.m2.iter().position(|&v| v < 0.0) {
+            return Err(format!("`m2` holds a negative value at {i}"));
+        }
+        if self.time > MAX_STEPS {
+            return Err(format!("`time`: {} steps (at most {MAX_STEPS})", self.time));
+        }
+        let moved = self.m1.iter().chain(&self.m2).any(|&v| v != 0.0);
+        if self.time == 0 && moved {
+            return Err("`time`: 0 steps with non-zero moments".into());
         }
         Ok(())
     }
@@ -149,5 +162,13 @@ mod tests {
         assert!(s.check(4).unwrap_err().contains("`params`"));
         s.m2[1] = f32::INFINITY;
         assert!(s.check(3).unwrap_err().contains("`m2`"));
+        s.m2[1] = -1e-9;
+        assert!(s.check(3).unwrap_err().contains("negative"));
+        s.m2[1] = 0.5;
+        assert!(s.check(3).unwrap_err().contains("0 steps"));
+        s.time = MAX_STEPS + 1;
+        assert!(s.check(3).unwrap_err().contains("`time`"));
+        s.time = 7;
+        assert!(s.check(3).is_ok());
     }
 }

@@ -3,9 +3,10 @@
 //! has) and weights `[kh, kw, c_in, c_out]`, so a layer is one matrix product
 //! of the input's windows laid out as rows ([`im2col`]) with the weights, and
 //! its output is NHWC again. The backward pass is two more products and the
-//! windows' gradients added back where they came from ([`col2im`]). The
-//! published file carries PyTorch's `[c_out, c_in, kh, kw]`
-//! ([`Conv::to_torch`]).
+//! windows' gradients added back where they came from ([`col2im`]).
+//! [`Conv::to_torch`] gives PyTorch's `[c_out, c_in, kh, kw]` order, the one
+//! the published file is to carry. Not yet part of [`crate::Arch`]: the
+//! networks, the configuration and burn's model take it up next.
 
 use crate::kernels::{View, add_column_sums, gemm};
 

@@ -9,10 +9,11 @@
 //! [`net`] and [`backward`] are the passes, [`adam`] the optimizer step and
 //! [`TrainState`] what a learner keeps (the parameters and Adam's moments in
 //! layout order). [`file`] writes and reads the published file straight
-//! from the flat vector, [`FusedPolicy`] acts with it. The PPO and DQN loss
-//! gradients that drive the backward pass live with the algorithms
-//! (`sebulba_algorithms::engine::fused`); burn converts to and from the flat
-//! vector at its own edge (`sebulba_core::model::flat`).
+//! from the flat vector, [`FusedPolicy`] acts with it. [`conv`] is the
+//! convolution (forward and backward) pixel networks will be built from. The
+//! PPO and DQN loss gradients that drive the backward pass live with the
+//! algorithms (`sebulba_algorithms::engine::fused`); burn converts to and
+//! from the flat vector at its own edge (`sebulba_core::model::flat`).
 //!
 //! Covered: MLP torsos (separate or shared, tanh or relu) without LayerNorm,
 //! with or without observation normalisation.

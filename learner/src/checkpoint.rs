@@ -117,7 +117,7 @@ impl Checkpoint {
 
     pub fn encode(&self) -> Result<Vec<u8>, serde_json::Error> {
         let meta = serde_json::to_vec(&self.meta)?;
-        let e = &self.trainer.engine;
+        let e = &self.trainer.state;
         let mut out = Vec::with_capacity(256 + meta.len() + 12 * e.params.len());
         out.extend_from_slice(MAGIC);
         put(&mut out, &meta);
@@ -141,7 +141,7 @@ impl Checkpoint {
         }
         if bytes.starts_with(b"SEBCKPT2") {
             return Err(corrupt(
-                "magic: format 2 (burn records, sebulba before 2026-11-26); finish the run \
+                "magic: format 2 (burn records, written by sebulba up to commit 2c1b005); finish the run \
                  with the build that wrote it, or start afresh",
             ));
         }
@@ -173,7 +173,7 @@ impl Checkpoint {
         Ok(Self {
             meta,
             trainer: TrainerState {
-                engine: TrainState {
+                state: TrainState {
                     params,
                     m1,
                     m2,
@@ -236,7 +236,7 @@ mod tests {
                 },
             },
             trainer: TrainerState {
-                engine: TrainState {
+                state: TrainState {
                     params: vec![1.0, -2.5, 3.25],
                     m1: vec![0.5, 0.0, -0.125],
                     m2: vec![0.25, 1e-9, 7.0],

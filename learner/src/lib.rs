@@ -33,8 +33,6 @@ pub enum LearnerError {
     Config(#[from] sebulba_core::config::ConfigError),
     #[error(transparent)]
     Env(#[from] sebulba_envs::EnvError),
-    #[error("field `learner.devices`: {0}")]
-    Devices(String),
     #[error("run directory: {0}")]
     Resume(String),
     #[error("{0}: {1}")]

@@ -233,7 +233,7 @@ fn spawn_loop(
     resume: Option<Checkpoint>,
 ) -> Result<oneshot::Receiver<Result<LoopOutcome, LearnerError>>, LearnerError> {
     let cfg = &ctx.shared.config;
-    info!(devices = ?cfg.learner.devices, "learner replicas");
+    info!(devices = ?cfg.learner.devices, "learner devices");
     let trainer = Trainer::for_run(&ctx.model_spec, cfg)?;
     info!(
         engine = trainer.engine(),

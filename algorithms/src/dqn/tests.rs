@@ -250,3 +250,41 @@ fn two_replicas_take_the_q_steps_of_one() {
     let second = two.replica_states().unwrap()[1].params.clone();
     assert_eq!(pb, second, "the replicas drifted apart");
 }
+
+/// burn steps only the parameters a loss reaches (a Q step never reaches the
+/// value head): a checkpoint still saves, resumes on either engine, and a
+/// resumed run saves again and continues as the original does.
+#[test]
+fn q_steps_checkpoint_and_resume_on_either_engine() {
+    let mut replay = Replay::new(1000, 2);
+    replay.push_batch(&ongoing(60));
+    let s = settings(5, 1e-3);
+    for from_fused in [false, true] {
+        let mut original = on(from_fused, 6);
+        original.sync_target();
+        q_update(&mut original, &replay, &s).unwrap();
+        let saved = original
+            .checkpoint_state()
+            .expect("a checkpoint after Q steps");
+        assert_eq!(saved.state.time, 5);
+        for to_fused in [false, true] {
+            let label = format!("fused {from_fused} -> fused {to_fused}");
+            let mut resumed = on(to_fused, 1);
+            resumed.load_state(&saved).unwrap();
+            assert_eq!(resumed.state().unwrap(), saved.state, "{label}");
+            let mut again = on(from_fused, 1);
+            again.load_state(&saved).unwrap();
+            for t in [&mut resumed, &mut again] {
+                t.sync_target();
+                q_update(t, &replay, &s).unwrap();
+            }
+            let next = resumed
+                .checkpoint_state()
+                .expect("a resumed run saves again");
+            assert_eq!(next.state.time, 10, "{label}");
+            let d = max_diff(&params(&resumed), &params(&again));
+            let limit = if from_fused == to_fused { 0.0 } else { 1e-4 };
+            assert!(d <= limit, "{label}: {d} apart");
+        }
+    }
+}

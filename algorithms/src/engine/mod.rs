@@ -37,8 +37,10 @@ pub enum EngineError {
     Collective(String),
     #[error("field `learner.engine`: the fused engine does not cover {0}")]
     Unsupported(String),
+    /// A state that cannot be saved or loaded (a checkpoint's, or burn's
+    /// conversion of it).
     #[error("{what}: {reason}")]
-    Record { what: &'static str, reason: String },
+    State { what: &'static str, reason: String },
 }
 
 /// Which engine takes the steps, and on what.

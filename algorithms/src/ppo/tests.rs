@@ -14,7 +14,7 @@ use crate::engine::burn::tests::{Inner, cfg, spec};
 
 /// A fresh network on one CPU device (burn).
 fn on_cpu(s: &ModelSpec, c: &PpoConfig, seed: u64) -> Trainer {
-    Trainer::fresh(s, c, seed, &EngineChoice::cpu()).unwrap()
+    Trainer::fresh(s, c.adam_eps, seed, &EngineChoice::cpu()).unwrap()
 }
 
 /// The network in `state` on `devices` CPU devices (burn).
@@ -214,7 +214,7 @@ fn obs_norm_statistics_survive_an_update() {
     };
     let c = cfg();
     for choice in [EngineChoice::cpu(), EngineChoice::Fused { threads: 1 }] {
-        let mut ppo = Trainer::fresh(&s, &c, 3, &choice).unwrap();
+        let mut ppo = Trainer::fresh(&s, c.adam_eps, 3, &choice).unwrap();
         let mut stats = sebulba_core::model::RunningMeanStd::new(2);
         stats.update(&[1.0, 2.0, 3.0, 6.0]);
         ppo.set_obs_stats(&stats);
@@ -354,25 +354,25 @@ fn a_restored_ppo_has_the_saved_adam_state_and_continues_exactly() {
     let data = toy_data(64);
     for choice in [EngineChoice::cpu(), EngineChoice::Fused { threads: 1 }] {
         let e = format!("{choice:?}");
-        let mut a = Trainer::fresh(&s, &c, 1, &choice).unwrap();
+        let mut a = Trainer::fresh(&s, c.adam_eps, 1, &choice).unwrap();
         for _ in 0..3 {
             crate::ppo::update(&mut a, &data, &c, 1e-2, 0.2).unwrap();
         }
-        let saved = a.save_state().unwrap();
-        assert!(saved.engine.time > 0, "{e}: Adam has stepped");
-        assert!(saved.engine.m2.iter().any(|&v| v > 0.0), "{e}");
+        let saved = a.checkpoint_state().unwrap();
+        assert!(saved.state.time > 0, "{e}: Adam has stepped");
+        assert!(saved.state.m2.iter().any(|&v| v > 0.0), "{e}");
 
         // Another run's learner (other init, other RNG) restored from the checkpoint.
-        let mut b = Trainer::fresh(&s, &c, 99, &choice).unwrap();
+        let mut b = Trainer::fresh(&s, c.adam_eps, 99, &choice).unwrap();
         assert_ne!(params(&a), params(&b));
         b.load_state(&saved).unwrap();
-        assert_eq!(b.state().unwrap(), saved.engine, "{e}: the state as saved");
+        assert_eq!(b.state().unwrap(), saved.state, "{e}: the state as saved");
 
         // A control with the same weights and RNG but a fresh Adam.
-        let mut control = Trainer::fresh(&s, &c, 7, &choice).unwrap();
+        let mut control = Trainer::fresh(&s, c.adam_eps, 7, &choice).unwrap();
         control
             .load_state(&TrainerState {
-                engine: TrainState::new(saved.engine.params.clone()),
+                state: TrainState::new(saved.state.params.clone()),
                 ..saved.clone()
             })
             .unwrap();
@@ -472,7 +472,7 @@ fn at_zero_lag_the_first_steps_ratio_is_one_in_both_engines() {
     (c.epochs, c.minibatches, c.ent_coef) = (1, 1, 0.0);
     for (env_id, s, mut data) in cases {
         for choice in [EngineChoice::cpu(), EngineChoice::Fused { threads: 1 }] {
-            let mut ppo = Trainer::fresh(&s, &c, 3, &choice).unwrap();
+            let mut ppo = Trainer::fresh(&s, c.adam_eps, 3, &choice).unwrap();
             data.old_log_probs = actor_log_probs(&ppo, env_id, &s, &data);
             let stats = crate::ppo::update(&mut ppo, &data, &c, 0.0, 0.2).unwrap();
             let engine = ppo.engine();
@@ -505,7 +505,7 @@ fn non_finite_steps_are_skipped_and_leave_the_weights_finite() {
     c.adv_norm = AdvantageNorm::Off;
     let finite = |ppo: &Trainer| params(ppo).iter().all(|x| x.is_finite());
     let (one, two) = one_and_two_devices(&s, &c, 5);
-    let fused = Trainer::fresh(&s, &c, 5, &EngineChoice::Fused { threads: 1 }).unwrap();
+    let fused = Trainer::fresh(&s, c.adam_eps, 5, &EngineChoice::Fused { threads: 1 }).unwrap();
     for (label, mut ppo) in [("burn x1", one), ("burn x2", two), ("fused", fused)] {
         // Every sample's return is NaN: nothing steps, nothing moves.
         let mut all_bad = toy_data(64);
@@ -543,17 +543,17 @@ fn a_state_with_a_non_finite_weight_is_refused() {
     let s = spec();
     let c = cfg();
     let mut fresh = on_cpu(&s, &c, 1);
-    let good = fresh.save_state().unwrap();
+    let good = fresh.checkpoint_state().unwrap();
     let before = fresh.state().unwrap();
     let mut nan = good.clone();
-    nan.engine.params[3] = f32::NAN;
+    nan.state.params[3] = f32::NAN;
     let Err(e) = fresh.load_state(&nan) else {
         panic!("refused");
     };
     assert!(e.to_string().contains("non-finite"), "{e}");
     // Another network's state (one value short) is refused too, naming the part.
     let mut short = good.clone();
-    short.engine.m1.pop();
+    short.state.m1.pop();
     let e = fresh.load_state(&short).expect_err("refused");
     assert!(e.to_string().contains("`m1`"), "{e}");
     assert_eq!(fresh.state().unwrap(), before, "the trainer is as it was");
@@ -601,11 +601,11 @@ fn a_resumed_trainer_publishes_the_file_the_original_would() {
         .iter()
         .flat_map(|a| engines.iter().map(move |b| (a, b)))
     {
-        let mut original = Trainer::fresh(&s, &c, 4, from).unwrap();
+        let mut original = Trainer::fresh(&s, c.adam_eps, 4, from).unwrap();
         original.set_obs_stats(&stats);
         crate::ppo::update(&mut original, &toy_data(64), &c, 1e-2, 0.2).unwrap();
-        let saved = original.save_state().unwrap();
-        let mut resumed = Trainer::fresh(&s, &c, 9, to).unwrap();
+        let saved = original.checkpoint_state().unwrap();
+        let mut resumed = Trainer::fresh(&s, c.adam_eps, 9, to).unwrap();
         resumed.load_state(&saved).unwrap();
         resumed.set_obs_stats(&stats);
         // (The header's key order varies: compare what the file holds.)
@@ -616,5 +616,39 @@ fn a_resumed_trainer_publishes_the_file_the_original_would() {
             want.1.is_some_and(|n| n.mean()[0] != 0.0),
             "statistics published"
         );
+    }
+}
+
+/// A LayerNorm network (burn only) keeps its norms' scales and shifts, and
+/// their Adam state, across a checkpoint: the resumed learner continues
+/// exactly.
+#[test]
+fn a_layer_norm_network_resumes_exactly() {
+    use sebulba_core::config::LayerNormPlacement;
+    for placement in [LayerNormPlacement::Pre, LayerNormPlacement::Post] {
+        let mut s = spec();
+        s.network.layer_norm = placement;
+        let c = cfg();
+        let data = toy_data(64);
+        let mut a = on_cpu(&s, &c, 2);
+        crate::ppo::update(&mut a, &data, &c, 1e-2, 0.2).unwrap();
+        let saved = a.checkpoint_state().unwrap();
+        let layout_len = sebulba_fused::net::Layout::new(&s.arch()).len;
+        assert_eq!(
+            saved.state.params.len(),
+            layout_len + 2 * 2 * 4,
+            "{placement:?}"
+        );
+        let norms = &saved.state.params[layout_len..];
+        assert!(
+            norms.iter().any(|&v| v != 1.0 && v != 0.0),
+            "{placement:?}: the norms trained"
+        );
+        let mut b = on_cpu(&s, &c, 8);
+        b.load_state(&saved).unwrap();
+        assert_eq!(b.state().unwrap(), saved.state, "{placement:?}");
+        crate::ppo::update(&mut a, &data, &c, 1e-2, 0.2).unwrap();
+        crate::ppo::update(&mut b, &data, &c, 1e-2, 0.2).unwrap();
+        assert_eq!(params(&a), params(&b), "{placement:?}");
     }
 }

@@ -113,7 +113,7 @@ mod tests {
                     true => EngineChoice::Fused { threads: 1 },
                     false => EngineChoice::cpu(),
                 };
-                let mut ppo = Trainer::fresh(&spec, &cfg.ppo, 3, &choice).unwrap();
+                let mut ppo = Trainer::fresh(&spec, cfg.ppo.adam_eps, 3, &choice).unwrap();
                 let engine = ppo.engine();
                 let mut norms = Normalizers::new(&cfg, spec.obs_dim);
                 let train = |ppo: &mut Trainer,

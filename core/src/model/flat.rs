@@ -2,7 +2,9 @@
 //! ([`sebulba_fused::net::Layout`] order): the edge where burn converts. A
 //! learner's state is the flat vector (`sebulba_fused::TrainState`); the burn
 //! engine writes it into its model keeping the parameter ids (which Adam's
-//! state and the all-reduce are keyed by) and reads it back.
+//! state and the all-reduce are keyed by) and reads it back. A network with
+//! LayerNorm (burn only) has its scales and shifts after the layout's
+//! parameters ([`state_len`]).
 
 use crate::model::{ActorCritic, ModelSpec};
 use burn::module::{Param, ParamId};
@@ -32,6 +34,40 @@ fn linears_mut<B: Backend>(m: &mut ActorCritic<B>) -> Vec<&mut Linear<B>> {
         .chain(critic)
         .chain([&mut m.policy_head, &mut m.value_head])
         .collect()
+}
+
+/// The LayerNorms' learned tensors, after the layout's: each norm's scale
+/// then shift, the actor torso's norms first.
+fn norm_params<B: Backend>(m: &ActorCritic<B>) -> Vec<&Param<Tensor<B, 1>>> {
+    let critic = m.critic.iter().flat_map(|c| c.norms.iter());
+    m.actor
+        .norms
+        .iter()
+        .chain(critic)
+        .flat_map(|n| std::iter::once(&n.gamma).chain(n.beta.as_ref()))
+        .collect()
+}
+
+fn norm_params_mut<B: Backend>(m: &mut ActorCritic<B>) -> Vec<&mut Param<Tensor<B, 1>>> {
+    let critic = m.critic.iter_mut().flat_map(|c| c.norms.iter_mut());
+    m.actor
+        .norms
+        .iter_mut()
+        .chain(critic)
+        .flat_map(|n| std::iter::once(&mut n.gamma).chain(n.beta.as_mut()))
+        .collect()
+}
+
+/// Floats in a learner's state of `spec`'s network: the layout's, and two
+/// per hidden unit of each torso with LayerNorm (its scale and shift).
+pub fn state_len(spec: &ModelSpec) -> usize {
+    let n = &spec.network;
+    let torsos = if n.shared_torso { 1 } else { 2 };
+    let norms = match n.layer_norm {
+        crate::config::LayerNormPlacement::None => 0,
+        _ => 2 * torsos * n.hidden.iter().sum::<usize>(),
+    };
+    Layout::new(&spec.arch()).len + norms
 }
 
 fn denses(layout: &Layout) -> Vec<Dense> {
@@ -71,12 +107,26 @@ pub fn param_slots<B: Backend>(
         slots.push((l.weight.id, d.w, vec![d.d_in, d.d_out]));
         slots.push((bias.id, d.b, vec![d.d_out]));
     }
+    let mut at = layout.len;
+    for p in norm_params(m) {
+        let [d] = p.dims();
+        slots.push((p.id, at, vec![d]));
+        at += d;
+    }
     Ok(slots)
 }
 
-/// The model's trainable parameters, in layout order.
+/// The model's trainable parameters: the layout's, then the LayerNorms'.
 pub fn read_params<B: Backend>(layout: &Layout, m: &ActorCritic<B>) -> Result<Vec<f32>, String> {
-    let mut p = vec![0.0f32; layout.len];
+    let norms = norm_params(m);
+    let extra: usize = norms.iter().map(|p| p.dims()[0]).sum();
+    let mut p = vec![0.0f32; layout.len + extra];
+    let mut at = layout.len;
+    for n in norms {
+        let v = floats(n.val(), "layer norm")?;
+        p[at..at + v.len()].copy_from_slice(&v);
+        at += v.len();
+    }
     for (l, d) in linears(m).into_iter().zip(denses(layout)) {
         let bias = l.bias.as_ref().ok_or("a linear layer without a bias")?;
         if l.weight.dims() != [d.d_in, d.d_out] {
@@ -92,18 +142,42 @@ pub fn read_params<B: Backend>(layout: &Layout, m: &ActorCritic<B>) -> Result<Ve
     Ok(p)
 }
 
-/// Writes `p` into the model's parameters, keeping their ids (what Adam's
-/// state is keyed by).
-pub fn write_params<B: Backend>(layout: &Layout, p: &[f32], m: &mut ActorCritic<B>) {
+/// Writes `p` (what [`read_params`] gives) into the model's parameters,
+/// keeping their ids (what Adam's state is keyed by); a vector of another
+/// length is refused.
+pub fn write_params<B: Backend>(
+    layout: &Layout,
+    p: &[f32],
+    m: &mut ActorCritic<B>,
+) -> Result<(), String> {
+    let extra: usize = norm_params(m).iter().map(|n| n.dims()[0]).sum();
+    if p.len() != layout.len + extra {
+        return Err(format!(
+            "{} parameters for a network of {}",
+            p.len(),
+            layout.len + extra
+        ));
+    }
+    let tensor = |v: &[f32], device: &B::Device| {
+        Tensor::from_data(TensorData::new(v.to_vec(), [v.len()]), device).require_grad()
+    };
     for (l, d) in linears_mut(m).into_iter().zip(denses(layout)) {
         let device = l.weight.val().device();
         let w = TensorData::new(p[d.w..d.b].to_vec(), [d.d_in, d.d_out]);
         l.weight = Param::initialized(l.weight.id, Tensor::from_data(w, &device).require_grad());
         if let Some(bias) = &mut l.bias {
-            let b = TensorData::new(p[d.b..d.b + d.d_out].to_vec(), [d.d_out]);
-            *bias = Param::initialized(bias.id, Tensor::from_data(b, &device).require_grad());
+            let b = tensor(&p[d.b..d.b + d.d_out], &device);
+            *bias = Param::initialized(bias.id, b);
         }
     }
+    let mut at = layout.len;
+    for n in norm_params_mut(m) {
+        let [d] = n.dims();
+        let device = n.val().device();
+        *n = Param::initialized(n.id, tensor(&p[at..at + d], &device));
+        at += d;
+    }
+    Ok(())
 }
 
 /// The model's observation normaliser (`None` when it has none).
@@ -184,7 +258,7 @@ mod tests {
             let layout = Layout::new(&spec.arch());
             let p = read_params(&layout, &m).unwrap();
             let mut other = spec.init::<CpuBackend>(&dev);
-            write_params(&layout, &p, &mut other);
+            write_params(&layout, &p, &mut other).unwrap();
             assert_eq!(read_params(&layout, &other).unwrap(), p);
         }
         let mut spec = ModelSpec::new(&env_spec("CartPole-v1").unwrap(), &nets[0]);

@@ -1,7 +1,9 @@
 //! Observation normalisation inside the policy: running mean and variance kept
 //! as non-trainable parameters, so they travel with the weights and every role
 //! (actor, evaluator, learner) normalises every observation, post-reset ones
-//! included, identically. The learner sets them from [`RunningMeanStd`] before SGD.
+//! included, identically. The learner sets them from [`RunningMeanStd`] after
+//! each update's SGD, so they go out with the new weights. (The fused engine's
+//! copy of the layer is `sebulba_fused::ObsNorm`.)
 
 use burn::module::{Module, Param, ParamId};
 use burn::tensor::{Tensor, TensorData, backend::Backend};

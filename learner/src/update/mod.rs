@@ -71,6 +71,30 @@ pub struct LoopOutcome {
     pub failure: Option<String>,
 }
 
+/// A checkpoint's observation statistics fit `spec`'s network: present when
+/// it normalises, one mean and one non-negative variance per feature.
+fn check_obs_stats(
+    spec: &ModelSpec,
+    stats: Option<&sebulba_core::model::RunningMeanStd>,
+) -> Result<(), LearnerError> {
+    let d = spec.obs_dim;
+    match stats {
+        _ if !spec.network.obs_norm => Ok(()),
+        None => Err(LearnerError::Resume(
+            "checkpoint: no observation statistics, but the network normalises observations".into(),
+        )),
+        Some(s) if s.mean.len() != d || s.var.len() != d || s.var.iter().any(|&v| v < 0.0) => {
+            Err(LearnerError::Resume(format!(
+                "checkpoint: observation statistics of {} means and {} variances (each >= 0), \
+                 the observation has {d} features",
+                s.mean.len(),
+                s.var.len()
+            )))
+        }
+        Some(_) => Ok(()),
+    }
+}
+
 /// Consecutive updates in which every minibatch step had a non-finite loss or
 /// gradient before the run stops: the weights have not moved for that long,
 /// and more of the same data will not fix them.
@@ -187,12 +211,13 @@ impl UpdateLoop {
         })
     }
 
-    /// Restores PPO, the normalisers and the counters from a checkpoint.
+    /// Restores the trainer, the normalisers and the counters from a checkpoint.
     fn restore(&mut self, ck: Checkpoint) -> Result<Progress, LearnerError> {
+        check_obs_stats(&self.ctx.model_spec, ck.meta.obs_stats.as_ref())?;
         self.trainer.load_state(&ck.trainer)?;
         // The network's normaliser is made from the f64 statistics, as after
         // every update.
-        if let Some(stats) = &ck.meta.obs_stats {
+        if let (true, Some(stats)) = (self.ctx.model_spec.network.obs_norm, &ck.meta.obs_stats) {
             self.trainer.set_obs_stats(stats);
         }
         self.ctx.normalizers.obs = ck.meta.obs_stats;
@@ -373,7 +398,7 @@ impl UpdateLoop {
     }
 
     fn write_checkpoint(&mut self, at: Progress) -> Result<(), LearnerError> {
-        let trainer = self.trainer.save_state()?;
+        let trainer = self.trainer.checkpoint_state()?;
         let c = &self.ctx.shared.config;
         let ck = Checkpoint {
             meta: Meta {
@@ -400,6 +425,29 @@ impl UpdateLoop {
 mod tests {
     use super::*;
     use sebulba_algorithms::ppo::PpoStats;
+    use sebulba_core::model::RunningMeanStd;
+
+    /// A checkpoint's statistics must fit the network that normalises.
+    #[test]
+    fn a_checkpoint_without_fitting_statistics_is_refused() {
+        let mut cfg = sebulba_core::config::RunConfig::preset("CartPole-v1").unwrap();
+        let env = sebulba_envs::env_spec("CartPole-v1").unwrap();
+        let plain = ModelSpec::new(&env, &cfg.network);
+        cfg.network.obs_norm = true;
+        let normalising = ModelSpec::new(&env, &cfg.network);
+        let mut good = RunningMeanStd::new(4);
+        good.update(&[1.0, 2.0, 3.0, 4.0, 0.0, 1.0, 0.0, 1.0]);
+        assert!(check_obs_stats(&normalising, Some(&good)).is_ok());
+        assert!(check_obs_stats(&plain, None).is_ok());
+        let e = check_obs_stats(&normalising, None).unwrap_err();
+        assert!(e.to_string().contains("no observation statistics"), "{e}");
+        let short = RunningMeanStd::new(3);
+        let e = check_obs_stats(&normalising, Some(&short)).unwrap_err();
+        assert!(e.to_string().contains("3 means"), "{e}");
+        let mut negative = good.clone();
+        negative.var[2] = -1.0;
+        assert!(check_obs_stats(&normalising, Some(&negative)).is_err());
+    }
 
     /// Updates that step on nothing finite count up; one good step resets.
     #[test]

@@ -12,16 +12,25 @@ use sebulba_core::model::ActorCritic;
 use sebulba_core::model::flat::{floats, param_slots};
 use sebulba_fused::net::Layout;
 
-/// Adam's moments in layout order and its step count, from burn's record; a
-/// parameter without state (no step taken yet) has zero moments.
+/// Adam's moments in the flat vector's order and its step count, from burn's
+/// record; a parameter without state (no step taken yet) has zero moments.
+/// burn counts steps per parameter and skips one without a gradient (DQN's
+/// value head): the state's count is the largest, which every parameter that
+/// steps has.
 pub fn read_adam<B: AutodiffBackend>(
     layout: &Layout,
     m: &ActorCritic<B>,
     mut record: AdamRecord<B>,
 ) -> Result<(Vec<f32>, Vec<f32>, usize), String> {
-    let (mut m1, mut m2) = (vec![0.0f32; layout.len], vec![0.0f32; layout.len]);
-    let mut time: Option<usize> = None;
-    for (id, at, shape) in param_slots(layout, m)? {
+    let slots = param_slots(layout, m)?;
+    let len = slots
+        .iter()
+        .map(|(_, at, shape)| at + shape.iter().product::<usize>())
+        .max()
+        .unwrap_or(0);
+    let (mut m1, mut m2) = (vec![0.0f32; len], vec![0.0f32; len]);
+    let mut time = 0;
+    for (id, at, shape) in slots {
         let Some(r) = record.remove(&id) else {
             continue;
         };
@@ -44,14 +53,11 @@ pub fn read_adam<B: AutodiffBackend>(
         if a.len() != len || b.len() != len {
             return Err(format!("Adam state of {id:?} has the wrong size"));
         }
-        if time.is_some_and(|seen| seen != t) {
-            return Err("Adam state: parameters at different step counts".into());
-        }
-        time = Some(t);
+        time = time.max(t);
         m1[at..at + len].copy_from_slice(&a);
         m2[at..at + len].copy_from_slice(&b);
     }
-    Ok((m1, m2, time.unwrap_or(0)))
+    Ok((m1, m2, time))
 }
 
 /// burn's Adam record for moments `m1`, `m2` after `time` steps (empty before the first).
@@ -66,7 +72,20 @@ pub fn write_adam<B: AutodiffBackend>(
     if time == 0 {
         return Ok(record);
     }
-    for (id, at, shape) in param_slots(layout, m)? {
+    let slots = param_slots(layout, m)?;
+    let needed = slots
+        .iter()
+        .map(|(_, at, shape)| at + shape.iter().product::<usize>())
+        .max()
+        .unwrap_or(0);
+    if m1.len() != needed || m2.len() != needed {
+        return Err(format!(
+            "moments of {} and {} values for a network of {needed}",
+            m1.len(),
+            m2.len()
+        ));
+    }
+    for (id, at, shape) in slots {
         let len: usize = shape.iter().product();
         let device = m.policy_head.weight.val().device();
         let t = |v: &[f32]| TensorData::new(v[at..at + len].to_vec(), shape.clone());

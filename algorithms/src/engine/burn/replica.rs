@@ -65,11 +65,17 @@ impl<B: AutodiffBackend> Replica<B> {
 
     /// Replaces the parameters (keeping their ids) and Adam's state.
     pub fn load_state(&mut self, layout: &Layout, state: &TrainState) -> Result<(), EngineError> {
-        let model = self.model.as_mut().ok_or(EngineError::Record {
+        let model = self.model.as_mut().ok_or(EngineError::State {
             what: "model",
             reason: "lost in a failed step".into(),
         })?;
-        write_params(layout, &state.params, model);
+        // Moments as long as the parameters, everything finite and in range;
+        // then parameters as many as the model's: checked before anything is
+        // written.
+        state
+            .check(state.params.len())
+            .map_err(record("the learner's state"))?;
+        write_params(layout, &state.params, model).map_err(record("parameters"))?;
         let adam = adam::write_adam(layout, model, &state.m1, &state.m2, state.time)
             .map_err(record("Adam state"))?;
         self.set_optim_record(adam);
@@ -264,7 +270,7 @@ fn sum_scalar<I: Backend>(peer: PeerId, x: f64, device: &I::Device) -> Result<f6
 }
 
 fn record(what: &'static str) -> impl Fn(String) -> EngineError {
-    move |reason| EngineError::Record { what, reason }
+    move |reason| EngineError::State { what, reason }
 }
 
 pub(crate) fn scalar<B: Backend>(t: Tensor<B, 1>) -> f64 {

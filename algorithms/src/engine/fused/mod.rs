@@ -61,7 +61,7 @@ impl FusedEngine {
     ) -> Result<Self, EngineError> {
         Self::check(spec, 1)?;
         let mut cpu = Fused::new(spec, threads, adam_eps);
-        cpu.load(state).map_err(|reason| EngineError::Record {
+        cpu.load(state).map_err(|reason| EngineError::State {
             what: "the fused engine's state",
             reason,
         })?;
@@ -136,7 +136,7 @@ impl UpdateEngine for FusedEngine {
     }
 
     fn load(&mut self, state: &TrainState) -> Result<(), EngineError> {
-        self.cpu.load(state).map_err(|reason| EngineError::Record {
+        self.cpu.load(state).map_err(|reason| EngineError::State {
             what: "the fused engine's state",
             reason,
         })

@@ -489,7 +489,7 @@ fn checkpoints_cross_between_the_engines() {
         let cfg = &case.cfg;
         let mut fused = on_cpu(&case.spec, &m, cfg, 5, true);
         crate::ppo::update(&mut fused, &data, cfg, 3e-3, 0.2).unwrap();
-        let state = fused.save_state().unwrap();
+        let state = fused.checkpoint_state().unwrap();
         // Resumed on burn, and on a fresh fused engine: both continue as the
         // original does.
         let mut on_burn = on_cpu(&case.spec, &m, cfg, 5, false);
@@ -498,8 +498,8 @@ fn checkpoints_cross_between_the_engines() {
         on_fused.load_state(&state).unwrap();
         // burn holds the state exactly: parameters and Adam's moments (a
         // resume without them would take a first, larger Adam step).
-        assert_eq!(on_burn.state().unwrap(), state.engine, "{}", case.name);
-        assert_eq!(on_fused.state().unwrap(), state.engine, "{}", case.name);
+        assert_eq!(on_burn.state().unwrap(), state.state, "{}", case.name);
+        assert_eq!(on_fused.state().unwrap(), state.state, "{}", case.name);
         let before = params(&fused);
         for p in [&mut fused, &mut on_burn, &mut on_fused] {
             crate::ppo::update(p, &data, cfg, 3e-3, 0.2).unwrap();
@@ -527,11 +527,11 @@ fn unsupported_networks_are_refused_by_name() {
         .to_string();
     assert!(e.contains("2 devices"), "{e}");
     let fused = EngineChoice::Fused { threads: 1 };
-    let e = Trainer::fresh(&spec, &ppo_cfg(), 1, &fused)
+    let e = Trainer::fresh(&spec, ppo_cfg().adam_eps, 1, &fused)
         .err()
         .expect("refused");
     assert!(e.to_string().contains("network.layer_norm"), "{e}");
-    let ppo = Trainer::fresh(&spec, &ppo_cfg(), 1, &EngineChoice::cpu()).unwrap();
+    let ppo = Trainer::fresh(&spec, ppo_cfg().adam_eps, 1, &EngineChoice::cpu()).unwrap();
     assert_eq!(ppo.engine(), "burn");
 }
 
@@ -673,7 +673,7 @@ fn published_weights_are_the_file_burn_writes_of_the_same_model() {
         // burn's model of the same parameters and statistics.
         let mut same = case.spec.init::<B>(&Default::default());
         let layout = Layout::new(&case.spec.arch());
-        write_params(&layout, &params(&fused), &mut same);
+        write_params(&layout, &params(&fused), &mut same).unwrap();
         same.set_obs_stats(&stats);
         let burns = sebulba_core::weights::to_safetensors(&same, &case.spec).unwrap();
         assert_eq!(tensors_of(&ours), tensors_of(&burns), "{}", case.name);
