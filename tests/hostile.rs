@@ -500,12 +500,12 @@ fn a_corrupt_checkpoint_is_refused_naming_the_part() {
     exits_ok(&mut p, Duration::from_secs(300));
     let path = run.join("checkpoint.bin");
     let good = std::fs::read(&path).expect("checkpoint");
-    // A bit in the middle of the model's record: the format is the magic, then
-    // per part `len (u64 LE) | sha256 | bytes`, meta first and model second.
+    // A bit in the middle of the parameters: the format is the magic, then
+    // per part `len (u64 LE) | sha256 | bytes`, meta first and parameters second.
     let len_at =
         |at: usize| u64::from_le_bytes(good[at..at + 8].try_into().expect("8 bytes")) as usize;
-    let model_header = 8 + 8 + 32 + len_at(8);
-    let at = model_header + 8 + 32 + len_at(model_header) / 2;
+    let params_header = 8 + 8 + 32 + len_at(8);
+    let at = params_header + 8 + 32 + len_at(params_header) / 2;
     let mut flipped = good.clone();
     flipped[at] ^= 0x01;
     std::fs::write(&path, &flipped).expect("write");
@@ -523,7 +523,7 @@ fn a_corrupt_checkpoint_is_refused_naming_the_part() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains("part `model` is corrupt"),
+        stderr.contains("part `params` is corrupt"),
         "a flipped bit at byte {at} of {}: {stderr}",
         good.len()
     );
