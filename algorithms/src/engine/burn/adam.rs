@@ -4,6 +4,7 @@
 //! [`crate::engine::TrainState`] becomes burn's optimizer state and back.
 
 use super::AdamRecord;
+use burn::module::ParamId;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Tensor, TensorData};
 use burn_optim::record::AdaptorRecord;
@@ -11,6 +12,15 @@ use burn_optim::{AdamState, AdaptiveMomentumState};
 use sebulba_core::model::ActorCritic;
 use sebulba_core::model::flat::{floats, param_slots};
 use sebulba_fused::net::Layout;
+
+/// Floats in the flat vector the slots cover (the end of the last one).
+fn flat_len(slots: &[(ParamId, usize, Vec<usize>)]) -> usize {
+    slots
+        .iter()
+        .map(|(_, at, shape)| at + shape.iter().product::<usize>())
+        .max()
+        .unwrap_or(0)
+}
 
 /// Adam's moments in the flat vector's order and its step count, from burn's
 /// record; a parameter without state (no step taken yet) has zero moments.
@@ -23,11 +33,7 @@ pub fn read_adam<B: AutodiffBackend>(
     mut record: AdamRecord<B>,
 ) -> Result<(Vec<f32>, Vec<f32>, usize), String> {
     let slots = param_slots(layout, m)?;
-    let len = slots
-        .iter()
-        .map(|(_, at, shape)| at + shape.iter().product::<usize>())
-        .max()
-        .unwrap_or(0);
+    let len = flat_len(&slots);
     let (mut m1, mut m2) = (vec![0.0f32; len], vec![0.0f32; len]);
     let mut time = 0;
     for (id, at, shape) in slots {
@@ -73,11 +79,7 @@ pub fn write_adam<B: AutodiffBackend>(
         return Ok(record);
     }
     let slots = param_slots(layout, m)?;
-    let needed = slots
-        .iter()
-        .map(|(_, at, shape)| at + shape.iter().product::<usize>())
-        .max()
-        .unwrap_or(0);
+    let needed = flat_len(&slots);
     if m1.len() != needed || m2.len() != needed {
         return Err(format!(
             "moments of {} and {} values for a network of {needed}",

@@ -108,19 +108,8 @@ impl<B: AutodiffBackend> Replica<B> {
         &self.device
     }
 
-    pub fn model_mut(&mut self) -> &mut ActorCritic<B> {
-        self.model
-            .as_mut()
-            .expect("model is only taken during a step")
-    }
-
-    /// Adam's state as burn keeps it.
-    pub fn optim_record(&self) -> AdamRecord<B> {
-        self.optim.to_record()
-    }
-
     /// Replaces Adam's state.
-    pub fn set_optim_record(&mut self, record: AdamRecord<B>) {
+    fn set_optim_record(&mut self, record: AdamRecord<B>) {
         let fresh = AdamConfig::new().with_epsilon(self.adam_eps).init();
         let optim = std::mem::replace(&mut self.optim, fresh);
         self.optim = optim.load_record(record);
