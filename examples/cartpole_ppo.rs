@@ -48,7 +48,7 @@ fn main() -> anyhow::Result<()> {
 
     let mut envs = NativeVecEnv::new(ENV, num_envs, seed)?;
     let env = envs.spec().clone();
-    let spec = ModelSpec::new(&env, &cfg.network);
+    let spec = ModelSpec::new(&env, &cfg.network)?;
     // The network and Adam on the run's engine (the fused CPU engine), and
     // the update rule the learner would train with (PPO).
     let mut trainer = Trainer::for_run(&spec, &cfg)?;

@@ -146,7 +146,7 @@ mod tests {
 
     /// A pool of one version, 7, of a freshly initialised network.
     fn pool_of_one(env: &EnvSpec, net: &NetworkConfig) -> Pool {
-        let spec = ModelSpec::new(env, net);
+        let spec = ModelSpec::new(env, net).unwrap();
         let model = spec.init::<sebulba_core::CpuBackend>(&Default::default());
         let bytes = sebulba_core::weights::to_safetensors(&model, &spec).expect("bytes");
         Arc::new(vec![Arc::new(Weights {

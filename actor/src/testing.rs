@@ -10,6 +10,7 @@ pub(crate) fn spec(obs_dim: usize, action_space: ActionSpace) -> EnvSpec {
     EnvSpec {
         id: "test:fake".into(),
         obs_dim,
+        image: None,
         action_space,
         max_episode_steps: 0,
         obs_low: vec![f32::NEG_INFINITY; obs_dim],

@@ -129,7 +129,7 @@ mod tests {
         let mut cfg = RunConfig::preset("CartPole-v1").expect("preset");
         (cfg.ppo.anneal_lr, cfg.ppo.anneal_clip) = (true, false);
         let env = sebulba_envs::env_spec("CartPole-v1").expect("env");
-        let spec = ModelSpec::new(&env, &cfg.network);
+        let spec = ModelSpec::new(&env, &cfg.network).expect("spec");
         let mut trainer = Trainer::fresh(
             &spec,
             cfg.ppo.adam_eps,

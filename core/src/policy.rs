@@ -5,7 +5,8 @@
 //! [`network_from_wire`]), which every role builds the same network from.
 
 use crate::CpuBackend;
-use crate::config::{Activation, Init, LayerNormPlacement, NetworkConfig};
+use crate::config::ranges::check_key;
+use crate::config::{Activation, ConvLayer, Init, LayerNormPlacement, NetworkConfig};
 use crate::devices::DeviceKind;
 use crate::model::{ActorCritic, ModelSpec};
 use crate::weights::{WeightsError, load_into};
@@ -23,6 +24,10 @@ pub enum PolicyError {
     Hidden,
     #[error("field `network.{0}`: must be a finite number > 0 (init_std > min_std)")]
     Number(&'static str),
+    #[error("field `network.conv`: layer {layer}: {reason}")]
+    Conv { layer: usize, reason: String },
+    #[error(transparent)]
+    Model(#[from] crate::model::ModelError),
     #[error(transparent)]
     Weights(#[from] WeightsError),
     #[error(transparent)]
@@ -56,6 +61,7 @@ pub fn network_from_wire(n: &sebulba_proto::NetworkSpec) -> Result<NetworkConfig
         return Err(PolicyError::Number("init_std"));
     }
     Ok(NetworkConfig {
+        conv: conv_from_wire(&n.conv)?,
         hidden: n.hidden.iter().map(|&h| h as usize).collect(),
         activation,
         layer_norm,
@@ -68,8 +74,48 @@ pub fn network_from_wire(n: &sebulba_proto::NetworkSpec) -> Result<NetworkConfig
     })
 }
 
+/// Each layer within `network.conv`'s ranges (the config's own).
+fn conv_from_wire(layers: &[sebulba_proto::ConvLayer]) -> Result<Vec<ConvLayer>, PolicyError> {
+    if layers.len() > 8 {
+        return Err(PolicyError::Conv {
+            layer: 8,
+            reason: "at most 8 layers".into(),
+        });
+    }
+    let mut out = Vec::with_capacity(layers.len());
+    for (i, l) in layers.iter().enumerate() {
+        let fields = [
+            ("channels", l.channels),
+            ("kernel", l.kernel),
+            ("stride", l.stride),
+            ("padding", l.padding),
+        ];
+        for (field, v) in fields {
+            let key = format!("network.conv.{field}");
+            check_key(&key, u64::from(v)).map_err(|e| PolicyError::Conv {
+                layer: i,
+                reason: e.to_string(),
+            })?;
+        }
+        out.push(ConvLayer {
+            channels: l.channels as usize,
+            kernel: l.kernel as usize,
+            stride: l.stride as usize,
+            padding: l.padding as usize,
+        });
+    }
+    Ok(out)
+}
+
 pub fn network_to_wire(n: &NetworkConfig) -> sebulba_proto::NetworkSpec {
+    let wire = |l: &ConvLayer| sebulba_proto::ConvLayer {
+        channels: l.channels as u32,
+        kernel: l.kernel as u32,
+        stride: l.stride as u32,
+        padding: l.padding as u32,
+    };
     sebulba_proto::NetworkSpec {
+        conv: n.conv.iter().map(wire).collect(),
         hidden: n.hidden.iter().map(|&h| h as u32).collect(),
         activation: n.activation.as_str().into(),
         layer_norm: n.layer_norm.as_str().into(),
@@ -107,7 +153,7 @@ impl InferencePolicy {
         network: &NetworkConfig,
         device: DeviceKind,
     ) -> Result<Self, PolicyError> {
-        let spec = ModelSpec::new(env, network);
+        let spec = ModelSpec::new(env, network)?;
         let model = match device {
             // Zeros until the first version loads (actors and the evaluator
             // act only with a loaded version): an initialisation would be
@@ -245,6 +291,20 @@ mod tests {
     #[test]
     fn the_network_spec_survives_the_wire() {
         let net = NetworkConfig {
+            conv: vec![
+                ConvLayer {
+                    channels: 16,
+                    kernel: 3,
+                    stride: 2,
+                    padding: 1,
+                },
+                ConvLayer {
+                    channels: 8,
+                    kernel: 2,
+                    stride: 1,
+                    padding: 0,
+                },
+            ],
             hidden: vec![32, 16],
             activation: Activation::Relu,
             layer_norm: LayerNormPlacement::Pre,
@@ -272,5 +332,28 @@ mod tests {
                 .to_string()
                 .contains("init_std")
         );
+        // A layer out of the config's ranges is refused naming the layer
+        // and the field.
+        for (layer, field, bad) in [(0, "kernel", 0), (1, "channels", 5000), (1, "stride", 0)] {
+            let mut wire = network_to_wire(&net);
+            let l = &mut wire.conv[layer];
+            match field {
+                "kernel" => l.kernel = bad,
+                "channels" => l.channels = bad,
+                _ => l.stride = bad,
+            }
+            let e = network_from_wire(&wire).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("layer {layer}"))
+                    && e.contains(&format!("network.conv.{field}")),
+                "{e}"
+            );
+        }
+        // A stem on a flat observation is refused when the policy is built.
+        let env = sebulba_envs::env_spec("CartPole-v1").unwrap();
+        let e = InferencePolicy::new(&env, &net, DeviceKind::Cpu)
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("network.conv"), "{e}");
     }
 }

@@ -66,6 +66,10 @@ impl ActionSpace {
 pub struct EnvSpec {
     pub id: String,
     pub obs_dim: usize,
+    /// The observation as an image `[H, W, C]`, channels last (`obs_dim = H
+    /// * W * C`), which a convolutional network reads; `None`: a flat vector.
+    #[serde(default)]
+    pub image: Option<[usize; 3]>,
     pub action_space: ActionSpace,
     /// Gymnasium's registered `max_episode_steps` (applied by [`TimeLimit`]).
     pub max_episode_steps: u32,
@@ -345,6 +349,7 @@ fn make_spec(
     EnvSpec {
         id: id.to_string(),
         obs_dim: obs_low.len(),
+        image: None,
         action_space,
         max_episode_steps,
         obs_low,

@@ -4,9 +4,9 @@
 //! forward pass kept in [`Work`]. Checked against burn's autodiff in
 //! `sebulba_algorithms::engine::fused`'s tests.
 
-use crate::Activation;
 use crate::kernels::{View, add_column_sums, gemm, wide};
-use crate::net::{Dense, Layout, Work, top};
+use crate::net::{self, Dense, Layout, TorsoWork, Work};
+use crate::{Activation, conv};
 
 /// The backward pass's buffers for a minibatch of `m` rows, reused from step
 /// to step.
@@ -17,6 +17,8 @@ pub struct Grads {
     /// `[m]` the loss's gradient with respect to the value.
     pub d_value: Vec<f32>,
     scratch: [Vec<f32>; 3],
+    /// A convolution's window gradients (`conv::backward`'s).
+    dcols: Vec<f32>,
 }
 
 impl Grads {
@@ -63,44 +65,66 @@ fn dense_backward(
     }
 }
 
+/// `dy` times the activation's derivative, from the layer's output `y`:
+/// tanh' = 1 - y^2 and relu' = [y > 0].
+fn through_activation(act: Activation, y: &[f32], dy: &mut [f32]) {
+    wide(
+        #[inline(always)]
+        || match act {
+            Activation::Tanh => dy.iter_mut().zip(y).for_each(|(g, &y)| *g *= 1.0 - y * y),
+            Activation::Relu => dy
+                .iter_mut()
+                .zip(y)
+                .for_each(|(g, &y)| *g = if y > 0.0 { *g } else { 0.0 }),
+        },
+    );
+}
+
 /// One torso's layers, their input and outputs, for the way back.
 struct Torso<'a> {
-    layers: &'a [Dense],
+    layers: &'a net::Torso,
     x: &'a [f32],
-    outs: &'a [Vec<f32>],
+    outs: &'a TorsoWork,
     act: Activation,
 }
 
-/// Back through a torso from `dh` (the gradient at its output, `[m, width]`,
-/// overwritten).
-fn torso_backward(
-    p: &[f32],
-    g: &mut [f32],
-    t: &Torso<'_>,
-    m: usize,
-    dh: &mut Vec<f32>,
-    spare: &mut Vec<f32>,
-) {
-    for i in (0..t.layers.len()).rev() {
-        let d = &t.layers[i];
-        let y = &t.outs[i][..m * d.d_out];
-        let dy = &mut dh[..m * d.d_out];
-        // tanh' = 1 - y^2 and relu' = [y > 0], both from the layer's output.
-        wide(
-            #[inline(always)]
-            || match t.act {
-                Activation::Tanh => dy.iter_mut().zip(y).for_each(|(g, &y)| *g *= 1.0 - y * y),
-                Activation::Relu => dy
-                    .iter_mut()
-                    .zip(y)
-                    .for_each(|(g, &y)| *g = if y > 0.0 { *g } else { 0.0 }),
-            },
-        );
-        let input = if i == 0 { t.x } else { &t.outs[i - 1] };
-        let dx = (i > 0).then_some(&mut spare[..m * d.d_in]);
-        dense_backward(p, g, d, input, dh, m, dx);
+/// The buffers the way back through a torso turns over.
+struct Bufs<'a> {
+    /// The gradient at the current layer's output (overwritten).
+    dh: &'a mut Vec<f32>,
+    spare: &'a mut Vec<f32>,
+    dcols: &'a mut Vec<f32>,
+}
+
+/// Back through a torso from `b.dh` (the gradient at its output, `[m, width]`).
+fn torso_backward(p: &[f32], g: &mut [f32], t: &Torso<'_>, m: usize, b: Bufs<'_>) {
+    let (dense, stem) = (&t.layers.dense, &t.layers.stem);
+    for i in (0..dense.len()).rev() {
+        let d = &dense[i];
+        let dy = &mut b.dh[..m * d.d_out];
+        through_activation(t.act, &t.outs.dense[i][..m * d.d_out], dy);
+        let input = match i {
+            0 => t.outs.stem_top(t.x),
+            _ => &t.outs.dense[i - 1],
+        };
+        let wanted = i > 0 || !stem.is_empty();
+        let dx = wanted.then_some(&mut b.spare[..m * d.d_in]);
+        dense_backward(p, g, d, input, b.dh, m, dx);
+        if wanted {
+            std::mem::swap(b.dh, b.spare);
+        }
+    }
+    for i in (0..stem.len()).rev() {
+        let c = &stem[i];
+        let k = &c.conv;
+        let dy = &mut b.dh[..m * k.out_len()];
+        through_activation(t.act, &t.outs.stem[i][..m * k.out_len()], dy);
+        let (w, rest) = g.split_at_mut(c.b);
+        let (dw, db) = (&mut w[c.w..], &mut rest[..k.c_out]);
+        let dx = (i > 0).then(|| (&mut b.spare[..m * k.in_len()], &mut *b.dcols));
+        conv::backward(k, &p[c.w..c.b], &t.outs.cols[i], b.dh, m, (dw, db), dx);
         if i > 0 {
-            std::mem::swap(dh, spare);
+            std::mem::swap(b.dh, b.spare);
         }
     }
 }
@@ -110,9 +134,10 @@ fn torso_backward(
 pub fn backward(layout: &Layout, p: &[f32], g: &mut [f32], work: &Work, grads: &mut Grads) {
     let (m, act, width) = (work.m, layout.activation, layout.width());
     let [dha, dhv, spare] = &mut grads.scratch;
-    let ha = top(&work.x, &work.actor);
+    let dcols = &mut grads.dcols;
+    let ha = work.actor.top(&work.x);
     let hv = match layout.critic {
-        Some(_) => top(&work.x, &work.critic),
+        Some(_) => work.critic.top(&work.x),
         None => ha,
     };
     let (dha_w, dhv_w) = (&mut dha[..m * width], &mut dhv[..m * width]);
@@ -126,7 +151,12 @@ pub fn backward(layout: &Layout, p: &[f32], g: &mut [f32], work: &Work, grads: &
                 outs: &work.critic,
                 act,
             };
-            torso_backward(p, g, &t, m, dhv, spare);
+            let bufs = Bufs {
+                dh: dhv,
+                spare,
+                dcols,
+            };
+            torso_backward(p, g, &t, m, bufs);
         }
         None => {
             // A shared torso gets both heads' gradients.
@@ -140,5 +170,10 @@ pub fn backward(layout: &Layout, p: &[f32], g: &mut [f32], work: &Work, grads: &
         outs: &work.actor,
         act,
     };
-    torso_backward(p, g, &t, m, dha, spare);
+    let bufs = Bufs {
+        dh: dha,
+        spare,
+        dcols,
+    };
+    torso_backward(p, g, &t, m, bufs);
 }

@@ -5,8 +5,8 @@
 //! its output is NHWC again. The backward pass is two more products and the
 //! windows' gradients added back where they came from ([`col2im`]).
 //! [`Conv::to_torch`] gives PyTorch's `[c_out, c_in, kh, kw]` order, the one
-//! the published file is to carry. Not yet part of [`crate::Arch`]: the
-//! networks, the configuration and burn's model take it up next.
+//! burn's `Conv2d` and the published file hold. A torso's stem
+//! ([`crate::Arch::stem`]) is a list of these.
 
 use crate::kernels::{View, add_column_sums, gemm};
 

@@ -6,38 +6,26 @@
 //! copy of every tensor at each publish and at each actor's and the
 //! evaluator's load).
 
-use crate::net::{Dense, Layout};
+use crate::net::Layout;
+use crate::tensors::{ParamTensor, param_tensors};
 use crate::{Arch, ObsNorm, WeightsError};
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use std::collections::HashMap;
 
 /// Where one tensor lives: in the parameter vector, or the normaliser.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 enum Source {
-    Param(usize),
+    Param(ParamTensor),
     Mean,
     Var,
 }
 
 /// Every tensor of the model: burn's name, its shape and where it lives.
 fn tensors(layout: &Layout, obs_norm: bool) -> Vec<(String, Vec<usize>, Source)> {
-    let mut out = Vec::new();
-    let mut linear = |name: String, d: &Dense| {
-        out.push((
-            format!("{name}.weight"),
-            vec![d.d_in, d.d_out],
-            Source::Param(d.w),
-        ));
-        out.push((format!("{name}.bias"), vec![d.d_out], Source::Param(d.b)));
-    };
-    for (i, d) in layout.actor.iter().enumerate() {
-        linear(format!("actor.layers.{i}"), d);
-    }
-    for (i, d) in layout.critic.iter().flatten().enumerate() {
-        linear(format!("critic.layers.{i}"), d);
-    }
-    linear("policy_head".into(), &layout.policy);
-    linear("value_head".into(), &layout.value);
+    let mut out: Vec<_> = param_tensors(layout)
+        .into_iter()
+        .map(|t| (t.name.clone(), t.shape.clone(), Source::Param(t)))
+        .collect();
     if obs_norm {
         let dim = vec![layout.obs_dim];
         out.push(("obs_norm.mean".into(), dim.clone(), Source::Mean));
@@ -78,10 +66,9 @@ pub fn write(
         (false, _) => None,
     };
     let mut bytes = Vec::with_capacity(list.len());
-    for (name, shape, source) in &list {
-        let n: usize = shape.iter().product();
+    for (name, _, source) in &list {
         let values = match (source, stats) {
-            (Source::Param(at), _) => &params[*at..*at + n],
+            (Source::Param(t), _) => &t.gather(params),
             (Source::Mean, Some(s)) => s.mean(),
             (Source::Var, Some(s)) => s.var(),
             _ => unreachable!("statistics are listed only when present"),
@@ -140,18 +127,19 @@ pub fn read(arch: &Arch, bytes: &[u8]) -> Result<(Vec<f32>, Option<ObsNorm>), We
                 t.shape()
             )));
         }
-        let n: usize = shape.iter().product();
-        let out = match (source, stats.as_mut()) {
-            (Source::Param(at), _) => &mut params[*at..*at + n],
-            (Source::Mean, Some(s)) => &mut s.0[..],
-            (Source::Var, Some(s)) => &mut s.1[..],
-            _ => unreachable!("statistics are listed only when present"),
-        };
-        for (o, b) in out.iter_mut().zip(t.data().chunks_exact(4)) {
-            *o = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-        }
-        if out.iter().any(|v| !v.is_finite()) {
+        let values: Vec<f32> = t
+            .data()
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        if values.iter().any(|v| !v.is_finite()) {
             return Err(WeightsError::NonFinite(name.clone()));
+        }
+        match (source, stats.as_mut()) {
+            (Source::Param(p), _) => p.scatter(&values, &mut params),
+            (Source::Mean, Some(s)) => s.0.copy_from_slice(&values),
+            (Source::Var, Some(s)) => s.1.copy_from_slice(&values),
+            _ => unreachable!("statistics are listed only when present"),
         }
     }
     let norm = stats.map(|(mean, var)| ObsNorm::new(mean, var, arch.obs_clip));
@@ -167,6 +155,8 @@ mod tests {
         Arch {
             obs_dim: 3,
             head_dim: 2,
+            image: None,
+            conv: Vec::new(),
             hidden: vec![4],
             shared_torso: false,
             activation: Activation::Tanh,

@@ -10,13 +10,15 @@
 //! [`TrainState`] what a learner keeps (the parameters and Adam's moments in
 //! layout order). [`file`] writes and reads the published file straight
 //! from the flat vector, [`FusedPolicy`] acts with it. [`conv`] is the
-//! convolution (forward and backward) pixel networks will be built from. The
+//! convolution (forward and backward) of a torso's stem; [`tensors`] lists
+//! every parameter tensor in burn's (and, for the stem, PyTorch's) order. The
 //! PPO and DQN loss gradients that drive the backward pass live with the
 //! algorithms (`sebulba_algorithms::engine::fused`); burn converts to and
 //! from the flat vector at its own edge (`sebulba_core::model::flat`).
 //!
-//! Covered: MLP torsos (separate or shared, tanh or relu) without LayerNorm,
-//! with or without observation normalisation.
+//! Covered: torsos of an optional convolution stem then dense layers
+//! (separate or shared, tanh or relu) without LayerNorm, with or without
+//! observation normalisation.
 
 pub mod adam;
 mod arch;
@@ -27,9 +29,10 @@ pub mod kernels;
 pub mod net;
 mod obs_norm;
 mod policy;
+pub mod tensors;
 
 pub use adam::TrainState;
-pub use arch::{Activation, Arch};
+pub use arch::{Activation, Arch, ConvLayer};
 pub use obs_norm::{OBS_NORM_EPS, ObsNorm};
 pub use policy::FusedPolicy;
 

@@ -1,9 +1,13 @@
 //! The actor-critic network on flat f32 buffers: where each weight lives in the
 //! parameter vector, and a forward pass that keeps every layer's output (the
 //! learner's fused engine runs its backward pass from them).
-//! Weights are `[d_in, d_out]` row-major and a layer is `y = act(x W + b)`, as
-//! in burn's `Linear`, so parameters copy across unchanged.
+//! Dense weights are `[d_in, d_out]` row-major and a layer is `y = act(x W +
+//! b)`, as in burn's `Linear`; a convolution stem works on NHWC activations
+//! with `[kh, kw, c_in, c_out]` weights ([`crate::conv`]), so its weights and
+//! the first dense layer after it are reordered at burn's and the file's
+//! edges ([`crate::tensors`]).
 
+use crate::conv::{self, Conv};
 use crate::kernels::{View, gemm, tanh, wide};
 use crate::{Activation, Arch};
 
@@ -18,14 +22,40 @@ pub struct Dense {
     pub d_out: usize,
 }
 
-/// Where every parameter is, for one [`Arch`].
+/// One convolution layer's place in the parameter vector.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ConvAt {
+    pub conv: Conv,
+    /// Offset of the `[kh, kw, c_in, c_out]` weight.
+    pub w: usize,
+    /// Offset of the `[c_out]` bias.
+    pub b: usize,
+}
+
+/// A torso: the convolution stem (empty for an MLP), then dense layers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Torso {
+    pub stem: Vec<ConvAt>,
+    pub dense: Vec<Dense>,
+}
+
+impl Torso {
+    /// Floats per sample of the stem's output (the dense layers' input).
+    pub fn stem_width(&self, obs_dim: usize) -> usize {
+        self.stem.last().map_or(obs_dim, |c| c.conv.out_len())
+    }
+}
+
+/// Where every parameter is, for one [`Arch`]: the actor torso, the critic
+/// torso (unless shared), the policy head, the value head, each layer's
+/// weight then bias.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Layout {
     pub obs_dim: usize,
     pub head_dim: usize,
-    pub actor: Vec<Dense>,
+    pub actor: Torso,
     /// `None`: the critic shares the actor's torso.
-    pub critic: Option<Vec<Dense>>,
+    pub critic: Option<Torso>,
     pub policy: Dense,
     pub value: Dense,
     pub activation: Activation,
@@ -34,7 +64,12 @@ pub struct Layout {
 }
 
 impl Layout {
+    /// The layout of `arch`, which [`Arch::stem`] has accepted (every
+    /// network a run, an actor or a file names is checked first).
     pub fn new(arch: &Arch) -> Self {
+        let stem = arch
+            .stem()
+            .unwrap_or_else(|e| panic!("an unchecked network reached the layout: {e}"));
         let mut len = 0;
         let mut dense = |d_in: usize, d_out: usize| {
             let d = Dense {
@@ -46,21 +81,36 @@ impl Layout {
             len += d_in * d_out + d_out;
             d
         };
-        let hidden = &arch.hidden;
         let mut torso = || {
-            let mut width = arch.obs_dim;
-            hidden
+            let stem: Vec<ConvAt> = stem
+                .iter()
+                .map(|&conv| {
+                    let d = dense(conv.patch(), conv.c_out);
+                    ConvAt {
+                        conv,
+                        w: d.w,
+                        b: d.b,
+                    }
+                })
+                .collect();
+            let mut width = stem.last().map_or(arch.obs_dim, |c| c.conv.out_len());
+            let dense = arch
+                .hidden
                 .iter()
                 .map(|&h| {
                     let d = dense(width, h);
                     width = h;
                     d
                 })
-                .collect::<Vec<_>>()
+                .collect();
+            Torso { stem, dense }
         };
         let actor = torso();
         let critic = (!arch.shared_torso).then(&mut torso);
-        let width = hidden.last().copied().unwrap_or(arch.obs_dim);
+        let width = actor
+            .dense
+            .last()
+            .map_or(actor.stem_width(arch.obs_dim), |d| d.d_out);
         let policy = dense(width, arch.head_dim);
         let value = dense(width, 1);
         Self {
@@ -77,17 +127,59 @@ impl Layout {
 
     /// The torsos' output width (the heads' input).
     pub fn width(&self) -> usize {
-        self.actor.last().map_or(self.obs_dim, |d| d.d_out)
+        self.policy.d_in
     }
 
-    /// The widest activation of any layer.
+    /// The widest activation (or its gradient) of any layer, per sample.
     pub fn widest(&self) -> usize {
-        let torso = self.actor.iter().chain(self.critic.iter().flatten());
-        torso
-            .map(|d| d.d_out)
+        let torsos = std::iter::once(&self.actor).chain(&self.critic);
+        torsos
+            .flat_map(|t| {
+                let convs = t
+                    .stem
+                    .iter()
+                    .flat_map(|c| [c.conv.in_len(), c.conv.out_len()]);
+                convs.chain(t.dense.iter().map(|d| d.d_out))
+            })
             .chain([self.obs_dim, self.head_dim])
             .max()
             .unwrap_or(1)
+    }
+}
+
+/// One torso's activations for a minibatch: each layer's output, and each
+/// convolution's input windows (what its backward pass reads).
+#[derive(Default)]
+pub struct TorsoWork {
+    /// `[m, out_len]` each convolution's output (after the activation).
+    pub stem: Vec<Vec<f32>>,
+    /// `[m * out_h * out_w, patch]` each convolution's windows.
+    pub cols: Vec<Vec<f32>>,
+    /// `[m, d_out]` each dense layer's output.
+    pub dense: Vec<Vec<f32>>,
+}
+
+impl TorsoWork {
+    fn resize(&mut self, t: &Torso, m: usize) {
+        self.stem.resize_with(t.stem.len(), Vec::new);
+        self.cols.resize_with(t.stem.len(), Vec::new);
+        for (b, c) in self.stem.iter_mut().zip(&t.stem) {
+            b.resize(m * c.conv.out_len(), 0.0);
+        }
+        self.dense.resize_with(t.dense.len(), Vec::new);
+        for (b, d) in self.dense.iter_mut().zip(&t.dense) {
+            b.resize(m * d.d_out, 0.0);
+        }
+    }
+
+    /// The stem's output: its last layer's, or `x` when there is no stem.
+    pub fn stem_top<'a>(&'a self, x: &'a [f32]) -> &'a [f32] {
+        self.stem.last().map_or(x, |v| v.as_slice())
+    }
+
+    /// The torso's output: its last layer's, or `x` when it has none.
+    pub fn top<'a>(&'a self, x: &'a [f32]) -> &'a [f32] {
+        self.dense.last().map_or(self.stem_top(x), |v| v.as_slice())
     }
 }
 
@@ -97,10 +189,9 @@ pub struct Work {
     pub m: usize,
     /// `[m, obs_dim]` the (normalised) observations: the caller fills it.
     pub x: Vec<f32>,
-    /// Every actor-torso layer's output, `[m, d_out]` each.
-    pub actor: Vec<Vec<f32>>,
-    /// Every critic-torso layer's output (empty with a shared torso).
-    pub critic: Vec<Vec<f32>>,
+    pub actor: TorsoWork,
+    /// The critic torso's (empty with a shared torso).
+    pub critic: TorsoWork,
     /// `[m, head_dim]` policy-head outputs.
     pub head: Vec<f32>,
     /// `[m]` values.
@@ -112,14 +203,11 @@ impl Work {
     pub fn resize(&mut self, layout: &Layout, m: usize) {
         self.m = m;
         self.x.resize(m * layout.obs_dim, 0.0);
-        let outs = |layers: &[Dense], bufs: &mut Vec<Vec<f32>>| {
-            bufs.resize_with(layers.len(), Vec::new);
-            for (b, d) in bufs.iter_mut().zip(layers) {
-                b.resize(m * d.d_out, 0.0);
-            }
-        };
-        outs(&layout.actor, &mut self.actor);
-        outs(layout.critic.as_deref().unwrap_or(&[]), &mut self.critic);
+        self.actor.resize(&layout.actor, m);
+        match &layout.critic {
+            Some(c) => self.critic.resize(c, m),
+            None => self.critic = TorsoWork::default(),
+        }
         self.head.resize(m * layout.head_dim, 0.0);
         self.value.resize(m, 0.0);
     }
@@ -167,17 +255,30 @@ fn add_bias_then(out: &mut [f32], bias: &[f32], f: impl Fn(f32) -> f32) {
     );
 }
 
-fn torso_forward(
-    p: &[f32],
-    layers: &[Dense],
-    x: &[f32],
-    m: usize,
-    act: Activation,
-    outs: &mut [Vec<f32>],
-) {
-    for (i, d) in layers.iter().enumerate() {
-        let (done, rest) = outs.split_at_mut(i);
-        let input = top(x, done);
+/// The activation applied in place (a convolution's output).
+fn activate(out: &mut [f32], act: Activation) {
+    wide(
+        #[inline(always)]
+        || match act {
+            Activation::Tanh => out.iter_mut().for_each(|v| *v = tanh(*v)),
+            Activation::Relu => out.iter_mut().for_each(|v| *v = v.max(0.0)),
+        },
+    );
+}
+
+fn torso_forward(p: &[f32], t: &Torso, x: &[f32], m: usize, act: Activation, w: &mut TorsoWork) {
+    for (i, c) in t.stem.iter().enumerate() {
+        let (done, rest) = w.stem.split_at_mut(i);
+        let input = done.last().map_or(x, |v| v.as_slice());
+        let (cw, cb) = (&p[c.w..c.b], &p[c.b..c.b + c.conv.c_out]);
+        let out = &mut rest[0];
+        conv::forward(&c.conv, (cw, cb), input, m, &mut w.cols[i], out);
+        activate(out, act);
+    }
+    let x = w.stem.last().map_or(x, |v| v.as_slice());
+    for (i, d) in t.dense.iter().enumerate() {
+        let (done, rest) = w.dense.split_at_mut(i);
+        let input = done.last().map_or(x, |v| v.as_slice());
         dense_forward(p, d, input, m, Some(act), &mut rest[0]);
     }
 }
@@ -191,7 +292,7 @@ fn actor_torso(layout: &Layout, p: &[f32], work: &mut Work) {
 /// Policy-head outputs for the rows in `work.x` (no value head: acting).
 pub fn policy_forward(layout: &Layout, p: &[f32], work: &mut Work) {
     actor_torso(layout, p, work);
-    let ha = top(&work.x, &work.actor);
+    let ha = work.actor.top(&work.x);
     dense_forward(p, &layout.policy, ha, work.m, None, &mut work.head);
 }
 
@@ -206,7 +307,7 @@ fn value_from_torso(layout: &Layout, p: &[f32], work: &mut Work) {
         }
         None => &work.actor,
     };
-    let hv = top(&work.x, hv);
+    let hv = hv.top(&work.x);
     dense_forward(p, &layout.value, hv, m, None, &mut work.value);
 }
 
@@ -222,9 +323,4 @@ pub fn value_forward(layout: &Layout, p: &[f32], work: &mut Work) {
         actor_torso(layout, p, work);
     }
     value_from_torso(layout, p, work);
-}
-
-/// A torso's output: its last layer's, or the input itself when it has no layer.
-pub fn top<'a>(x: &'a [f32], outs: &'a [Vec<f32>]) -> &'a [f32] {
-    outs.last().map_or(x, |v| v.as_slice())
 }

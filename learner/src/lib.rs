@@ -33,6 +33,8 @@ pub enum LearnerError {
     Config(#[from] sebulba_core::config::ConfigError),
     #[error(transparent)]
     Env(#[from] sebulba_envs::EnvError),
+    #[error(transparent)]
+    Model(#[from] sebulba_core::model::ModelError),
     #[error("run directory: {0}")]
     Resume(String),
     #[error("{0}: {1}")]

@@ -62,9 +62,9 @@ pub async fn run(
     let cfg = opts.config;
     cfg.validate()?;
     let env = sebulba_envs::env_spec_with(&cfg.env.id, &cfg.env.kwargs_json())?;
+    let model_spec = ModelSpec::new(&env, &cfg.network)?;
     let run_dir = opts.run_dir;
     let resume = crate::run_dir::open(&run_dir, &cfg, opts.start)?;
-    let model_spec = ModelSpec::new(&env, &cfg.network);
     let run_id = match (&resume, opts.run_name) {
         (Some(ck), _) => ck.meta.run_id.clone(),
         (None, Some(name)) => name,

@@ -107,6 +107,9 @@ fn spec_from(id: &str, text: &str) -> Result<EnvSpec, EnvError> {
     Ok(EnvSpec {
         id: id.to_string(),
         obs_dim: d.obs_dim,
+        // Read as a flat vector whatever its shape, until image spaces come
+        // through Python (their channels may come first, as Atari's stack does).
+        image: None,
         action_space,
         // No limit registered: episodes end when the env says so.
         max_episode_steps: u32::try_from(d.max_episode_steps)

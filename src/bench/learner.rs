@@ -16,6 +16,10 @@ use std::time::Instant;
 #[derive(Debug, Clone, Serialize)]
 pub struct LearnerBench {
     pub env_id: String,
+    /// The synthetic images trained on, when not the env's observations.
+    pub image: Option<[usize; 3]>,
+    /// The convolution stem, `[channels, kernel, stride, padding]` per layer.
+    pub conv: Vec<[usize; 4]>,
     pub hidden: Vec<usize>,
     pub devices: Vec<String>,
     /// `fused` or `burn` (see `learner.engine`).
@@ -34,16 +38,26 @@ pub struct LearnerBench {
 }
 
 /// Times `updates` full PPO updates (after one warm-up) of `samples` samples
-/// on the run's learner devices and engine.
+/// on the run's learner devices and engine; on synthetic `image`s (in [0, 1))
+/// in place of the env's observations when given.
 pub fn bench_learner(
     cfg: &RunConfig,
+    image: Option<[usize; 3]>,
     samples: usize,
     updates: usize,
 ) -> anyhow::Result<LearnerBench> {
-    let env = env_spec(&cfg.env.id)?;
-    let spec = ModelSpec::new(&env, &cfg.network);
+    let mut env = env_spec(&cfg.env.id)?;
+    if let Some([h, w, c]) = image {
+        (env.obs_dim, env.image) = (h * w * c, image);
+    }
+    let spec = ModelSpec::new(&env, &cfg.network)?;
     let mut trainer = Trainer::for_run(&spec, cfg)?;
-    let data = synthetic(&env.action_space, env.obs_dim, samples, cfg.run.seed);
+    let mut data = synthetic(&env.action_space, env.obs_dim, samples, cfg.run.seed);
+    if image.is_some() {
+        data.observations
+            .iter_mut()
+            .for_each(|x| *x = 0.5 * (*x + 1.0));
+    }
     let (lr, clip) = (cfg.ppo.learning_rate, cfg.ppo.clip_coef);
     let mut step = || ppo::update(&mut trainer, &data, &cfg.ppo, lr, clip);
     step()?;
@@ -55,6 +69,13 @@ pub fn bench_learner(
     let sps = (samples * updates) as f64 / seconds.max(1e-9);
     Ok(LearnerBench {
         env_id: cfg.env.id.clone(),
+        image,
+        conv: cfg
+            .network
+            .conv
+            .iter()
+            .map(|l| [l.channels, l.kernel, l.stride, l.padding])
+            .collect(),
         hidden: cfg.network.hidden.clone(),
         devices: cfg.learner.devices.clone(),
         engine: trainer.engine().to_string(),

@@ -141,10 +141,12 @@ fn first_eval_reaching(path: &std::path::Path, target: f64) -> anyhow::Result<Op
 /// A benchmark's output is its product: figures on stdout (not a service log).
 fn bench_learner(args: cli::BenchLearnerArgs) -> anyhow::Result<()> {
     let config = args.config.resolve()?;
-    let r = learner::bench_learner(&config, args.samples, args.updates)?;
+    let r = learner::bench_learner(&config, args.image, args.samples, args.updates)?;
     println!(
-        "learner PPO update: {} hidden {:?} devices {:?} engine {}: {} samples x {} epochs x {} minibatches, {} updates in {:.2} s: {:.0} samples/s ({:.0} sample-gradients/s)",
+        "learner PPO update: {} image {:?} conv {:?} hidden {:?} devices {:?} engine {}: {} samples x {} epochs x {} minibatches, {} updates in {:.2} s: {:.0} samples/s ({:.0} sample-gradients/s)",
         r.env_id,
+        r.image,
+        r.conv,
         r.hidden,
         r.devices,
         r.engine,

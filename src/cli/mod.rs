@@ -229,9 +229,26 @@ pub struct BenchLearnerArgs {
     /// Timed updates (after one warm-up update).
     #[arg(long, default_value_t = 5)]
     pub updates: usize,
+    /// Synthetic image observations `H,W,C` (values in [0, 1)) in place of
+    /// the env's, for a convolutional network (`--set network.conv=...`):
+    /// the shapes of a pixel workload before its env is at hand.
+    #[arg(long, value_name = "H,W,C", value_parser = parse_image)]
+    pub image: Option<[usize; 3]>,
     /// Also write the figures to this JSON file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+}
+
+/// `H,W,C`, each at least 1.
+fn parse_image(s: &str) -> Result<[usize; 3], String> {
+    let dims: Vec<usize> = s
+        .split(',')
+        .map(|d| d.trim().parse::<usize>().map_err(|e| format!("`{d}`: {e}")))
+        .collect::<Result<_, _>>()?;
+    match dims[..] {
+        [h, w, c] if h > 0 && w > 0 && c > 0 => Ok([h, w, c]),
+        _ => Err(format!("`{s}`: expected H,W,C, each at least 1")),
+    }
 }
 
 /// The run configuration: preset for `--env`, then `--config`, then flags, then `--set`.

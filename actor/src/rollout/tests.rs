@@ -24,7 +24,7 @@ fn cartpole() -> EnvSpec {
 
 /// Safetensors of a freshly initialised CartPole network.
 fn bytes() -> Vec<u8> {
-    let spec = ModelSpec::new(&cartpole(), &network());
+    let spec = ModelSpec::new(&cartpole(), &network()).unwrap();
     let model = spec.init::<sebulba_core::CpuBackend>(&Default::default());
     sebulba_core::weights::to_safetensors(&model, &spec).unwrap()
 }

@@ -15,6 +15,7 @@ use sebulba_envs::ActionSpace;
 fn spec() -> ModelSpec {
     ModelSpec {
         obs_dim: 2,
+        image: None,
         action_space: ActionSpace::Discrete { n: 3 },
         network: NetworkConfig {
             hidden: vec![16, 16],

@@ -147,7 +147,8 @@ fn a_continuous_update_moves_the_mean_toward_advantaged_actions() {
             hidden: vec![8],
             ..Default::default()
         },
-    );
+    )
+    .unwrap();
     let mut c = cfg();
     c.epochs = 10;
     c.minibatches = 2;
@@ -245,7 +246,8 @@ fn continuous_case() -> (ModelSpec, UpdateData) {
             obs_norm: true,
             ..Default::default()
         },
-    );
+    )
+    .unwrap();
     let n = 96;
     let data = UpdateData {
         obs_dim: 3,
@@ -453,7 +455,8 @@ fn at_zero_lag_the_first_steps_ratio_is_one_in_both_engines() {
             ModelSpec::new(
                 &sebulba_envs::env_spec("CartPole-v1").unwrap(),
                 &spec().network,
-            ),
+            )
+            .unwrap(),
             {
                 let mut d = toy_data(64);
                 d.obs_dim = 4;
@@ -567,7 +570,7 @@ fn auto_threads_split_only_big_minibatches() {
     let spec = |id: &str| {
         let cfg = RunConfig::preset(id).unwrap();
         let env = sebulba_envs::env_spec(id).unwrap();
-        (ModelSpec::new(&env, &cfg.network), cfg)
+        (ModelSpec::new(&env, &cfg.network).unwrap(), cfg)
     };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let (cartpole, _) = spec("CartPole-v1");

@@ -108,7 +108,7 @@ mod tests {
                 cfg.ppo.scale_rewards = false;
                 (cfg.ppo.epochs, cfg.ppo.minibatches) = (2, 2);
                 let env = sebulba_envs::env_spec(env_id).unwrap();
-                let spec = ModelSpec::new(&env, &cfg.network);
+                let spec = ModelSpec::new(&env, &cfg.network).unwrap();
                 let choice = match fused {
                     true => EngineChoice::Fused { threads: 1 },
                     false => EngineChoice::cpu(),

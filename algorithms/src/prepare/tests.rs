@@ -104,7 +104,8 @@ fn values_gae_and_normalisation_follow_an_independent_computation_in_both_engine
     let spec = ModelSpec::new(
         &sebulba_envs::env_spec("CartPole-v1").unwrap(),
         &cfg.network,
-    );
+    )
+    .unwrap();
     let batches = [batch(1), batch(2)];
     let (gamma, lambda) = (cfg.ppo.gamma, cfg.ppo.gae_lambda);
     let mut want_adv = Vec::new();
@@ -216,7 +217,8 @@ fn lagged_batches_get_vtrace_against_an_independent_computation_in_both_engines(
     let spec = ModelSpec::new(
         &sebulba_envs::env_spec("CartPole-v1").unwrap(),
         &cfg.network,
-    );
+    )
+    .unwrap();
     let mut batches = [batch(1), batch(2)];
     for b in &mut batches {
         // Behaviour log-probabilities around ln 0.5, off by up to +-0.6: the

@@ -174,6 +174,7 @@ impl RunConfig {
 impl Default for NetworkConfig {
     fn default() -> Self {
         NetworkConfig {
+            conv: Vec::new(),
             hidden: vec![64, 64],
             activation: Activation::Tanh,
             layer_norm: LayerNormPlacement::None,

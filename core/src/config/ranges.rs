@@ -64,6 +64,10 @@ pub const RANGES: &[Range] = &[
     int("run.local_actors", 1.0, 256.0),
     int("run.forced_lag", 0.0, 64.0),
     int("network.hidden", 1.0, 8192.0),
+    int("network.conv.channels", 1.0, 1024.0),
+    int("network.conv.kernel", 1.0, 32.0),
+    int("network.conv.stride", 1.0, 32.0),
+    int("network.conv.padding", 0.0, 32.0),
     above("network.obs_clip", 0.0, 1e6),
     above("network.min_std", 0.0, 1e3),
     above("network.init_std", 0.0, 1e3),
@@ -258,6 +262,16 @@ fn bad(key: &str, reason: String) -> Result<(), ConfigError> {
 }
 
 fn check_network_size(c: &RunConfig) -> Result<(), ConfigError> {
+    if c.network.conv.len() > 8 {
+        return bad("network.conv", "at most 8 layers".into());
+    }
+    for l in &c.network.conv {
+        let int = |key: &str, v: usize| range(key).check(v as f64, &v);
+        int("network.conv.channels", l.channels)?;
+        int("network.conv.kernel", l.kernel)?;
+        int("network.conv.stride", l.stride)?;
+        int("network.conv.padding", l.padding)?;
+    }
     let hidden = &c.network.hidden;
     if hidden.is_empty() || hidden.len() > 8 {
         return bad("network.hidden", "needs 1 to 8 layers".into());
@@ -314,12 +328,23 @@ mod tests {
             } else {
                 format!("{:e}", r.high * 2.0 + 1.0)
             };
-            let above = if r.key == "network.hidden" {
-                format!("[{above}]")
-            } else {
-                above
+            let (key, above) = match r.key {
+                "network.hidden" => (r.key.to_string(), format!("[{above}]")),
+                k if k.starts_with("network.conv.") => {
+                    let field = &k["network.conv.".len()..];
+                    let mut layer = vec![("channels", "8"), ("kernel", "3")];
+                    layer.retain(|(f, _)| *f != field);
+                    layer.push((field, &above));
+                    let fields: Vec<String> =
+                        layer.iter().map(|(f, v)| format!("{f} = {v}")).collect();
+                    (
+                        "network.conv".to_string(),
+                        format!("[{{{}}}]", fields.join(", ")),
+                    )
+                }
+                _ => (r.key.to_string(), above),
             };
-            match with(r.key, &above) {
+            match with(&key, &above) {
                 Err(ConfigError::BadValue { key, .. }) => assert_eq!(key, r.key),
                 other => panic!("{} = {above}: {other:?}", r.key),
             }

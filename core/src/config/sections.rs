@@ -77,6 +77,14 @@ pub enum Algorithm {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NetworkConfig {
+    /// Each torso's convolution stem, input side first, before its hidden
+    /// layers (default none: an MLP). Needs an image observation. A layer is
+    /// `{ channels, kernel, stride = 1, padding = 0 }` and is followed by
+    /// `activation`; the Nature CNN is `[{channels = 32, kernel = 8, stride =
+    /// 4}, {channels = 64, kernel = 4, stride = 2}, {channels = 64, kernel = 3}]`
+    /// with `hidden = [512]`.
+    #[serde(default)]
+    pub conv: Vec<ConvLayer>,
     /// Hidden layer sizes of each torso.
     pub hidden: Vec<usize>,
     /// Default `tanh`.
@@ -110,6 +118,8 @@ impl NetworkConfig {
 
 /// `network.activation`: the fused engine's own type (its passes branch on it).
 pub use sebulba_fused::Activation;
+/// `network.conv`'s layers: the fused engine's own type (its layout is built from it).
+pub use sebulba_fused::ConvLayer;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

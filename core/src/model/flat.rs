@@ -6,56 +6,148 @@
 //! LayerNorm (burn only) has its scales and shifts after the layout's
 //! parameters ([`state_len`]).
 
-use crate::model::{ActorCritic, ModelSpec};
+use crate::model::{ActorCritic, ModelSpec, Torso};
 use burn::module::{Param, ParamId};
 use burn::nn::Linear;
+use burn::nn::conv::Conv2d;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
-use sebulba_fused::net::{Dense, Layout};
+use sebulba_fused::net::Layout;
+use sebulba_fused::tensors::{Order, ParamTensor, param_tensors};
 use sebulba_fused::{FusedPolicy, ObsNorm};
 
-/// The model's linear layers in [`Layout`] order: actor torso, critic torso,
-/// policy head, value head.
-fn linears<B: Backend>(m: &ActorCritic<B>) -> Vec<&Linear<B>> {
-    let critic = m.critic.iter().flat_map(|c| c.layers.iter());
-    m.actor
-        .layers
-        .iter()
-        .chain(critic)
-        .chain([&m.policy_head, &m.value_head])
-        .collect()
+/// One of the model's trainable tensors, whatever its rank.
+pub enum Tensors<'a, B: Backend> {
+    D1(&'a Param<Tensor<B, 1>>),
+    D2(&'a Param<Tensor<B, 2>>),
+    D4(&'a Param<Tensor<B, 4>>),
 }
 
-fn linears_mut<B: Backend>(m: &mut ActorCritic<B>) -> Vec<&mut Linear<B>> {
-    let critic = m.critic.iter_mut().flat_map(|c| c.layers.iter_mut());
-    m.actor
-        .layers
-        .iter_mut()
-        .chain(critic)
-        .chain([&mut m.policy_head, &mut m.value_head])
-        .collect()
+/// The same, to be replaced.
+enum TensorsMut<'a, B: Backend> {
+    D1(&'a mut Param<Tensor<B, 1>>),
+    D2(&'a mut Param<Tensor<B, 2>>),
+    D4(&'a mut Param<Tensor<B, 4>>),
 }
 
-/// The LayerNorms' learned tensors, after the layout's: each norm's scale
-/// then shift, the actor torso's norms first.
-fn norm_params<B: Backend>(m: &ActorCritic<B>) -> Vec<&Param<Tensor<B, 1>>> {
+impl<B: Backend> Tensors<'_, B> {
+    pub fn id(&self) -> ParamId {
+        match self {
+            Self::D1(p) => p.id,
+            Self::D2(p) => p.id,
+            Self::D4(p) => p.id,
+        }
+    }
+
+    fn dims(&self) -> Vec<usize> {
+        match self {
+            Self::D1(p) => p.dims().to_vec(),
+            Self::D2(p) => p.dims().to_vec(),
+            Self::D4(p) => p.dims().to_vec(),
+        }
+    }
+
+    fn values(&self) -> Result<Vec<f32>, String> {
+        match self {
+            Self::D1(p) => floats(p.val(), "a vector"),
+            Self::D2(p) => floats(p.val(), "a matrix"),
+            Self::D4(p) => floats(p.val(), "a convolution weight"),
+        }
+    }
+}
+
+const NO_BIAS: &str = "a layer without a bias";
+
+fn linear_params<'a, B: Backend>(
+    l: &'a Linear<B>,
+    out: &mut Vec<Tensors<'a, B>>,
+) -> Result<(), String> {
+    out.push(Tensors::D2(&l.weight));
+    out.push(Tensors::D1(l.bias.as_ref().ok_or(NO_BIAS)?));
+    Ok(())
+}
+
+fn conv_params<'a, B: Backend>(
+    c: &'a Conv2d<B>,
+    out: &mut Vec<Tensors<'a, B>>,
+) -> Result<(), String> {
+    out.push(Tensors::D4(&c.weight));
+    out.push(Tensors::D1(c.bias.as_ref().ok_or(NO_BIAS)?));
+    Ok(())
+}
+
+fn torso_params<'a, B: Backend>(
+    t: &'a Torso<B>,
+    out: &mut Vec<Tensors<'a, B>>,
+) -> Result<(), String> {
+    for c in &t.conv {
+        conv_params(c, out)?;
+    }
+    for l in &t.layers {
+        linear_params(l, out)?;
+    }
+    Ok(())
+}
+
+/// The model's tensors in [`Layout`] order ([`param_tensors`]'s): actor
+/// torso, critic torso, policy head, value head; then the LayerNorms' scales
+/// and shifts, the actor torso's first.
+fn params<B: Backend>(m: &ActorCritic<B>) -> Result<Vec<Tensors<'_, B>>, String> {
+    let mut out = Vec::new();
+    torso_params(&m.actor, &mut out)?;
+    if let Some(c) = &m.critic {
+        torso_params(c, &mut out)?;
+    }
+    linear_params(&m.policy_head, &mut out)?;
+    linear_params(&m.value_head, &mut out)?;
     let critic = m.critic.iter().flat_map(|c| c.norms.iter());
-    m.actor
-        .norms
-        .iter()
-        .chain(critic)
-        .flat_map(|n| std::iter::once(&n.gamma).chain(n.beta.as_ref()))
-        .collect()
+    for n in m.actor.norms.iter().chain(critic) {
+        out.push(Tensors::D1(&n.gamma));
+        out.extend(n.beta.as_ref().map(Tensors::D1));
+    }
+    Ok(out)
 }
 
-fn norm_params_mut<B: Backend>(m: &mut ActorCritic<B>) -> Vec<&mut Param<Tensor<B, 1>>> {
-    let critic = m.critic.iter_mut().flat_map(|c| c.norms.iter_mut());
-    m.actor
-        .norms
-        .iter_mut()
-        .chain(critic)
-        .flat_map(|n| std::iter::once(&mut n.gamma).chain(n.beta.as_mut()))
-        .collect()
+/// A torso's layers into `out` and its LayerNorms' tensors into `norms`.
+fn torso_params_mut<'a, B: Backend>(
+    t: &'a mut Torso<B>,
+    out: &mut Vec<TensorsMut<'a, B>>,
+    norms: &mut Vec<TensorsMut<'a, B>>,
+) -> Result<(), String> {
+    let Torso {
+        conv,
+        layers,
+        norms: layer_norms,
+        ..
+    } = t;
+    for c in conv {
+        out.push(TensorsMut::D4(&mut c.weight));
+        out.push(TensorsMut::D1(c.bias.as_mut().ok_or(NO_BIAS)?));
+    }
+    for l in layers {
+        out.push(TensorsMut::D2(&mut l.weight));
+        out.push(TensorsMut::D1(l.bias.as_mut().ok_or(NO_BIAS)?));
+    }
+    for n in layer_norms {
+        norms.push(TensorsMut::D1(&mut n.gamma));
+        norms.extend(n.beta.as_mut().map(TensorsMut::D1));
+    }
+    Ok(())
+}
+
+/// [`params`], to be replaced.
+fn params_mut<B: Backend>(m: &mut ActorCritic<B>) -> Result<Vec<TensorsMut<'_, B>>, String> {
+    let (mut out, mut norms) = (Vec::new(), Vec::new());
+    torso_params_mut(&mut m.actor, &mut out, &mut norms)?;
+    if let Some(c) = &mut m.critic {
+        torso_params_mut(c, &mut out, &mut norms)?;
+    }
+    for l in [&mut m.policy_head, &mut m.value_head] {
+        out.push(TensorsMut::D2(&mut l.weight));
+        out.push(TensorsMut::D1(l.bias.as_mut().ok_or(NO_BIAS)?));
+    }
+    out.extend(norms);
+    Ok(out)
 }
 
 /// Floats in a learner's state of `spec`'s network: the layout's, and two
@@ -70,17 +162,6 @@ pub fn state_len(spec: &ModelSpec) -> usize {
     Layout::new(&spec.arch()).len + norms
 }
 
-fn denses(layout: &Layout) -> Vec<Dense> {
-    let critic = layout.critic.iter().flatten();
-    layout
-        .actor
-        .iter()
-        .chain(critic)
-        .chain([&layout.policy, &layout.value])
-        .copied()
-        .collect()
-}
-
 pub fn floats<B: Backend, const D: usize>(t: Tensor<B, D>, what: &str) -> Result<Vec<f32>, String> {
     t.into_data()
         .convert::<f32>()
@@ -88,56 +169,68 @@ pub fn floats<B: Backend, const D: usize>(t: Tensor<B, D>, what: &str) -> Result
         .map_err(|e| format!("{what}: {e:?}"))
 }
 
-/// Each parameter's id with its offset, length and shape (`[d_in, d_out]` or `[d_out]`).
-pub fn param_slots<B: Backend>(
-    layout: &Layout,
-    m: &ActorCritic<B>,
-) -> Result<Vec<(ParamId, usize, Vec<usize>)>, String> {
-    let (ls, ds) = (linears(m), denses(layout));
-    if ls.len() != ds.len() {
+/// One trainable tensor of burn's model: its id (what Adam's state and the
+/// gradients are keyed by) and where its values live in the flat vector.
+pub struct Slot {
+    pub id: ParamId,
+    pub tensor: ParamTensor,
+}
+
+/// The layout's tensors, then the LayerNorms' (after the layout's
+/// parameters), against the model's: the same count and shapes.
+fn tensors_of(layout: &Layout, dims: &[Vec<usize>]) -> Result<Vec<ParamTensor>, String> {
+    let mut list = param_tensors(layout);
+    let mut at = layout.len;
+    for d in &dims[list.len().min(dims.len())..] {
+        let shape = d.clone();
+        let len: usize = shape.iter().product();
+        list.push(ParamTensor {
+            name: "layer norm".into(),
+            at,
+            shape,
+            order: Order::Plain,
+        });
+        at += len;
+    }
+    if list.len() != dims.len() {
         return Err(format!(
-            "the model has {} linear layers, the fused layout {}",
-            ls.len(),
-            ds.len()
+            "the model has {} tensors, the fused layout {}",
+            dims.len(),
+            list.len()
         ));
     }
-    let mut slots = Vec::with_capacity(2 * ls.len());
-    for (l, d) in ls.iter().zip(&ds) {
-        let bias = l.bias.as_ref().ok_or("a linear layer without a bias")?;
-        slots.push((l.weight.id, d.w, vec![d.d_in, d.d_out]));
-        slots.push((bias.id, d.b, vec![d.d_out]));
+    for (t, d) in list.iter().zip(dims) {
+        if &t.shape != d {
+            return Err(format!(
+                "`{}` is {d:?}, the layout expects {:?}",
+                t.name, t.shape
+            ));
+        }
     }
-    let mut at = layout.len;
-    for p in norm_params(m) {
-        let [d] = p.dims();
-        slots.push((p.id, at, vec![d]));
-        at += d;
-    }
-    Ok(slots)
+    Ok(list)
+}
+
+/// Each trainable tensor's id and place, in [`params`] order.
+pub fn param_slots<B: Backend>(layout: &Layout, m: &ActorCritic<B>) -> Result<Vec<Slot>, String> {
+    let ps = params(m)?;
+    let dims: Vec<Vec<usize>> = ps.iter().map(Tensors::dims).collect();
+    let list = tensors_of(layout, &dims)?;
+    Ok(ps
+        .iter()
+        .zip(list)
+        .map(|(p, tensor)| Slot { id: p.id(), tensor })
+        .collect())
 }
 
 /// The model's trainable parameters: the layout's, then the LayerNorms'.
 pub fn read_params<B: Backend>(layout: &Layout, m: &ActorCritic<B>) -> Result<Vec<f32>, String> {
-    let norms = norm_params(m);
-    let extra: usize = norms.iter().map(|p| p.dims()[0]).sum();
-    let mut p = vec![0.0f32; layout.len + extra];
-    let mut at = layout.len;
-    for n in norms {
-        let v = floats(n.val(), "layer norm")?;
-        p[at..at + v.len()].copy_from_slice(&v);
-        at += v.len();
-    }
-    for (l, d) in linears(m).into_iter().zip(denses(layout)) {
-        let bias = l.bias.as_ref().ok_or("a linear layer without a bias")?;
-        if l.weight.dims() != [d.d_in, d.d_out] {
-            return Err(format!(
-                "a weight is {:?}, the layout expects {:?}",
-                l.weight.dims(),
-                [d.d_in, d.d_out]
-            ));
-        }
-        p[d.w..d.b].copy_from_slice(&floats(l.weight.val(), "weight")?);
-        p[d.b..d.b + d.d_out].copy_from_slice(&floats(bias.val(), "bias")?);
+    let ps = params(m)?;
+    let dims: Vec<Vec<usize>> = ps.iter().map(Tensors::dims).collect();
+    let list = tensors_of(layout, &dims)?;
+    let len = list.last().map_or(0, |t| t.at + t.len());
+    let mut p = vec![0.0f32; len];
+    for (param, t) in ps.iter().zip(&list) {
+        t.scatter(&param.values()?, &mut p);
     }
     Ok(p)
 }
@@ -150,32 +243,26 @@ pub fn write_params<B: Backend>(
     p: &[f32],
     m: &mut ActorCritic<B>,
 ) -> Result<(), String> {
-    let extra: usize = norm_params(m).iter().map(|n| n.dims()[0]).sum();
-    if p.len() != layout.len + extra {
-        return Err(format!(
-            "{} parameters for a network of {}",
-            p.len(),
-            layout.len + extra
-        ));
+    let dims: Vec<Vec<usize>> = params(m)?.iter().map(Tensors::dims).collect();
+    let list = tensors_of(layout, &dims)?;
+    let len = list.last().map_or(0, |t| t.at + t.len());
+    if p.len() != len {
+        return Err(format!("{} parameters for a network of {len}", p.len()));
     }
-    let tensor = |v: &[f32], device: &B::Device| {
-        Tensor::from_data(TensorData::new(v.to_vec(), [v.len()]), device).require_grad()
-    };
-    for (l, d) in linears_mut(m).into_iter().zip(denses(layout)) {
-        let device = l.weight.val().device();
-        let w = TensorData::new(p[d.w..d.b].to_vec(), [d.d_in, d.d_out]);
-        l.weight = Param::initialized(l.weight.id, Tensor::from_data(w, &device).require_grad());
-        if let Some(bias) = &mut l.bias {
-            let b = tensor(&p[d.b..d.b + d.d_out], &device);
-            *bias = Param::initialized(bias.id, b);
+    let device = m.policy_head.weight.val().device();
+    for (param, t) in params_mut(m)?.into_iter().zip(&list) {
+        let data = TensorData::new(t.gather(p), t.shape.clone());
+        match param {
+            TensorsMut::D1(x) => {
+                *x = Param::initialized(x.id, Tensor::from_data(data, &device).require_grad())
+            }
+            TensorsMut::D2(x) => {
+                *x = Param::initialized(x.id, Tensor::from_data(data, &device).require_grad())
+            }
+            TensorsMut::D4(x) => {
+                *x = Param::initialized(x.id, Tensor::from_data(data, &device).require_grad())
+            }
         }
-    }
-    let mut at = layout.len;
-    for n in norm_params_mut(m) {
-        let [d] = n.dims();
-        let device = n.val().device();
-        *n = Param::initialized(n.id, tensor(&p[at..at + d], &device));
-        at += d;
     }
     Ok(())
 }
@@ -228,7 +315,7 @@ mod tests {
             },
         ];
         for (env, net) in [("CartPole-v1", &nets[0]), ("Pendulum-v1", &nets[1])] {
-            let spec = ModelSpec::new(&env_spec(env).unwrap(), net);
+            let spec = ModelSpec::new(&env_spec(env).unwrap(), net).unwrap();
             let dev = Default::default();
             let mut m = spec.init::<CpuBackend>(&dev);
             let n = 5;
@@ -261,7 +348,7 @@ mod tests {
             write_params(&layout, &p, &mut other).unwrap();
             assert_eq!(read_params(&layout, &other).unwrap(), p);
         }
-        let mut spec = ModelSpec::new(&env_spec("CartPole-v1").unwrap(), &nets[0]);
+        let mut spec = ModelSpec::new(&env_spec("CartPole-v1").unwrap(), &nets[0]).unwrap();
         spec.network.layer_norm = LayerNormPlacement::Post;
         let m = spec.init::<CpuBackend>(&Default::default());
         assert!(fused_policy(&spec, &m).is_err());

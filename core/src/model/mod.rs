@@ -1,17 +1,17 @@
 //! The actor-critic policy: an optional observation normaliser, actor and critic
-//! MLP torsos (or one shared torso), a policy head whose output a
+//! torsos (or one shared torso; each an optional convolution stem, then dense layers), a policy head whose output a
 //! [`crate::distribution::ActionDist`] interprets, and a value head. Orthogonal
 //! init uses the PPO literature's gains (sqrt(2) hidden, 0.01 policy head, 1.0
 //! value head); biases start at zero, except the continuous head's std half,
 //! which starts at `init_std`.
 
 pub mod flat;
-mod mlp;
 mod obs_norm;
+mod torso;
 
-pub use mlp::{Mlp, linear};
 pub use obs_norm::{ObsNorm, RunningMeanStd};
 pub use sebulba_fused::OBS_NORM_EPS;
+pub use torso::{Torso, TorsoSpec, linear};
 
 use crate::config::NetworkConfig;
 use crate::distribution::{ActionDist, softplus_inverse};
@@ -25,16 +25,65 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ModelSpec {
     pub obs_dim: usize,
+    /// The observation as an image `[H, W, C]`, which a convolution stem
+    /// reads (the env's `EnvSpec::image`).
+    #[serde(default)]
+    pub image: Option<[usize; 3]>,
     pub action_space: ActionSpace,
     pub network: NetworkConfig,
 }
 
+/// A network that cannot be built for an environment.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("field `network.conv`: {0}")]
+    Conv(String),
+}
+
+/// Weights of the first dense layer after a stem, at most.
+pub const MAX_STEM_WEIGHTS: usize = 1 << 26;
+
 impl ModelSpec {
-    pub fn new(env: &EnvSpec, network: &NetworkConfig) -> Self {
-        Self {
+    /// The network `network` for `env`'s observations and actions, refused
+    /// when its convolution stem does not fit the observation.
+    pub fn new(env: &EnvSpec, network: &NetworkConfig) -> Result<Self, ModelError> {
+        let spec = Self {
             obs_dim: env.obs_dim,
+            image: env.image,
             action_space: env.action_space.clone(),
             network: network.clone(),
+        };
+        spec.check()?;
+        Ok(spec)
+    }
+
+    /// The convolution stem against the observation (and the size of what
+    /// follows it): what [`Self::new`] refuses.
+    pub fn check(&self) -> Result<(), ModelError> {
+        let stem = self.arch().stem().map_err(ModelError::Conv)?;
+        let Some(top) = stem.last() else {
+            return Ok(());
+        };
+        let next = self
+            .network
+            .hidden
+            .first()
+            .copied()
+            .unwrap_or(self.head_dim());
+        if top.out_len() * next > MAX_STEM_WEIGHTS {
+            return Err(ModelError::Conv(format!(
+                "the stem's {} outputs per sample times {next} give over {MAX_STEM_WEIGHTS} weights",
+                top.out_len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// The stem's output width per sample (the observation's without a stem).
+    fn stem_width(&self) -> usize {
+        match self.arch().stem() {
+            Ok(stem) => stem.last().map_or(self.obs_dim, |c| c.out_len()),
+            Err(_) => self.obs_dim,
         }
     }
 
@@ -49,6 +98,8 @@ impl ModelSpec {
         sebulba_fused::Arch {
             obs_dim: self.obs_dim,
             head_dim: self.head_dim(),
+            image: self.image,
+            conv: n.conv.clone(),
             hidden: n.hidden.clone(),
             shared_torso: n.shared_torso,
             activation: n.activation,
@@ -66,17 +117,14 @@ impl ModelSpec {
     /// so the caller seeds it (`B::seed`): the same seed, the same initial weights.
     pub fn init<B: Backend>(&self, device: &B::Device) -> ActorCritic<B> {
         let n = &self.network;
-        let torso = || {
-            Mlp::new(
-                self.obs_dim,
-                &n.hidden,
-                n.activation,
-                n.layer_norm,
-                n.init,
-                device,
-            )
+        let torso_spec = TorsoSpec {
+            image: self.image,
+            conv: &n.conv,
+            stem_width: self.stem_width(),
+            hidden: &n.hidden,
         };
-        let width = n.hidden.last().copied().unwrap_or(self.obs_dim);
+        let torso = || Torso::new(&torso_spec, n.activation, n.layer_norm, n.init, device);
+        let width = n.hidden.last().copied().unwrap_or(torso_spec.stem_width);
         let head_bias = match &self.action_space {
             ActionSpace::Discrete { .. } => None,
             ActionSpace::Box { low, .. } => {
@@ -116,9 +164,9 @@ fn materialize<B: Backend>(model: &ActorCritic<B>) {
 #[derive(Module, Debug)]
 pub struct ActorCritic<B: Backend> {
     pub obs_norm: Option<ObsNorm<B>>,
-    pub actor: Mlp<B>,
+    pub actor: Torso<B>,
     /// `None`: the critic shares the actor's torso.
-    pub critic: Option<Mlp<B>>,
+    pub critic: Option<Torso<B>>,
     pub policy_head: Linear<B>,
     pub value_head: Linear<B>,
 }
@@ -186,6 +234,7 @@ mod tests {
     fn spec() -> ModelSpec {
         ModelSpec {
             obs_dim: 4,
+            image: None,
             action_space: ActionSpace::Discrete { n: 2 },
             network: NetworkConfig::default(),
         }
@@ -238,7 +287,7 @@ mod tests {
 
     fn pendulum_spec(network: NetworkConfig) -> ModelSpec {
         let env = sebulba_envs::env_spec("Pendulum-v1").unwrap();
-        ModelSpec::new(&env, &network)
+        ModelSpec::new(&env, &network).unwrap()
     }
 
     #[test]

@@ -96,6 +96,7 @@ mod tests {
     fn spec(hidden: Vec<usize>) -> ModelSpec {
         ModelSpec {
             obs_dim: 4,
+            image: None,
             action_space: ActionSpace::Discrete { n: 2 },
             network: NetworkConfig {
                 hidden,

@@ -26,6 +26,7 @@ pub fn game_spec(id: &str) -> Option<EnvSpec> {
     Some(EnvSpec {
         id: id.to_string(),
         obs_dim: d,
+        image: None,
         action_space: ActionSpace::Discrete { n: game.actions() },
         // Games end by their rules; nothing truncates them.
         max_episode_steps: u32::MAX,

@@ -432,9 +432,9 @@ mod tests {
     fn a_checkpoint_without_fitting_statistics_is_refused() {
         let mut cfg = sebulba_core::config::RunConfig::preset("CartPole-v1").unwrap();
         let env = sebulba_envs::env_spec("CartPole-v1").unwrap();
-        let plain = ModelSpec::new(&env, &cfg.network);
+        let plain = ModelSpec::new(&env, &cfg.network).unwrap();
         cfg.network.obs_norm = true;
-        let normalising = ModelSpec::new(&env, &cfg.network);
+        let normalising = ModelSpec::new(&env, &cfg.network).unwrap();
         let mut good = RunningMeanStd::new(4);
         good.update(&[1.0, 2.0, 3.0, 4.0, 0.0, 1.0, 0.0, 1.0]);
         assert!(check_obs_stats(&normalising, Some(&good)).is_ok());

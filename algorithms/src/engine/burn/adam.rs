@@ -4,22 +4,44 @@
 //! [`crate::engine::TrainState`] becomes burn's optimizer state and back.
 
 use super::AdamRecord;
-use burn::module::ParamId;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Tensor, TensorData};
 use burn_optim::record::AdaptorRecord;
 use burn_optim::{AdamState, AdaptiveMomentumState};
 use sebulba_core::model::ActorCritic;
-use sebulba_core::model::flat::{floats, param_slots};
+use sebulba_core::model::flat::{Slot, floats, param_slots};
 use sebulba_fused::net::Layout;
 
 /// Floats in the flat vector the slots cover (the end of the last one).
-fn flat_len(slots: &[(ParamId, usize, Vec<usize>)]) -> usize {
+fn flat_len(slots: &[Slot]) -> usize {
     slots
         .iter()
-        .map(|(_, at, shape)| at + shape.iter().product::<usize>())
+        .map(|s| s.tensor.at + s.tensor.len())
         .max()
         .unwrap_or(0)
+}
+
+/// One parameter's moments and step count from its record, by its rank.
+fn moments<B: AutodiffBackend>(
+    r: AdaptorRecord<burn_optim::Adam, B>,
+    rank: usize,
+) -> Result<(usize, Vec<f32>, Vec<f32>), String> {
+    macro_rules! read {
+        ($d:literal) => {{
+            let s = r.into_state::<$d>().momentum;
+            (
+                s.time,
+                floats(s.moment_1, "moment_1")?,
+                floats(s.moment_2, "moment_2")?,
+            )
+        }};
+    }
+    Ok(match rank {
+        1 => read!(1),
+        2 => read!(2),
+        4 => read!(4),
+        _ => return Err(format!("a parameter of rank {rank}")),
+    })
 }
 
 /// Adam's moments in the flat vector's order and its step count, from burn's
@@ -36,32 +58,20 @@ pub fn read_adam<B: AutodiffBackend>(
     let len = flat_len(&slots);
     let (mut m1, mut m2) = (vec![0.0f32; len], vec![0.0f32; len]);
     let mut time = 0;
-    for (id, at, shape) in slots {
+    for Slot { id, tensor } in slots {
         let Some(r) = record.remove(&id) else {
             continue;
         };
-        let len: usize = shape.iter().product();
-        let (t, a, b) = if shape.len() == 2 {
-            let s = r.into_state::<2>().momentum;
-            (
-                s.time,
-                floats(s.moment_1, "moment_1")?,
-                floats(s.moment_2, "moment_2")?,
-            )
-        } else {
-            let s = r.into_state::<1>().momentum;
-            (
-                s.time,
-                floats(s.moment_1, "moment_1")?,
-                floats(s.moment_2, "moment_2")?,
-            )
-        };
-        if a.len() != len || b.len() != len {
-            return Err(format!("Adam state of {id:?} has the wrong size"));
+        let (t, a, b) = moments::<B>(r, tensor.shape.len())?;
+        if a.len() != tensor.len() || b.len() != tensor.len() {
+            return Err(format!(
+                "Adam state of `{}` has the wrong size",
+                tensor.name
+            ));
         }
         time = time.max(t);
-        m1[at..at + len].copy_from_slice(&a);
-        m2[at..at + len].copy_from_slice(&b);
+        tensor.scatter(&a, &mut m1);
+        tensor.scatter(&b, &mut m2);
     }
     Ok((m1, m2, time))
 }
@@ -87,22 +97,25 @@ pub fn write_adam<B: AutodiffBackend>(
             m2.len()
         ));
     }
-    for (id, at, shape) in slots {
-        let len: usize = shape.iter().product();
-        let device = m.policy_head.weight.val().device();
-        let t = |v: &[f32]| TensorData::new(v[at..at + len].to_vec(), shape.clone());
-        let r = if shape.len() == 2 {
-            let (a, b) = (
-                Tensor::from_data(t(m1), &device),
-                Tensor::from_data(t(m2), &device),
-            );
-            AdaptorRecord::from_state::<2>(AdamState::new(AdaptiveMomentumState::new(time, a, b)))
-        } else {
-            let (a, b) = (
-                Tensor::from_data(t(m1), &device),
-                Tensor::from_data(t(m2), &device),
-            );
-            AdaptorRecord::from_state::<1>(AdamState::new(AdaptiveMomentumState::new(time, a, b)))
+    let device = m.policy_head.weight.val().device();
+    for Slot { id, tensor } in slots {
+        let t = |v: &[f32]| TensorData::new(tensor.gather(v), tensor.shape.clone());
+        macro_rules! state {
+            ($d:literal) => {{
+                let (a, b) = (
+                    Tensor::<B::InnerBackend, $d>::from_data(t(m1), &device),
+                    Tensor::<B::InnerBackend, $d>::from_data(t(m2), &device),
+                );
+                AdaptorRecord::from_state::<$d>(AdamState::new(AdaptiveMomentumState::new(
+                    time, a, b,
+                )))
+            }};
+        }
+        let r = match tensor.shape.len() {
+            1 => state!(1),
+            2 => state!(2),
+            4 => state!(4),
+            rank => return Err(format!("a parameter of rank {rank}")),
         };
         record.insert(id, r);
     }

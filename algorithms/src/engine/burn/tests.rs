@@ -22,6 +22,7 @@ pub(crate) fn cfg() -> PpoConfig {
 pub(crate) fn spec() -> ModelSpec {
     ModelSpec {
         obs_dim: 2,
+        image: None,
         action_space: ActionSpace::Discrete { n: 2 },
         network: NetworkConfig {
             hidden: vec![4],

@@ -15,11 +15,11 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use sebulba_core::CpuAutodiff;
 use sebulba_core::config::PpoConfig;
-use sebulba_core::config::{Activation, AdvantageNorm, NetworkConfig, RunConfig};
+use sebulba_core::config::{Activation, AdvantageNorm, ConvLayer, NetworkConfig, RunConfig};
 use sebulba_core::distribution::ActionDist;
 use sebulba_core::distribution::{log_softmax_row, tanh_normal_log_prob};
 use sebulba_core::model::ModelSpec;
-use sebulba_core::model::flat::{obs_norm, param_slots, read_params, write_params};
+use sebulba_core::model::flat::{Slot, obs_norm, param_slots, read_params, write_params};
 use sebulba_core::model::{ActorCritic, RunningMeanStd};
 use sebulba_envs::{ActionSpace, env_spec};
 use sebulba_fused::net::Layout;
@@ -46,13 +46,14 @@ struct Case {
 fn cases() -> Vec<Case> {
     let discrete = |network: NetworkConfig| ModelSpec {
         obs_dim: 4,
+        image: None,
         action_space: ActionSpace::Discrete { n: 3 },
         network,
     };
     let pendulum = |network: NetworkConfig| {
         let mut env = env_spec("MountainCarContinuous-v0").unwrap();
         env.obs_dim = 3;
-        ModelSpec::new(&env, &network)
+        ModelSpec::new(&env, &network).unwrap()
     };
     let net = |hidden: Vec<usize>| NetworkConfig {
         hidden,
@@ -105,6 +106,96 @@ fn cases() -> Vec<Case> {
             cfg: gaussian,
         },
     ]
+    .into_iter()
+    .chain(conv_cases())
+    .collect()
+}
+
+/// Convolution stems, one shape class each: padding and a stride that leaves
+/// input over; the Nature CNN's 8x8/4 into 3x3/1; MinAtar's VALID 3x3 on a
+/// 10x10 grid; a stem straight into the heads.
+fn conv_cases() -> Vec<Case> {
+    let mut conv_clipped_value = ppo_cfg();
+    conv_clipped_value.clip_value_loss = true;
+    conv_clipped_value.value_clip_coef = 0.05;
+    vec![
+        Case {
+            name: "image, padded and strided stem, separate relu torsos",
+            spec: image(
+                [7, 6, 2],
+                3,
+                stem(&[(4, 3, 1, 1), (3, 2, 2, 0)], vec![8], false),
+            ),
+            masks: false,
+            cfg: ppo_cfg(),
+        },
+        Case {
+            name: "image, Nature-shaped stem, shared torso, clipped value loss",
+            spec: image(
+                [20, 20, 2],
+                4,
+                stem(&[(4, 8, 4, 0), (3, 3, 1, 0)], vec![16], true),
+            ),
+            masks: false,
+            cfg: conv_clipped_value,
+        },
+        Case {
+            name: "image, MinAtar-shaped stem, masks",
+            spec: image([10, 10, 4], 6, stem(&[(8, 3, 1, 0)], vec![16], true)),
+            masks: true,
+            cfg: ppo_cfg(),
+        },
+        Case {
+            name: "image, tanh stem straight into the heads, obs norm",
+            spec: image(
+                [5, 5, 3],
+                3,
+                NetworkConfig {
+                    activation: Activation::Tanh,
+                    obs_norm: true,
+                    ..stem(&[(4, 3, 1, 0)], vec![], false)
+                },
+            ),
+            masks: false,
+            cfg: ppo_cfg(),
+        },
+    ]
+}
+
+/// The first case with a convolution stem.
+const FIRST_CONV: usize = 5;
+
+/// A discrete-action network on `[h, w, c]` images.
+fn image([h, w, c]: [usize; 3], actions: usize, network: NetworkConfig) -> ModelSpec {
+    ModelSpec {
+        obs_dim: h * w * c,
+        image: Some([h, w, c]),
+        action_space: ActionSpace::Discrete { n: actions },
+        network,
+    }
+}
+
+/// A relu network of `(channels, kernel, stride, padding)` layers then `hidden`.
+fn stem(
+    layers: &[(usize, usize, usize, usize)],
+    hidden: Vec<usize>,
+    shared: bool,
+) -> NetworkConfig {
+    NetworkConfig {
+        conv: layers
+            .iter()
+            .map(|&(channels, kernel, stride, padding)| ConvLayer {
+                channels,
+                kernel,
+                stride,
+                padding,
+            })
+            .collect(),
+        hidden,
+        activation: Activation::Relu,
+        shared_torso: shared,
+        ..Default::default()
+    }
 }
 
 /// A model with obs-norm statistics set (when on) from the case's observations.
@@ -327,8 +418,12 @@ fn every_gradient_and_loss_term_matches_burn_autodiff() {
             "{}: ratios should fall on both sides of the clip range",
             case.name
         );
-        for (id, at, shape) in param_slots(f.layout(), &m).unwrap() {
+        for Slot { id, tensor } in param_slots(f.layout(), &m).unwrap() {
+            let shape = &tensor.shape;
             let burn: Vec<f32> = match shape.len() {
+                4 => grads
+                    .get::<Inner, 4>(id)
+                    .map(|g| g.into_data().to_vec().unwrap()),
                 2 => grads
                     .get::<Inner, 2>(id)
                     .map(|g| g.into_data().to_vec().unwrap()),
@@ -336,8 +431,8 @@ fn every_gradient_and_loss_term_matches_burn_autodiff() {
                     .get::<Inner, 1>(id)
                     .map(|g| g.into_data().to_vec().unwrap()),
             }
-            .unwrap_or_else(|| vec![0.0; shape.iter().product()]);
-            let ours = &f.grads()[at..at + burn.len()];
+            .unwrap_or_else(|| vec![0.0; tensor.len()]);
+            let ours = &tensor.gather(f.grads());
             let scale = burn.iter().fold(1e-6f32, |a, &b| a.max(b.abs()));
             for (k, (o, b)) in ours.iter().zip(&burn).enumerate() {
                 assert!(
@@ -452,7 +547,12 @@ fn target_kl_stops_the_fused_engine_like_burn() {
 
 #[test]
 fn adam_state_converts_to_burn_records_and_back() {
-    let case = &cases()[3];
+    for case in [&cases()[3], &cases()[FIRST_CONV]] {
+        adam_state_round_trip(case);
+    }
+}
+
+fn adam_state_round_trip(case: &Case) {
     let data = data(case, 128, 4);
     let m = model(case, &data);
     let state = state_of_model(&case.spec, &m).unwrap();
@@ -483,7 +583,7 @@ fn adam_state_converts_to_burn_records_and_back() {
 
 #[test]
 fn checkpoints_cross_between_the_engines() {
-    for case in [&cases()[1], &cases()[3]] {
+    for case in [&cases()[1], &cases()[3], &cases()[FIRST_CONV + 1]] {
         let data = data(case, 128, 6);
         let m = model(case, &data);
         let cfg = &case.cfg;
@@ -614,7 +714,7 @@ fn a_masked_action_gets_zero_probability_and_zero_gradient_in_both_engines() {
         },
     });
     let slots = param_slots(f.layout(), &m).unwrap();
-    let slot = |id| slots.iter().find(|s| s.0 == id).expect("a slot").1;
+    let slot = |id| slots.iter().find(|s| s.id == id).expect("a slot").tensor.at;
     let fused_bias = &f.grads()[slot(bias_id)..slot(bias_id) + 3];
     let w_at = slot(head.weight.id);
     let fused_weight = &f.grads()[w_at..w_at + burn_weight.len()];

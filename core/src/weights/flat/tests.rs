@@ -30,9 +30,9 @@ fn specs() -> Vec<ModelSpec> {
         },
     ];
     vec![
-        ModelSpec::new(&env_spec("CartPole-v1").unwrap(), &nets[0]),
-        ModelSpec::new(&env_spec("Pendulum-v1").unwrap(), &nets[1]),
-        ModelSpec::new(&env_spec("Acrobot-v1").unwrap(), &nets[2]),
+        ModelSpec::new(&env_spec("CartPole-v1").unwrap(), &nets[0]).unwrap(),
+        ModelSpec::new(&env_spec("Pendulum-v1").unwrap(), &nets[1]).unwrap(),
+        ModelSpec::new(&env_spec("Acrobot-v1").unwrap(), &nets[2]).unwrap(),
     ]
 }
 
@@ -168,7 +168,7 @@ fn bad_files_and_values_are_refused_by_name() {
     // Reading refuses a NaN too.
     let nan_file = {
         let mut p = params.clone();
-        p[layout.actor[0].w] = 1.0;
+        p[layout.actor.dense[0].w] = 1.0;
         let mut bytes = to_safetensors(spec, &p, stats.as_ref()).unwrap();
         // Overwrite the first weight's 1.0 with a NaN in place.
         let one = 1.0f32.to_le_bytes();

@@ -1,0 +1,109 @@
+//! The tensor list against orders written out by hand.
+
+use super::*;
+use crate::{Activation, Arch, ConvLayer};
+
+fn arch(conv: Vec<ConvLayer>, hidden: Vec<usize>, shared_torso: bool) -> Arch {
+    Arch {
+        obs_dim: 5 * 6 * 2,
+        head_dim: 3,
+        image: Some([5, 6, 2]),
+        conv,
+        hidden,
+        shared_torso,
+        activation: Activation::Relu,
+        obs_norm: false,
+        obs_clip: 10.0,
+    }
+}
+
+fn layer(channels: usize, kernel: usize, stride: usize, padding: usize) -> ConvLayer {
+    ConvLayer {
+        channels,
+        kernel,
+        stride,
+        padding,
+    }
+}
+
+/// Every float of the flat vector belongs to exactly one tensor, the
+/// tensors come in layout order, and each scatter undoes its gather.
+#[test]
+fn the_tensors_cover_the_vector_once_and_convert_both_ways() {
+    for (conv, hidden, shared) in [
+        (vec![layer(4, 3, 1, 0), layer(3, 2, 2, 1)], vec![7], false),
+        (vec![layer(4, 3, 1, 1)], vec![], true),
+        (vec![], vec![4, 5], false),
+    ] {
+        let layout = Layout::new(&arch(conv, hidden, shared));
+        let list = param_tensors(&layout);
+        let mut seen = vec![0u8; layout.len];
+        let mut at = 0;
+        for t in &list {
+            assert_eq!(t.at, at, "{} follows the previous tensor", t.name);
+            at += t.len();
+            seen[t.at..t.at + t.len()].iter_mut().for_each(|s| *s += 1);
+        }
+        assert!(seen.iter().all(|&s| s == 1));
+        let flat: Vec<f32> = (0..layout.len).map(|i| i as f32).collect();
+        let mut back = vec![0.0; layout.len];
+        for t in &list {
+            t.scatter(&t.gather(&flat), &mut back);
+        }
+        assert_eq!(back, flat);
+    }
+}
+
+/// Names and shapes as burn's model holds them; the dense layer after the
+/// stem reads its input channels first: row `(ch, y, x)` of burn's weight is
+/// our row `(y, x, ch)`.
+#[test]
+fn names_shapes_and_the_flattened_order() {
+    let layout = Layout::new(&arch(vec![layer(4, 3, 1, 0)], vec![7], true));
+    let list = param_tensors(&layout);
+    let names: Vec<(&str, &[usize])> = list
+        .iter()
+        .map(|t| (t.name.as_str(), t.shape.as_slice()))
+        .collect();
+    // The stem's output: 3x4 pixels of 4 channels.
+    assert_eq!(
+        names,
+        [
+            ("actor.conv.0.weight", &[4usize, 2, 3, 3][..]),
+            ("actor.conv.0.bias", &[4][..]),
+            ("actor.layers.0.weight", &[48, 7][..]),
+            ("actor.layers.0.bias", &[7][..]),
+            ("policy_head.weight", &[7, 3][..]),
+            ("policy_head.bias", &[3][..]),
+            ("value_head.weight", &[7, 1][..]),
+            ("value_head.bias", &[1][..]),
+        ]
+    );
+    let dense = &list[2];
+    let flat: Vec<f32> = (0..layout.len).map(|i| i as f32).collect();
+    let burn = dense.gather(&flat);
+    let (h, w, c, d_out) = (3, 4, 4, 7);
+    for ch in 0..c {
+        for y in 0..h {
+            for x in 0..w {
+                for j in 0..d_out {
+                    let theirs = ((ch * h + y) * w + x) * d_out + j;
+                    let ours = ((y * w + x) * c + ch) * d_out + j;
+                    assert_eq!(burn[theirs], flat[dense.at + ours]);
+                }
+            }
+        }
+    }
+    // A stem straight into the heads: their weights are reordered instead.
+    let layout = Layout::new(&arch(vec![layer(4, 3, 1, 0)], vec![], false));
+    let list = param_tensors(&layout);
+    let heads: Vec<_> = list
+        .iter()
+        .filter(|t| t.name.ends_with("head.weight"))
+        .collect();
+    assert!(
+        heads
+            .iter()
+            .all(|t| matches!(t.order, Order::Flattened { .. }))
+    );
+}
