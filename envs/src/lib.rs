@@ -13,6 +13,7 @@ mod acrobot;
 mod cartpole;
 mod discounted_return;
 pub mod games;
+pub mod minatar;
 mod mountain_car;
 mod mountain_car_continuous;
 mod pendulum;
@@ -128,7 +129,7 @@ pub enum StateOrigin {
 
 #[derive(thiserror::Error, Debug)]
 pub enum EnvError {
-    #[error("unknown environment id `{0}` (known: {known})", known = [ENV_IDS, crate::games::GAME_IDS].concat().join(", "))]
+    #[error("unknown environment id `{0}` (known: {known})", known = [ENV_IDS, crate::games::GAME_IDS, crate::minatar::MINATAR_IDS].concat().join(", "))]
     UnknownId(String),
     #[error("bad state for `{id}`: {reason}")]
     BadState { id: String, reason: String },
@@ -193,6 +194,11 @@ pub fn make_env(id: &str, seed: u64) -> Result<Box<dyn Env>, EnvError> {
         "MountainCar-v0" => Box::new(MountainCar::new(seed)),
         "Pendulum-v1" => Box::new(Pendulum::new(seed)),
         "MountainCarContinuous-v0" => Box::new(MountainCarContinuous::new(seed)),
+        _ if minatar::minatar_spec(id).is_some() => Box::new(minatar::MinAtar::new(
+            id,
+            minatar::Options::default(),
+            seed,
+        )?),
         _ => return Err(EnvError::UnknownId(id.to_string())),
     })
 }
@@ -206,7 +212,9 @@ pub fn env_spec(id: &str) -> Result<EnvSpec, EnvError> {
         "Pendulum-v1" => pendulum::spec(),
         "MountainCarContinuous-v0" => mountain_car_continuous::spec(),
         _ => {
-            return crate::games::game_spec(id).ok_or_else(|| EnvError::UnknownId(id.to_string()));
+            return crate::games::game_spec(id)
+                .or_else(|| minatar::minatar_spec(id))
+                .ok_or_else(|| EnvError::UnknownId(id.to_string()));
         }
     })
 }

@@ -99,11 +99,21 @@ impl NativeVecEnv {
     /// `num_envs` copies of env `id`; env `i` is seeded with
     /// [`derive_env_seed`]`(seed, i)` so streams differ but are reproducible.
     pub fn new(id: &str, num_envs: usize, seed: u64) -> Result<Self, EnvError> {
+        Self::from_envs(num_envs, seed, |s| make_env(id, s))
+    }
+
+    /// `num_envs` envs made by `make` from their seeds ([`derive_env_seed`]),
+    /// for an id whose envs take options.
+    pub fn from_envs(
+        num_envs: usize,
+        seed: u64,
+        make: impl Fn(u64) -> Result<Box<dyn crate::Env>, EnvError>,
+    ) -> Result<Self, EnvError> {
         if num_envs == 0 {
             return Err(EnvError::NoEnvs);
         }
         let envs = (0..num_envs)
-            .map(|i| make_env(id, derive_env_seed(seed, i as u64)).map(TimeLimit::new))
+            .map(|i| make(derive_env_seed(seed, i as u64)).map(TimeLimit::new))
             .collect::<Result<Vec<_>, _>>()?;
         let spec = envs[0].env().spec().clone();
         Ok(Self {

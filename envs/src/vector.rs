@@ -187,6 +187,9 @@ pub fn env_spec_with(id: &str, kwargs: &str) -> Result<EnvSpec, EnvError> {
     } else if let Some(spec) = crate::games::game_spec(id) {
         game_normaliser(id, kwargs)?;
         Ok(spec)
+    } else if let Some(spec) = crate::minatar::minatar_spec(id) {
+        crate::minatar::Options::from_kwargs(id, kwargs)?;
+        Ok(spec)
     } else {
         native_step_cost(id, kwargs)?;
         super::env_spec(id)
@@ -210,6 +213,11 @@ pub fn make_vector_env(
         Ok(Box::new(crate::games::GameVecEnv::new(
             id, num_envs, seed, normaliser,
         )?))
+    } else if crate::minatar::minatar_spec(id).is_some() {
+        let options = crate::minatar::Options::from_kwargs(id, kwargs)?;
+        Ok(Box::new(NativeVecEnv::from_envs(num_envs, seed, |s| {
+            Ok(Box::new(crate::minatar::MinAtar::new(id, options, s)?))
+        })?))
     } else {
         let cost = native_step_cost(id, kwargs)?;
         Ok(Box::new(

@@ -11,7 +11,8 @@ use std::time::Instant;
 
 pub use super::EnvBench;
 
-/// Steps `num_envs` copies of each of `ids` (every native env when empty)
+/// Steps `num_envs` copies of each of `ids` (every native env, MinAtar's
+/// included, when empty)
 /// for about `seconds` each with fixed cyclic actions (no policy), one
 /// thread: through the same vector env an actor steps, Python envs included.
 /// Turn-based games (every one of them by default too) play random legal
@@ -24,6 +25,7 @@ pub fn bench_envs(
     let native: Vec<String> = ENV_IDS
         .iter()
         .chain(sebulba_envs::games::GAME_IDS)
+        .chain(sebulba_envs::minatar::MINATAR_IDS)
         .map(|s| s.to_string())
         .collect();
     let ids = if ids.is_empty() { &native[..] } else { ids };
@@ -129,7 +131,8 @@ mod tests {
     fn benches_cover_every_env_and_count_what_they_did() {
         let rows = bench_envs(&[], 2, 0.01).unwrap();
         let games = sebulba_envs::games::GAME_IDS;
-        assert_eq!(rows.len(), ENV_IDS.len() + games.len());
+        let minatar = sebulba_envs::minatar::MINATAR_IDS;
+        assert_eq!(rows.len(), ENV_IDS.len() + games.len() + minatar.len());
         for r in &rows {
             assert!(r.steps > 0 && r.steps % 2 == 0, "{r:?}");
             assert_eq!(

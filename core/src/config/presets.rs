@@ -134,8 +134,43 @@ impl RunConfig {
                 c.ppo.scale_rewards = true;
             }
             "Nim-v0" | "BigTwo-v0" => c.tune_for_game(env_id),
+            id if id.starts_with("MinAtar/") => c.tune_for_minatar(),
             _ => {}
         }
+    }
+
+    /// MinAtar: the paper's network (16 filters 3x3 VALID, dense 128) and
+    /// the PureJaxRL settings `../shared/bench/purejax_style_minatar_ppo.py`
+    /// runs: 64 envs x 128 steps per update, 4 epochs x 8 minibatches, lr
+    /// 5e-4 annealed, clipped value loss, entropy 0.01, per-minibatch
+    /// advantages, 5M steps.
+    fn tune_for_minatar(&mut self) {
+        let c = self;
+        c.run.total_steps = 5_000_000;
+        c.env.envs_per_actor = 32;
+        c.env.rollout_length = 128;
+        c.learner.batches_per_update = 2;
+        c.network.conv = vec![ConvLayer {
+            channels: 16,
+            kernel: 3,
+            stride: 1,
+            padding: 0,
+        }];
+        c.network.hidden = vec![128];
+        c.network.activation = Activation::Relu;
+        c.network.shared_torso = true;
+        let p = &mut c.ppo;
+        (p.epochs, p.minibatches) = (4, 8);
+        p.learning_rate = 5e-4;
+        p.anneal_lr = true;
+        (p.gamma, p.gae_lambda) = (0.99, 0.95);
+        p.clip_coef = 0.2;
+        (p.clip_value_loss, p.value_clip_coef) = (true, 0.2);
+        (p.ent_coef, p.vf_coef) = (0.01, 0.5);
+        p.max_grad_norm = 0.5;
+        p.adam_eps = 1e-5;
+        p.adv_norm = AdvantageNorm::Minibatch;
+        c.eval.interval = 20;
     }
 
     /// Turn-based games: self-play with every seat on the newest weights.

@@ -415,7 +415,14 @@ mod tests {
 
     #[test]
     fn every_preset_is_inside_the_ranges() {
-        for id in [sebulba_envs::ENV_IDS, sebulba_envs::games::GAME_IDS].concat() {
+        let minatar = sebulba_envs::minatar::MINATAR_IDS;
+        for id in [
+            sebulba_envs::ENV_IDS,
+            sebulba_envs::games::GAME_IDS,
+            minatar,
+        ]
+        .concat()
+        {
             let c = RunConfig::preset(id).expect("preset");
             c.validate().unwrap_or_else(|e| panic!("{id}: {e}"));
         }

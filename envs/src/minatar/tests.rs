@@ -1,0 +1,169 @@
+//! Breakout's rules on hand-made positions, the ids, the options and
+//! sticky actions. (The whole games against the `minatar` package:
+//! `tests/minatar_reference.rs`.)
+
+use super::*;
+
+fn breakout(sticky: f64) -> MinAtar {
+    let options = Options {
+        sticky_action_prob: sticky,
+        ..Options::default()
+    };
+    MinAtar::new("MinAtar/Breakout-v1", options, 3).unwrap()
+}
+
+/// A Breakout state: ball `(x, y)`, direction, paddle, bricks listed.
+fn position(
+    ball: (usize, usize),
+    dir: usize,
+    paddle: usize,
+    bricks: &[(usize, usize)],
+) -> Vec<f64> {
+    let mut s = vec![ball.0 as f64, ball.1 as f64, dir as f64, paddle as f64];
+    s.extend([ball.0 as f64, ball.1 as f64, 0.0, 0.0]);
+    let mut map = vec![0.0; 100];
+    for &(x, y) in bricks {
+        map[y * 10 + x] = 1.0;
+    }
+    s.extend(map);
+    s
+}
+
+/// `(ball_x, ball_y, dir, paddle, reward, over)` after one step of action `a`.
+fn step(env: &mut MinAtar, a: usize) -> (usize, usize, usize, usize, f64, bool) {
+    let mut obs = vec![0.0; env.spec().obs_dim];
+    let r = env.step(Action::Discrete(a), &mut obs).unwrap();
+    let s = env.state();
+    let ball = (s[0] as usize, s[1] as usize);
+    // The observation shows the ball and the paddle where the state has them.
+    assert_eq!(obs[(ball.1 * 10 + ball.0) * 4 + 1], 1.0);
+    assert_eq!(obs[(9 * 10 + s[3] as usize) * 4], 1.0);
+    (
+        ball.0,
+        ball.1,
+        s[2] as usize,
+        s[3] as usize,
+        r.reward,
+        r.terminated,
+    )
+}
+
+const NOOP: usize = 0;
+const LEFT: usize = 1;
+const RIGHT: usize = 2;
+
+#[test]
+fn ids_spaces_and_the_start() {
+    let v1 = minatar_spec("MinAtar/Breakout-v1").unwrap();
+    assert_eq!((v1.obs_dim, v1.image), (400, Some([10, 10, 4])));
+    assert_eq!(v1.action_space, ActionSpace::Discrete { n: 3 });
+    let v0 = minatar_spec("MinAtar/Breakout-v0").unwrap();
+    assert_eq!(v0.action_space, ActionSpace::Discrete { n: 6 });
+    assert!(minatar_spec("MinAtar/Breakout-v2").is_none());
+    assert!(minatar_spec("MinAtar/Pong-v1").is_none());
+    // The ball starts on row 3 in a corner, falling inwards; both corners come up.
+    let mut corners = [0; 2];
+    for seed in 0..40 {
+        let env = MinAtar::new("MinAtar/Breakout-v1", Options::default(), seed).unwrap();
+        let s = env.state();
+        match (s[0] as usize, s[1] as usize, s[2] as usize) {
+            (0, 3, 2) => corners[0] += 1,
+            (9, 3, 3) => corners[1] += 1,
+            other => panic!("start {other:?}"),
+        }
+        assert_eq!(s[3], 4.0, "the paddle starts in column 4");
+        let bricks: Vec<usize> = (0..100).filter(|&i| s[8 + i] == 1.0).collect();
+        assert_eq!(bricks, (10..40).collect::<Vec<_>>(), "rows 1 to 3");
+    }
+    assert!(corners[0] > 5 && corners[1] > 5, "{corners:?}");
+}
+
+#[test]
+fn walls_ceiling_and_bricks() {
+    let mut env = breakout(0.0);
+    // Up-right into the right wall at row 6: the ball stays in column 9 and turns left.
+    env.set_state(&position((8, 6), 1, 4, &[])).unwrap();
+    assert_eq!(step(&mut env, NOOP), (9, 5, 1, 4, 0.0, false));
+    assert_eq!(step(&mut env, NOOP), (9, 4, 0, 4, 0.0, false));
+    // Into the ceiling: row 0, now falling.
+    env.set_state(&position((5, 0), 0, 4, &[])).unwrap();
+    assert_eq!(step(&mut env, NOOP), (4, 0, 3, 4, 0.0, false));
+    // Up-left into a brick: it breaks, reward 1, the ball keeps its row and falls.
+    env.set_state(&position((5, 4), 0, 4, &[(4, 3), (3, 4)]))
+        .unwrap();
+    assert_eq!(step(&mut env, NOOP), (4, 4, 3, 4, 1.0, false));
+    assert_eq!(env.state()[8 + 34], 0.0, "the brick at (4, 3) is gone");
+    // A brick met in the step right after a break is passed over: the ball
+    // moves into its cell and it stays; the step after, breaking works again.
+    env.set_state(&position((5, 4), 0, 4, &[(4, 3), (3, 5), (1, 7)]))
+        .unwrap();
+    assert_eq!(step(&mut env, NOOP), (4, 4, 3, 4, 1.0, false));
+    assert_eq!(step(&mut env, NOOP), (3, 5, 3, 4, 0.0, false));
+    assert_eq!(env.state()[8 + 53], 1.0, "the brick at (3, 5) stays");
+    assert_eq!(step(&mut env, NOOP), (2, 6, 3, 4, 0.0, false));
+    assert_eq!(step(&mut env, NOOP), (1, 6, 0, 4, 1.0, false));
+}
+
+#[test]
+fn the_paddle_returns_the_ball_or_the_game_ends() {
+    let mut env = breakout(0.0);
+    // Falling onto the paddle's column: straight back up from row 8.
+    env.set_state(&position((4, 8), 2, 4, &[(0, 1)])).unwrap();
+    assert_eq!(step(&mut env, NOOP), (5, 8, 1, 4, 0.0, false));
+    // Landing where the paddle is (moved right first): back the way it came.
+    env.set_state(&position((4, 8), 2, 4, &[(0, 1)])).unwrap();
+    assert_eq!(step(&mut env, RIGHT), (5, 8, 0, 5, 0.0, false));
+    // Missed: over, and a finished game gives nothing more.
+    env.set_state(&position((4, 8), 2, 2, &[(0, 1)])).unwrap();
+    assert_eq!(step(&mut env, LEFT), (5, 9, 2, 1, 0.0, true));
+    // The last brick gone, the rows come back as the ball reaches the bottom.
+    env.set_state(&position((1, 8), 2, 2, &[])).unwrap();
+    assert_eq!(step(&mut env, NOOP), (2, 8, 0, 2, 0.0, false));
+    assert_eq!((10..40).filter(|&i| env.state()[8 + i] == 1.0).count(), 30);
+}
+
+#[test]
+fn sticky_actions_repeat_the_last_action_across_episodes() {
+    // Always sticky: the first action (no-op, as in the package) repeats forever.
+    let mut env = breakout(1.0);
+    env.set_state(&position((0, 3), 2, 4, &[])).unwrap();
+    for _ in 0..4 {
+        assert_eq!(step(&mut env, RIGHT).3, 4);
+    }
+    // Never sticky: the paddle follows the actions; one in ten repeats at 0.1.
+    let mut env = breakout(0.0);
+    env.set_state(&position((0, 3), 2, 4, &[])).unwrap();
+    assert_eq!(step(&mut env, RIGHT).3, 5);
+    let mut env = breakout(0.1);
+    let (mut repeats, n) = (0, 20_000);
+    let mut obs = vec![0.0; 400];
+    for i in 0..n {
+        env.set_state(&position((0, 3), 2, 4, &[])).unwrap();
+        let a = if i % 2 == 0 { LEFT } else { RIGHT };
+        env.step(Action::Discrete(a), &mut obs).unwrap();
+        let moved_left = env.state()[3] == 3.0;
+        repeats += usize::from(moved_left != (a == LEFT));
+    }
+    let share = repeats as f64 / n as f64;
+    assert!((share - 0.1).abs() < 0.012, "{share}");
+}
+
+#[test]
+fn options_come_from_kwargs_and_are_checked_by_name() {
+    let o = Options::from_kwargs("MinAtar/Breakout-v1", r#"{"sticky_action_prob":0}"#).unwrap();
+    assert_eq!(o.sticky_action_prob, 0.0);
+    assert!(o.difficulty_ramping);
+    for (kwargs, named) in [
+        (r#"{"sticky_action_prob":1.5}"#, "sticky_action_prob"),
+        (r#"{"difficulty_ramping":1}"#, "difficulty_ramping"),
+        (r#"{"step_cost_us":3}"#, "step_cost_us"),
+    ] {
+        let e = Options::from_kwargs("MinAtar/Breakout-v1", kwargs).unwrap_err();
+        assert!(e.to_string().contains(named), "{e}");
+    }
+    let e = MinAtar::new("MinAtar/Breakout-v1", Options::default(), 0)
+        .unwrap()
+        .set_state(&[1.0; 8])
+        .unwrap_err();
+    assert!(e.to_string().contains("108"), "{e}");
+}

@@ -1,0 +1,75 @@
+"""An independent forward pass of a published `final.safetensors`, in NumPy
+with PyTorch's conventions, for tests/local_minatar.rs.
+
+  python numpy_forward.py FILE CASE.json
+
+CASE.json holds {"image": [H, W, C], "conv": [[channels, kernel, stride,
+padding], ...], "activation": "relu" | "tanh", "obs": [[...], ...] (rows,
+channels last as envs give them), "logits": [[...], ...] (sebulba's)}. The
+file is read by hand (an 8-byte header length, a JSON header, raw
+little-endian f32). The actor torso: convolutions on NCHW tensors with
+weights [out, in, kh, kw], flattened channels first, then dense layers
+`x @ W + b` (W stored [in, out]), then the policy head. Prints one JSON line
+with the largest difference from sebulba's logits.
+"""
+import json
+import struct
+import sys
+
+import numpy as np
+
+
+def read(path):
+    raw = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    data = raw[8 + n:]
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        assert t["dtype"] == "F32", (name, t["dtype"])
+        a, b = t["data_offsets"]
+        out[name] = np.frombuffer(data[a:b], dtype="<f4").reshape(t["shape"]).astype(np.float64)
+    return out
+
+
+def conv2d(x, w, b, stride, pad):
+    """x [N, C, H, W], w [O, C, kh, kw]: the cross-correlation PyTorch's Conv2d computes."""
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    x = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh = (h + 2 * pad - kh) // stride + 1
+    ow = (wd + 2 * pad - kw) // stride + 1
+    y = np.zeros((n, o, oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            window = x[:, :, i * stride:i * stride + kh, j * stride:j * stride + kw]
+            y[:, :, i, j] = np.einsum("nckl,ockl->no", window, w) + b
+    return y
+
+
+def main():
+    t = read(sys.argv[1])
+    case = json.load(open(sys.argv[2]))
+    act = (lambda v: np.maximum(v, 0.0)) if case["activation"] == "relu" else np.tanh
+    h, w, c = case["image"]
+    obs = np.asarray(case["obs"], dtype=np.float64)
+    if "obs_norm.mean" in t:
+        std = np.sqrt(t["obs_norm.var"] + 1e-8)
+        obs = np.clip((obs - t["obs_norm.mean"]) / std, -1e9, 1e9)
+    x = obs.reshape(len(obs), h, w, c).transpose(0, 3, 1, 2)
+    for i, (_, _, stride, pad) in enumerate(case["conv"]):
+        x = act(conv2d(x, t[f"actor.conv.{i}.weight"], t[f"actor.conv.{i}.bias"], stride, pad))
+    x = x.reshape(len(x), -1)
+    i = 0
+    while f"actor.layers.{i}.weight" in t:
+        x = act(x @ t[f"actor.layers.{i}.weight"] + t[f"actor.layers.{i}.bias"])
+        i += 1
+    logits = x @ t["policy_head.weight"] + t["policy_head.bias"]
+    diff = np.abs(logits - np.asarray(case["logits"])).max()
+    print(json.dumps({"max_abs_diff": float(diff), "rows": len(obs), "max_abs_logit": float(np.abs(logits).max())}))
+
+
+if __name__ == "__main__":
+    main()
