@@ -16,7 +16,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// (the package's module, our id with the minimal action set)
-const GAMES: &[(&str, &str)] = &[("breakout", "MinAtar/Breakout-v1")];
+const GAMES: &[(&str, &str)] = &[
+    ("breakout", "MinAtar/Breakout-v1"),
+    ("space_invaders", "MinAtar/SpaceInvaders-v1"),
+];
 
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/minatar_reference.py")

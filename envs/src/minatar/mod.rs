@@ -12,6 +12,7 @@
 //! channels last, 0 or 1). A game is a [`Game`]: its rules on its own state.
 
 mod breakout;
+mod space_invaders;
 
 use crate::{Action, ActionSpace, Env, EnvError, EnvSpec, StepResult};
 use rand::rngs::StdRng;
@@ -41,7 +42,12 @@ const ALL_MOVES: [Move; 6] = [
 ];
 
 /// Every MinAtar id, in a stable order.
-pub const MINATAR_IDS: &[&str] = &["MinAtar/Breakout-v1", "MinAtar/Breakout-v0"];
+pub const MINATAR_IDS: &[&str] = &[
+    "MinAtar/Breakout-v1",
+    "MinAtar/Breakout-v0",
+    "MinAtar/SpaceInvaders-v1",
+    "MinAtar/SpaceInvaders-v0",
+];
 
 /// The grid an observation is drawn on: `[y][x]` cells of `channels` bits.
 pub struct Grid<'a> {
@@ -141,7 +147,12 @@ impl Options {
 type MakeGame = fn(bool) -> Box<dyn Game>;
 
 /// Each game by the name its ids carry.
-const GAMES: &[(&str, MakeGame)] = &[("Breakout", |_| Box::new(breakout::Breakout::default()))];
+const GAMES: &[(&str, MakeGame)] = &[
+    ("Breakout", |_| Box::new(breakout::Breakout::default())),
+    ("SpaceInvaders", |ramping| {
+        Box::new(space_invaders::SpaceInvaders::new(ramping))
+    }),
+];
 
 /// The game of a MinAtar id and whether it acts with the minimal set.
 fn parse_id(id: &str) -> Option<(MakeGame, bool)> {

@@ -167,3 +167,164 @@ fn options_come_from_kwargs_and_are_checked_by_name() {
         .unwrap_err();
     assert!(e.to_string().contains("108"), "{e}");
 }
+
+/// A Space Invaders state: cannon, marching direction, move and shot
+/// timers, reload, aliens, friendly and enemy bullets (`(x, y)` each).
+struct Invaders<'a> {
+    cannon: usize,
+    direction: f64,
+    move_timer: usize,
+    shot_timer: usize,
+    reload: usize,
+    aliens: &'a [(usize, usize)],
+    friendly: &'a [(usize, usize)],
+    enemy: &'a [(usize, usize)],
+}
+
+impl Invaders<'_> {
+    fn state(&self) -> Vec<f64> {
+        let mut s = vec![
+            self.cannon as f64,
+            self.direction,
+            12.0,
+            self.move_timer as f64,
+            self.shot_timer as f64,
+            0.0,
+            self.reload as f64,
+            0.0,
+        ];
+        for cells in [self.aliens, self.friendly, self.enemy] {
+            let mut map = vec![0.0; 100];
+            for &(x, y) in cells {
+                map[y * 10 + x] = 1.0;
+            }
+            s.extend(map);
+        }
+        s
+    }
+}
+
+const QUIET: Invaders<'static> = Invaders {
+    cannon: 5,
+    direction: -1.0,
+    move_timer: 9,
+    shot_timer: 9,
+    reload: 0,
+    aliens: &[(0, 0)],
+    friendly: &[],
+    enemy: &[],
+};
+
+/// The cells of map `k` (0 aliens, 1 friendly bullets, 2 enemy bullets) as `(x, y)`.
+fn cells(env: &MinAtar, k: usize) -> Vec<(usize, usize)> {
+    let s = env.state();
+    (0..100)
+        .filter(|&i| s[8 + k * 100 + i] == 1.0)
+        .map(|i| (i % 10, i / 10))
+        .collect()
+}
+
+fn invaders() -> MinAtar {
+    let options = Options {
+        sticky_action_prob: 0.0,
+        ..Options::default()
+    };
+    MinAtar::new("MinAtar/SpaceInvaders-v1", options, 1).unwrap()
+}
+
+const FIRE: usize = 3;
+
+#[test]
+fn space_invaders_starts_fires_and_reloads() {
+    let mut env = invaders();
+    let spec = minatar_spec("MinAtar/SpaceInvaders-v1").unwrap();
+    assert_eq!(
+        (spec.image, spec.action_space.dim()),
+        (Some([10, 10, 6]), 4)
+    );
+    let mut obs = vec![0.0; 600];
+    env.reset(&mut obs);
+    let block: Vec<(usize, usize)> = (0..4).flat_map(|y| (2..8).map(move |x| (x, y))).collect();
+    let mut aliens = cells(&env, 0);
+    aliens.sort_by_key(|&(x, y)| (y, x));
+    assert_eq!(aliens, block);
+    // Marching left: the alien-left channel repeats the aliens; the cannon at (9, 5).
+    assert_eq!(obs[(2 * 10 + 4) * 6 + 2], 1.0);
+    assert_eq!(obs[(2 * 10 + 4) * 6 + 3], 0.0);
+    assert_eq!(obs[(9 * 10 + 5) * 6], 1.0);
+    // A shot rises one row in the step it is fired; the next fire waits
+    // for the reload (and does not move the cannon either).
+    env.step(Action::Discrete(FIRE), &mut obs).unwrap();
+    assert_eq!(cells(&env, 1), [(5, 8)]);
+    assert_eq!(env.state()[6], 4.0, "reloading");
+    env.step(Action::Discrete(FIRE), &mut obs).unwrap();
+    assert_eq!(cells(&env, 1), [(5, 7)]);
+    assert_eq!(env.state()[0], 5.0);
+}
+
+#[test]
+fn space_invaders_kills_marches_shoots_and_ends() {
+    let mut env = invaders();
+    let mut obs = vec![0.0; 600];
+    // The bullet meets the last alien: reward 1, a new block, the ramp on.
+    let s = Invaders {
+        aliens: &[(5, 5)],
+        friendly: &[(5, 6)],
+        ..QUIET
+    };
+    env.set_state(&s.state()).unwrap();
+    let r = env.step(Action::Discrete(NOOP), &mut obs).unwrap();
+    assert_eq!(r.reward, 1.0);
+    assert_eq!((cells(&env, 0).len(), cells(&env, 1).len()), (24, 0));
+    assert_eq!(
+        (env.state()[2], env.state()[5]),
+        (11.0, 1.0),
+        "interval 11, ramp 1"
+    );
+    // At the left wall the block turns and steps down; the timer restarts
+    // at min(aliens, interval), less the step's tick.
+    let s = Invaders {
+        move_timer: 0,
+        aliens: &[(0, 3), (1, 3)],
+        ..QUIET
+    };
+    env.set_state(&s.state()).unwrap();
+    env.step(Action::Discrete(NOOP), &mut obs).unwrap();
+    assert_eq!(cells(&env, 0), [(0, 4), (1, 4)]);
+    assert_eq!((env.state()[1], env.state()[3]), (1.0, 1.0));
+    // Away from the wall it marches one column.
+    let s = Invaders {
+        move_timer: 0,
+        aliens: &[(4, 2)],
+        ..QUIET
+    };
+    env.set_state(&s.state()).unwrap();
+    env.step(Action::Discrete(NOOP), &mut obs).unwrap();
+    assert_eq!(cells(&env, 0), [(3, 2)]);
+    // The nearest column fires (a tie goes to the lower column), from its
+    // lowest alien.
+    let s = Invaders {
+        shot_timer: 0,
+        aliens: &[(3, 1), (3, 2), (7, 0)],
+        ..QUIET
+    };
+    env.set_state(&s.state()).unwrap();
+    env.step(Action::Discrete(NOOP), &mut obs).unwrap();
+    assert_eq!(cells(&env, 2), [(3, 2)]);
+    assert_eq!(env.state()[4], 9.0);
+    // A bullet reaching the cannon ends the game.
+    let s = Invaders {
+        enemy: &[(5, 8)],
+        ..QUIET
+    };
+    env.set_state(&s.state()).unwrap();
+    let r = env.step(Action::Discrete(NOOP), &mut obs).unwrap();
+    assert!(r.terminated);
+    // Stepping aside saves it.
+    env.set_state(&s.state()).unwrap();
+    assert!(
+        !env.step(Action::Discrete(LEFT), &mut obs)
+            .unwrap()
+            .terminated
+    );
+}
