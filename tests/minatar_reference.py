@@ -6,10 +6,12 @@
       follows the ball 97 steps in 100, in Space Invaders it dodges, fires and
       aims nine steps in ten, so that episodes are long and reach every
       rule; every other Space Invaders episode starts from a thinned block)
-      and otherwise acts at random: one JSON line per episode with the state after reset (the game's
+      and otherwise acts at random (in Asterix always): one JSON line per episode with the state after reset (the game's
       attributes, named as the package names them), and per step the action
       (an index into the minimal set), the reward, whether the game ended and
-      the observation (10x10xC bits, row-major, channels last).
+      the observation (10x10xC bits, row-major, channels last); in a game
+      that draws at random while it plays (Asterix's spawns), also the state
+      before the step and whether the step draws.
   python minatar_reference.py compare GAME EPISODES SEED OURS.json
       EPISODES episodes of GAME as the paper plays it (sticky actions 0.1,
       difficulty ramping), uniformly random minimal actions; compares their
@@ -25,6 +27,8 @@ from minatar import Environment
 
 STATE = {
     "breakout": ["ball_x", "ball_y", "ball_dir", "pos", "last_x", "last_y", "strike", "terminal", "brick_map"],
+    "asterix": ["player_x", "player_y", "spawn_speed", "spawn_timer", "move_speed", "move_timer",
+                "ramp_timer", "ramp_index", "terminal", "entities"],
     "space_invaders": ["pos", "alien_dir", "enemy_move_interval", "alien_move_timer", "alien_shot_timer",
                        "ramp_index", "shot_timer", "terminal", "alien_map", "f_bullet_map", "e_bullet_map"],
 }
@@ -53,10 +57,20 @@ def player(game, env, actions, rng):
     return int(rng.randint(len(actions)))
 
 
+# Games that draw at random during play: each step also carries the state
+# before it, and whether the step draws (then its outcome is not compared).
+DRAWS_IN_PLAY = {"asterix": lambda g: g.spawn_timer == 0}
+
+
 def state(env, game):
     out = []
     for name in STATE[game]:
         v = getattr(env.env, name)
+        if name == "entities":
+            # Per row slot: present, x, moving right, gold.
+            for e in v:
+                out.extend([0.0] * 4 if e is None else [1.0, float(e[0]), float(e[2]), float(e[3])])
+            continue
         out.extend(float(x) for x in np.ravel(v))
     return out
 
@@ -84,8 +98,11 @@ def replay(game, episodes, seed):
         ep = {"state": state(env, game), "obs": bits(env), "steps": []}
         for _ in range(MAX_STEPS):
             a = player(game, env, actions, policy)
+            extra = {}
+            if game in DRAWS_IN_PLAY:
+                extra = {"before": state(env, game), "draws": bool(DRAWS_IN_PLAY[game](env.env))}
             r, done = env.act(actions[a])
-            ep["steps"].append([a, float(r), bool(done), bits(env)])
+            ep["steps"].append([a, float(r), bool(done), bits(env), extra])
             if done:
                 break
         print(json.dumps(ep))

@@ -11,6 +11,7 @@
 //! does), the difficulty ramp switch, and the observation (`[10, 10, C]`,
 //! channels last, 0 or 1). A game is a [`Game`]: its rules on its own state.
 
+mod asterix;
 mod breakout;
 mod space_invaders;
 
@@ -43,6 +44,8 @@ const ALL_MOVES: [Move; 6] = [
 
 /// Every MinAtar id, in a stable order.
 pub const MINATAR_IDS: &[&str] = &[
+    "MinAtar/Asterix-v1",
+    "MinAtar/Asterix-v0",
     "MinAtar/Breakout-v1",
     "MinAtar/Breakout-v0",
     "MinAtar/SpaceInvaders-v1",
@@ -148,6 +151,9 @@ type MakeGame = fn(bool) -> Box<dyn Game>;
 
 /// Each game by the name its ids carry.
 const GAMES: &[(&str, MakeGame)] = &[
+    ("Asterix", |ramping| {
+        Box::new(asterix::Asterix::new(ramping))
+    }),
     ("Breakout", |_| Box::new(breakout::Breakout::default())),
     ("SpaceInvaders", |ramping| {
         Box::new(space_invaders::SpaceInvaders::new(ramping))

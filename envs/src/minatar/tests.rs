@@ -328,3 +328,127 @@ fn space_invaders_kills_marches_shoots_and_ends() {
             .terminated
     );
 }
+
+/// An Asterix state: player, spawn and move timers, ramp timer, entities
+/// `(row slot, x, rightwards, gold)`.
+fn asterix_state(
+    player: (usize, usize),
+    (spawn_timer, move_timer, ramp_timer): (usize, usize, i32),
+    entities: &[(usize, usize, bool, bool)],
+) -> Vec<f64> {
+    let b = |v: bool| f64::from(u8::from(v));
+    let mut s = vec![
+        player.0 as f64,
+        player.1 as f64,
+        10.0,
+        spawn_timer as f64,
+        5.0,
+        move_timer as f64,
+        f64::from(ramp_timer),
+        0.0,
+        0.0,
+    ];
+    let mut slots = vec![0.0; 32];
+    for &(slot, x, right, gold) in entities {
+        slots[slot * 4..slot * 4 + 4].copy_from_slice(&[1.0, x as f64, b(right), b(gold)]);
+    }
+    s.extend(slots);
+    s
+}
+
+fn asterix() -> MinAtar {
+    let options = Options {
+        sticky_action_prob: 0.0,
+        ..Options::default()
+    };
+    MinAtar::new("MinAtar/Asterix-v1", options, 4).unwrap()
+}
+
+const UP: usize = 2;
+const DOWN: usize = 4;
+
+#[test]
+fn asterix_moves_takes_treasure_and_meets_enemies() {
+    let mut env = asterix();
+    let spec = minatar_spec("MinAtar/Asterix-v1").unwrap();
+    assert_eq!(
+        (spec.image, spec.action_space.dim()),
+        (Some([10, 10, 4]), 5)
+    );
+    let mut obs = vec![0.0; 400];
+    // The player stays within rows 1 to 8.
+    env.set_state(&asterix_state((3, 1), (5, 3, 50), &[]))
+        .unwrap();
+    env.step(Action::Discrete(UP), &mut obs).unwrap();
+    assert_eq!((env.state()[0], env.state()[1]), (3.0, 1.0));
+    env.set_state(&asterix_state((3, 8), (5, 3, 50), &[]))
+        .unwrap();
+    env.step(Action::Discrete(DOWN), &mut obs).unwrap();
+    assert_eq!(env.state()[1], 8.0);
+    assert_eq!(obs[(8 * 10 + 3) * 4], 1.0);
+    // Walking into a treasure (row 4 is slot 3): reward 1, it is gone.
+    env.set_state(&asterix_state((3, 4), (5, 3, 50), &[(3, 2, true, true)]))
+        .unwrap();
+    let r = env.step(Action::Discrete(1), &mut obs).unwrap();
+    assert_eq!((r.reward, r.terminated), (1.0, false));
+    assert_eq!(env.state()[9 + 12], 0.0);
+    // An enemy moving into the player ends the game.
+    env.set_state(&asterix_state((3, 4), (5, 0, 50), &[(3, 4, false, false)]))
+        .unwrap();
+    let r = env.step(Action::Discrete(NOOP), &mut obs).unwrap();
+    assert!(r.terminated);
+    // Entities move on the move timer and leave at the far edge; an enemy
+    // moving right shows its trail on its left.
+    env.set_state(&asterix_state(
+        (0, 8),
+        (5, 0, 50),
+        &[(0, 5, true, false), (1, 0, false, true)],
+    ))
+    .unwrap();
+    env.step(Action::Discrete(NOOP), &mut obs).unwrap();
+    let s = env.state();
+    assert_eq!(&s[9..17], &[1.0, 6.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+    assert_eq!(
+        s[5], 4.0,
+        "the move timer restarts at 5, less the step's tick"
+    );
+    assert_eq!(obs[(10 + 6) * 4 + 1], 1.0);
+    assert_eq!(obs[(10 + 5) * 4 + 2], 1.0);
+}
+
+#[test]
+fn asterix_spawns_at_an_edge_into_a_free_row_and_ramps() {
+    let mut env = asterix();
+    let mut obs = vec![0.0; 400];
+    let (mut gold, mut left, n) = (0, 0, 3000);
+    for _ in 0..n {
+        // Every row but slot 6 (row 7) is taken.
+        let taken: Vec<(usize, usize, bool, bool)> = (0..8)
+            .filter(|&s| s != 6)
+            .map(|s| (s, 9, false, false))
+            .collect();
+        env.set_state(&asterix_state((0, 1), (0, 3, 50), &taken))
+            .unwrap();
+        env.step(Action::Discrete(NOOP), &mut obs).unwrap();
+        let e = &env.state()[9 + 24..9 + 28];
+        assert_eq!(e[0], 1.0, "spawned into the free row");
+        match (e[1], e[2]) {
+            (0.0, 1.0) => {}
+            (9.0, 0.0) => left += 1,
+            other => panic!("spawned at {other:?}"),
+        }
+        gold += usize::from(e[3] == 1.0);
+        assert_eq!(env.state()[3], 9.0, "the spawn timer restarts");
+    }
+    let (gold, left) = (gold as f64 / n as f64, left as f64 / n as f64);
+    assert!(
+        (gold - 1.0 / 3.0).abs() < 0.03 && (left - 0.5).abs() < 0.03,
+        "{gold} {left}"
+    );
+    // The ramp: on the step after the ramp timer passes zero, spawns speed up.
+    env.set_state(&asterix_state((0, 1), (5, 3, -1), &[]))
+        .unwrap();
+    env.step(Action::Discrete(NOOP), &mut obs).unwrap();
+    let s = env.state();
+    assert_eq!((s[2], s[4], s[6], s[7]), (9.0, 5.0, 100.0, 1.0));
+}
