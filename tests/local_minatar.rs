@@ -99,3 +99,35 @@ fn local_mode_trains_minatar_breakout_and_numpy_reads_its_weights() {
         "NumPy's logits differ from sebulba's: {v}"
     );
 }
+
+/// Every other MinAtar game through the same path, briefly: the preset's
+/// network fits its grid, actors, learner and evaluator run it to the end,
+/// and the accounting balances.
+#[test]
+fn local_mode_runs_every_minatar_game() {
+    for id in sebulba_envs::minatar::MINATAR_IDS
+        .iter()
+        .filter(|id| id.ends_with("-v1") && **id != ID)
+    {
+        let name = id.trim_start_matches("MinAtar/").to_lowercase();
+        let run = run_local(
+            &format!("local-minatar-{name}"),
+            &[
+                "--env",
+                id,
+                "--total-steps",
+                "16384",
+                "--set",
+                "eval.final_episodes=2",
+                "--set",
+                "eval.episodes=2",
+            ],
+        );
+        let summary = read_json(&run.join("summary.json"));
+        assert_accounted(&summary);
+        assert!(
+            summary["final_eval_return_mean"].is_number(),
+            "{id}: {summary:#}"
+        );
+    }
+}

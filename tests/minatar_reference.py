@@ -27,6 +27,7 @@ from minatar import Environment
 
 STATE = {
     "breakout": ["ball_x", "ball_y", "ball_dir", "pos", "last_x", "last_y", "strike", "terminal", "brick_map"],
+    "freeway": ["pos", "move_timer", "terminate_timer", "terminal", "cars"],
     "asterix": ["player_x", "player_y", "spawn_speed", "spawn_timer", "move_speed", "move_timer",
                 "ramp_timer", "ramp_index", "terminal", "entities"],
     "space_invaders": ["pos", "alien_dir", "enemy_move_interval", "alien_move_timer", "alien_shot_timer",
@@ -38,6 +39,8 @@ MAX_STEPS = 5000
 def player(game, env, actions, rng):
     """An index into `actions`: mostly a move that plays the game, else random."""
     g = env.env
+    if game == "freeway" and rng.rand() < 0.8:
+        return actions.index(2)  # up: crossings, and the redraws they bring
     if game == "breakout" and rng.rand() < 0.97:
         dx = g.ball_x - g.pos
         full = 0 if dx == 0 else (1 if dx < 0 else 3)  # noop, left, right
@@ -58,14 +61,23 @@ def player(game, env, actions, rng):
 
 
 # Games that draw at random during play: each step also carries the state
-# before it, and whether the step draws (then its outcome is not compared).
-DRAWS_IN_PLAY = {"asterix": lambda g: g.spawn_timer == 0}
+# before it, and whether the step draws (then its outcome is not compared):
+# Asterix spawns when its timer is out, Freeway redraws the cars' speeds when
+# the chicken crosses (the step's reward).
+DRAWS_IN_PLAY = {
+    "asterix": lambda before, r: before["spawn_timer"] == 0,
+    "freeway": lambda before, r: r > 0,
+}
 
 
 def state(env, game):
     out = []
     for name in STATE[game]:
         v = getattr(env.env, name)
+        if name == "cars":
+            for car in v:
+                out.extend(float(x) for x in car)
+            continue
         if name == "entities":
             # Per row slot: present, x, moving right, gold.
             for e in v:
@@ -100,8 +112,11 @@ def replay(game, episodes, seed):
             a = player(game, env, actions, policy)
             extra = {}
             if game in DRAWS_IN_PLAY:
-                extra = {"before": state(env, game), "draws": bool(DRAWS_IN_PLAY[game](env.env))}
+                extra = {"before": state(env, game)}
+                timers = {"spawn_timer": getattr(env.env, "spawn_timer", None)}
             r, done = env.act(actions[a])
+            if game in DRAWS_IN_PLAY:
+                extra["draws"] = bool(DRAWS_IN_PLAY[game](timers, r))
             ep["steps"].append([a, float(r), bool(done), bits(env), extra])
             if done:
                 break

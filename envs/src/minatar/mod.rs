@@ -13,6 +13,7 @@
 
 mod asterix;
 mod breakout;
+mod freeway;
 mod space_invaders;
 
 use crate::{Action, ActionSpace, Env, EnvError, EnvSpec, StepResult};
@@ -48,6 +49,8 @@ pub const MINATAR_IDS: &[&str] = &[
     "MinAtar/Asterix-v0",
     "MinAtar/Breakout-v1",
     "MinAtar/Breakout-v0",
+    "MinAtar/Freeway-v1",
+    "MinAtar/Freeway-v0",
     "MinAtar/SpaceInvaders-v1",
     "MinAtar/SpaceInvaders-v0",
 ];
@@ -155,6 +158,7 @@ const GAMES: &[(&str, MakeGame)] = &[
         Box::new(asterix::Asterix::new(ramping))
     }),
     ("Breakout", |_| Box::new(breakout::Breakout::default())),
+    ("Freeway", |_| Box::new(freeway::Freeway::new())),
     ("SpaceInvaders", |ramping| {
         Box::new(space_invaders::SpaceInvaders::new(ramping))
     }),

@@ -452,3 +452,86 @@ fn asterix_spawns_at_an_edge_into_a_free_row_and_ramps() {
     let s = env.state();
     assert_eq!((s[2], s[4], s[6], s[7]), (9.0, 5.0, 100.0, 1.0));
 }
+
+/// A Freeway state: chicken row, move timer, steps left, cars `(x, timer,
+/// speed)` in lanes 1 to 8.
+fn freeway_state(
+    chicken: usize,
+    move_timer: usize,
+    time_left: i32,
+    cars: [(usize, usize, i32); 8],
+) -> Vec<f64> {
+    let mut s = vec![chicken as f64, move_timer as f64, f64::from(time_left), 0.0];
+    for (lane, (x, timer, speed)) in cars.into_iter().enumerate() {
+        s.extend([x as f64, (lane + 1) as f64, timer as f64, f64::from(speed)]);
+    }
+    s
+}
+
+fn freeway() -> MinAtar {
+    let options = Options {
+        sticky_action_prob: 0.0,
+        ..Options::default()
+    };
+    MinAtar::new("MinAtar/Freeway-v1", options, 6).unwrap()
+}
+
+/// Cars far from column 4 that move only every fifth step.
+const PARKED: [(usize, usize, i32); 8] = [(0, 5, 5); 8];
+
+#[test]
+fn freeway_starts_crosses_and_is_hit() {
+    let spec = minatar_spec("MinAtar/Freeway-v1").unwrap();
+    assert_eq!(
+        (spec.image, spec.action_space.dim()),
+        (Some([10, 10, 7]), 3)
+    );
+    let mut env = freeway();
+    let mut obs = vec![0.0; 700];
+    env.reset(&mut obs);
+    let s = env.state();
+    assert_eq!(&s[..4], &[9.0, 3.0, 2500.0, 0.0]);
+    for lane in 0..8 {
+        let c = &s[4 + 4 * lane..8 + 4 * lane];
+        assert_eq!((c[0], c[1], c[2]), (0.0, (lane + 1) as f64, c[3].abs()));
+        assert!((1.0..=5.0).contains(&c[3].abs()));
+        // The car, and its trail on the speed's channel behind it (wrapping).
+        assert_eq!(obs[((lane + 1) * 10) * 7 + 1], 1.0);
+        let back = if c[3] > 0.0 { 9 } else { 1 };
+        assert_eq!(
+            obs[((lane + 1) * 10 + back) * 7 + 1 + c[3].abs() as usize],
+            1.0
+        );
+    }
+    assert_eq!(
+        obs[(9 * 10 + 4) * 7],
+        1.0,
+        "the chicken at the bottom of column 4"
+    );
+    // One row up per three steps at most.
+    env.set_state(&freeway_state(9, 0, 100, PARKED)).unwrap();
+    env.step(Action::Discrete(UP_FREEWAY), &mut obs).unwrap();
+    env.step(Action::Discrete(UP_FREEWAY), &mut obs).unwrap();
+    assert_eq!((env.state()[0], env.state()[1]), (8.0, 1.0));
+    // Reaching the top: reward 1, back to the bottom, speeds drawn again.
+    env.set_state(&freeway_state(1, 0, 100, PARKED)).unwrap();
+    let r = env.step(Action::Discrete(UP_FREEWAY), &mut obs).unwrap();
+    assert_eq!((r.reward, env.state()[0]), (1.0, 9.0));
+    let redrawn = (0..8).any(|lane| env.state()[7 + 4 * lane].abs() != 5.0);
+    assert!(redrawn, "eight speeds of 5 drawn again: {:?}", env.state());
+    // A car driving into the chicken's cell sends it back down.
+    let mut cars = PARKED;
+    cars[4] = (3, 0, 2); // lane 5 (row 5), moving right this step
+    env.set_state(&freeway_state(5, 2, 100, cars)).unwrap();
+    env.step(Action::Discrete(NOOP), &mut obs).unwrap();
+    assert_eq!(env.state()[0], 9.0);
+    // The game ends after 2,501 steps.
+    env.set_state(&freeway_state(9, 0, 0, PARKED)).unwrap();
+    assert!(
+        env.step(Action::Discrete(NOOP), &mut obs)
+            .unwrap()
+            .terminated
+    );
+}
+
+const UP_FREEWAY: usize = 1;
