@@ -78,27 +78,8 @@ pub struct SpaceInvaders {
 
 impl SpaceInvaders {
     pub fn new(ramping: bool) -> Self {
-        let mut g = Self {
+        Self {
             ramping,
-            cannon: 0,
-            aliens: block(),
-            friendly: [[false; SIZE]; SIZE],
-            enemy: [[false; SIZE]; SIZE],
-            direction: -1,
-            move_interval: MOVE_INTERVAL,
-            move_timer: MOVE_INTERVAL,
-            shot_timer: SHOT_INTERVAL,
-            reload: 0,
-            ramp: 0,
-            over: false,
-        };
-        g.start();
-        g
-    }
-
-    fn start(&mut self) {
-        *self = Self {
-            ramping: self.ramping,
             cannon: 5,
             aliens: block(),
             friendly: [[false; SIZE]; SIZE],
@@ -110,7 +91,7 @@ impl SpaceInvaders {
             reload: 0,
             ramp: 0,
             over: false,
-        };
+        }
     }
 
     fn column_has_alien(&self, x: usize) -> bool {
@@ -160,7 +141,7 @@ impl Game for SpaceInvaders {
     }
 
     fn reset(&mut self, _rng: &mut StdRng) {
-        self.start();
+        *self = Self::new(self.ramping);
     }
 
     fn act(&mut self, m: Move, _rng: &mut StdRng) -> (f64, bool) {
