@@ -35,13 +35,18 @@ fn every_benchmark_line_prints_and_writes_its_figures() {
     let dir = run_dir("bench");
     let envs = bench(&dir, "envs", &["envs", "--envs", "4", "--seconds", "0.2"]);
     let rows = envs.as_array().expect("a row per env");
-    // The five classic-control envs, then the turn-based games (games/s too).
-    assert_eq!(rows.len(), 7);
+    // The five classic-control envs, the turn-based games (games/s too),
+    // then MinAtar's.
+    let minatar = sebulba_envs::minatar::MINATAR_IDS;
+    assert_eq!(rows.len(), 7 + minatar.len());
     for r in rows {
         measured(r, "steps_per_second");
     }
-    for r in &rows[5..] {
+    for r in &rows[5..7] {
         measured(r, "games_per_second");
+    }
+    for (r, id) in rows[7..].iter().zip(minatar) {
+        assert_eq!(r["env_id"], *id);
     }
     let inf = bench(
         &dir,
@@ -87,6 +92,27 @@ fn every_benchmark_line_prints_and_writes_its_figures() {
     );
     measured(&burn, "samples_per_second");
     assert_eq!(burn["engine"], "burn");
+    // A convolutional network on synthetic images of MinAtar's shape.
+    let conv = bench(
+        &dir,
+        "learner-conv",
+        &[
+            "learner",
+            "--env",
+            "CartPole-v1",
+            "--image",
+            "10,10,4",
+            "--samples",
+            "256",
+            "--updates",
+            "1",
+            "--set",
+            "network.conv=[{channels=8,kernel=3}]",
+        ],
+    );
+    measured(&conv, "samples_per_second");
+    assert_eq!(conv["image"], serde_json::json!([10, 10, 4]));
+    assert_eq!(conv["conv"], serde_json::json!([[8, 3, 1, 0]]));
     let run = dir.join("run");
     let run = run.to_str().expect("utf-8 path");
     let local = bench(
