@@ -13,8 +13,8 @@ mod common;
 
 use common::{actor, assert_accounted, exits_ok, learner, param_server, read_json, run_dir};
 use sebulba_proto::learner_client::LearnerClient;
-use sebulba_proto::{Ack, JoinRequest, PROTOCOL_VERSION, Role, TrajectoryBatch};
-use sebulba_testkit::{Dims, Malformation, malformations, valid_batch};
+use sebulba_proto::{Ack, JoinRequest, PROTOCOL_VERSION, Role};
+use sebulba_testkit::{Dims, Malformation, image_malformations, malformations, valid_batch};
 use sebulba_transport::grpc::{MAX_MESSAGE_BYTES, channel};
 use sebulba_transport::security::Security;
 use std::time::Duration;
@@ -22,16 +22,10 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
 
-/// A well-formed CartPole batch of T steps x E envs for `actor`.
-fn good(actor: &str, sequence: u64, version: u64, t: usize, e: usize) -> TrajectoryBatch {
-    let env = sebulba_envs::env_spec("CartPole-v1").expect("CartPole");
-    valid_batch(&env, t, e, actor, sequence, version)
-}
-
 /// The rules a batch can break and still be read: an oversize message is
 /// refused by the transport before it is decoded, and ends its stream.
-fn streamable() -> Vec<Malformation> {
-    malformations()
+fn streamable(catalogue: fn() -> Vec<Malformation>) -> Vec<Malformation> {
+    catalogue()
         .into_iter()
         .filter(|m| m.reason != "oversize")
         .collect()
@@ -39,12 +33,36 @@ fn streamable() -> Vec<Malformation> {
 
 #[test]
 fn every_validation_rule_is_refused_over_grpc_and_training_continues() {
-    let dir = run_dir("malformed");
+    refused_over_grpc("malformed", "CartPole-v1", malformations);
+}
+
+/// The same for a run on images of bytes (MinAtar Breakout at its preset,
+/// a convolutional network): `f32` rows, other shapes and short data are
+/// refused naming the field.
+#[test]
+fn every_image_rule_is_refused_over_grpc_and_training_continues() {
+    refused_over_grpc(
+        "malformed-image",
+        "MinAtar/Breakout-v1",
+        image_malformations,
+    );
+}
+
+/// A run on `env_id` (learner, honest actor, param-server) while a probe
+/// streams one batch per rule of `catalogue`, then a good one.
+fn refused_over_grpc(name: &str, env_id: &str, catalogue: fn() -> Vec<Malformation>) {
+    let dir = run_dir(name);
     let run = dir.join("run");
     let (_ps, ps_port) = param_server(&dir, "param-server", "127.0.0.1:0", |_| {});
     let ps_url = format!("http://127.0.0.1:{ps_port}");
+    let env = sebulba_envs::env_spec(env_id).expect("env");
+    let good = |actor: &str, sequence: u64, version: u64, t: usize, e: usize| {
+        valid_batch(&env, t, e, actor, sequence, version)
+    };
     // No evaluator here: do not wait for a final score.
     let args = [
+        "--env",
+        env_id,
         "--set",
         "run.total_steps=30000",
         "--set",
@@ -110,9 +128,8 @@ fn every_validation_rule_is_refused_over_grpc_and_training_continues() {
         assert_eq!(a.code, Code::NotFound as i32, "{a:?}");
         assert!(a.message.contains("`actor_id`"), "{a:?}");
         let mut version = a.learner_version;
-        let env = sebulba_envs::env_spec("CartPole-v1").expect("CartPole");
         let dims = Dims::of(&env, t, e);
-        for (seq, rule) in streamable().into_iter().enumerate() {
+        for (seq, rule) in streamable(catalogue).into_iter().enumerate() {
             let Malformation {
                 field,
                 reason,
@@ -155,7 +172,7 @@ fn every_validation_rule_is_refused_over_grpc_and_training_continues() {
     );
     let probe = &summary["batches_per_actor"][&probe_id];
     let mut want = std::collections::BTreeMap::<&str, u64>::new();
-    for m in streamable() {
+    for m in streamable(catalogue) {
         *want.entry(m.reason).or_default() += 1;
     }
     for (reason, n) in &want {
@@ -167,7 +184,7 @@ fn every_validation_rule_is_refused_over_grpc_and_training_continues() {
     }
     assert_eq!(
         probe["rejected"].as_u64(),
-        Some(streamable().len() as u64),
+        Some(streamable(catalogue).len() as u64),
         "{probe}"
     );
     assert_eq!(probe["used"].as_u64(), Some(1), "{probe}");

@@ -1,13 +1,15 @@
 //! One rollout's arrays ([`Buffers`]), allocated once and reused.
 
-use sebulba_envs::{DiscountedReturn, VecStepOut};
-use sebulba_proto::{EpisodeStats, TrajectoryBatch, encode_f32, encode_u8};
+use sebulba_envs::{DiscountedReturn, ObsDtype, Observations, VecStepOut};
+use sebulba_proto::{EpisodeStats, Tensor, TrajectoryBatch, encode_f32, encode_u8};
 
 /// One rollout's arrays, reused from rollout to rollout: R+1 observation rows
 /// (R = T, or T + K for a game; row 0 is where the last rollout ended, or
 /// the first carried row), per-step log-probabilities,
 /// rewards, discounted returns and episode-end flags, the true final
-/// observation of each truncated step, and the episodes that finished.
+/// observation of each truncated step, and the episodes that finished. The
+/// observation rows are kept in the env's dtype (a byte image as bytes); the
+/// current observation, which the policy reads, is `f32`.
 pub(crate) struct Buffers {
     t_len: usize,
     /// Rows per batch: T plus a game's overlap.
@@ -18,21 +20,21 @@ pub(crate) struct Buffers {
     d: usize,
     /// The current observation of every env, `[E * obs_dim]`.
     pub(crate) obs: Vec<f32>,
-    obs_rows: Vec<f32>,
+    obs_rows: Observations,
     log_probs: Vec<f32>,
     pub(crate) rewards: Vec<f32>,
     /// Each env's running discounted return after each step (reward scaling).
     returns: Vec<f32>,
     terminated: Vec<u8>,
     truncated: Vec<u8>,
-    final_obs: Vec<f32>,
+    final_obs: Observations,
     pub(crate) episodes: Vec<EpisodeStats>,
     /// Env steps taken by a rollout an env failure ended (not sent).
     pub(crate) steps_lost: u64,
 }
 
 impl Buffers {
-    pub(crate) fn new(t_len: usize, rows: usize, e_len: usize, d: usize) -> Self {
+    pub(crate) fn new(t_len: usize, rows: usize, e_len: usize, d: usize, dtype: ObsDtype) -> Self {
         let n = rows * e_len;
         Self {
             t_len,
@@ -41,13 +43,13 @@ impl Buffers {
             e_len,
             d,
             obs: vec![0.0; e_len * d],
-            obs_rows: vec![0.0; (rows + 1) * e_len * d],
+            obs_rows: Observations::zeros(dtype, (rows + 1) * e_len * d),
             log_probs: vec![0.0; n],
             rewards: vec![0.0; n],
             returns: vec![0.0; n],
             terminated: vec![0; n],
             truncated: vec![0; n],
-            final_obs: Vec::new(),
+            final_obs: Observations::with_capacity(dtype, 0),
             episodes: Vec::new(),
             steps_lost: 0,
         }
@@ -56,9 +58,8 @@ impl Buffers {
     /// A new rollout starts from the current observations, after the
     /// carried rows; returns its first row to act.
     pub(crate) fn start(&mut self) -> usize {
-        let k = self.e_len * self.d;
         if self.carried == 0 {
-            self.obs_rows[..k].copy_from_slice(&self.obs);
+            self.obs_rows.write(0, &self.obs);
         }
         self.final_obs.clear();
         self.episodes.clear();
@@ -70,7 +71,7 @@ impl Buffers {
     pub(crate) fn shift(&mut self, from: usize) {
         use crate::turns::shift_rows;
         let e = self.e_len;
-        shift_rows(&mut self.obs_rows, from, e * self.d);
+        self.obs_rows.copy_within(from * e * self.d);
         shift_rows(&mut self.log_probs, from, e);
         shift_rows(&mut self.rewards, from, e);
         shift_rows(&mut self.returns, from, e);
@@ -104,8 +105,7 @@ impl Buffers {
             self.terminated[row + e] = out.terminated[e] as u8;
             self.truncated[row + e] = out.truncated[e] as u8;
             if out.truncated[e] {
-                self.final_obs
-                    .extend_from_slice(&out.final_obs[e * d..(e + 1) * d]);
+                self.final_obs.push_f32(&out.final_obs[e * d..(e + 1) * d]);
             }
         }
         self.episodes
@@ -114,7 +114,7 @@ impl Buffers {
                 length: s.length,
             }));
         self.obs.copy_from_slice(&out.obs);
-        self.obs_rows[(t + 1) * e_len * d..(t + 2) * e_len * d].copy_from_slice(&self.obs);
+        self.obs_rows.write((t + 1) * e_len * d, &self.obs);
     }
 
     /// The rollout as a batch (without actions, masks and trace context);
@@ -134,16 +134,24 @@ impl Buffers {
             policy_version: version,
             rollout_length: t as u32,
             envs_per_actor: e as u32,
-            observations: Some(encode_f32(&[r + 1, e, d], &self.obs_rows)),
+            observations: Some(encode_obs(&[r + 1, e, d], &self.obs_rows)),
             log_probs: Some(encode_f32(&[r, e], &self.log_probs)),
             rewards: Some(encode_f32(&[r, e], &self.rewards)),
             terminated: Some(encode_u8(&[r, e], &self.terminated)),
             truncated: Some(encode_u8(&[r, e], &self.truncated)),
-            final_observations: Some(encode_f32(&[self.final_obs.len() / d, d], &self.final_obs)),
+            final_observations: Some(encode_obs(&[self.final_obs.len() / d, d], &self.final_obs)),
             episodes: self.episodes.clone(),
             discounted_returns: with_returns.then(|| encode_f32(&[r, e], &self.returns)),
             ..Default::default()
         }
+    }
+}
+
+/// Observations on the wire in their dtype.
+fn encode_obs(shape: &[usize], obs: &Observations) -> Tensor {
+    match obs {
+        Observations::F32(v) => encode_f32(shape, v),
+        Observations::U8(v) => encode_u8(shape, v),
     }
 }
 

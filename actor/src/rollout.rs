@@ -378,10 +378,11 @@ impl Rollout {
     /// A rollout's buffers, made once, and the envs reset.
     fn work(&mut self) -> Result<Work, EnvError> {
         let (t_len, e_len) = (self.setup.rollout_length, self.setup.envs_per_actor);
-        let rows = t_len + self.setup.env.overlap_rows();
+        let env = &self.setup.env;
+        let rows = t_len + env.overlap_rows();
         let mut work = Work {
             actions: Actions::new(&self.setup.dist, self.venv.as_ref(), rows),
-            buf: Buffers::new(t_len, rows, e_len, self.setup.env.obs_dim),
+            buf: Buffers::new(t_len, rows, e_len, env.obs_dim, env.obs_dtype),
             // Kept with the envs, from their first step to the last.
             returns: self
                 .setup

@@ -8,6 +8,7 @@ use sebulba_proto::{TrajectoryBatch, decode_f32, decode_i32, decode_u8};
 /// A one-player env spec of `obs_dim` observations.
 pub(crate) fn spec(obs_dim: usize, action_space: ActionSpace) -> EnvSpec {
     EnvSpec {
+        obs_dtype: sebulba_envs::ObsDtype::F32,
         id: "test:fake".into(),
         obs_dim,
         image: None,

@@ -5,14 +5,15 @@
 
 use crate::trajectory::BatchActions;
 use sebulba_core::config::PpoConfig;
+use sebulba_envs::Observations;
 
 /// Flat training data of one update (N samples); advantages already normalised
 /// when `adv_norm = update`.
 #[derive(Debug, Clone)]
 pub struct UpdateData {
     pub obs_dim: usize,
-    /// `[N * obs_dim]`
-    pub observations: Vec<f32>,
+    /// `[N * obs_dim]`, in the env's dtype (widened as a minibatch is read).
+    pub observations: Observations,
     pub actions: BatchActions,
     /// `[N * n]` allowed actions, when the env has masks.
     pub masks: Option<Vec<u8>>,

@@ -16,6 +16,7 @@ pub mod games;
 pub mod minatar;
 mod mountain_car;
 mod mountain_car_continuous;
+mod observations;
 mod pendulum;
 mod vec_env;
 mod vector;
@@ -25,6 +26,7 @@ pub use cartpole::CartPole;
 pub use discounted_return::DiscountedReturn;
 pub use mountain_car::MountainCar;
 pub use mountain_car_continuous::MountainCarContinuous;
+pub use observations::{ObsDtype, Observations, concat_f32};
 pub use pendulum::Pendulum;
 pub use vec_env::*;
 pub use vector::*;
@@ -71,6 +73,10 @@ pub struct EnvSpec {
     /// * W * C`), which a convolutional network reads; `None`: a flat vector.
     #[serde(default)]
     pub image: Option<[usize; 3]>,
+    /// The element type observations are kept and sent in (`u8` for an
+    /// image of bytes); a network reads them widened to `f32`.
+    #[serde(default)]
+    pub obs_dtype: ObsDtype,
     pub action_space: ActionSpace,
     /// Gymnasium's registered `max_episode_steps` (applied by [`TimeLimit`]).
     pub max_episode_steps: u32,
@@ -355,6 +361,7 @@ fn make_spec(
     obs_high: Vec<f32>,
 ) -> EnvSpec {
     EnvSpec {
+        obs_dtype: crate::ObsDtype::F32,
         id: id.to_string(),
         obs_dim: obs_low.len(),
         image: None,

@@ -3,8 +3,8 @@
 //! accepted batch is internally consistent, so the update never sees bad data.
 
 use prost::Message;
-use sebulba_envs::{ActionSpace, EnvSpec};
-use sebulba_proto::{TensorError, TrajectoryBatch, decode_f32, decode_i32, decode_u8};
+use sebulba_envs::{ActionSpace, EnvSpec, ObsDtype, Observations};
+use sebulba_proto::{Tensor, TensorError, TrajectoryBatch, decode_f32, decode_i32, decode_u8};
 use tonic::Code;
 
 use crate::batch::{BatchActions, DecodedBatch, Trajectory};
@@ -118,15 +118,16 @@ impl Expect<'_> {
             ActionSpace::Discrete { n } => (4, *n),
             ActionSpace::Box { low, .. } => (4 * low.len(), 0),
         };
-        // observations (T+1) and final observations (at most one per step), f32;
-        // actions; per step:
+        // observations (T+1) and final observations (at most one per step),
+        // in the env's dtype; actions; per step:
         // Saturating: the config's ranges keep these small, but a limit must
         // never wrap around to a small number.
-        let obs = 4usize
+        let size = self.env.obs_dtype.size();
+        let obs = size
             .saturating_mul(t + 1)
             .saturating_mul(e)
             .saturating_mul(d);
-        let finals = 4usize.saturating_mul(steps).saturating_mul(d);
+        let finals = size.saturating_mul(steps).saturating_mul(d);
         // log-probs, rewards and discounted returns (f32); two flags; masks;
         // one episode (two numbers) per step at most.
         let per_step = act + 12 + 2 + masks + 16;
@@ -145,8 +146,8 @@ pub fn decode_batch(b: &TrajectoryBatch, expect: &Expect<'_>) -> Result<DecodedB
     let r = t + expect.env.overlap_rows();
     let d = expect.env.obs_dim as u32;
     let (ru, eu) = (r as u32, e as u32);
-    let mut observations = decode_f32(b.observations.as_ref(), "observations", &[ru + 1, eu, d])?;
-    check_bounded("observations", &observations, MAX_MAGNITUDE)?;
+    let obs = (b.observations.as_ref(), "observations");
+    let mut observations = decode_observations(obs, &[ru + 1, eu, d], expect.env.obs_dtype)?;
     let mut actions = decode_actions(b, &expect.env.action_space, ru)?;
     let mut action_masks = decode_masks(b, &expect.env.action_space, &actions, ru)?;
     let mut log_probs = decode_f32(b.log_probs.as_ref(), "log_probs", &[ru, eu])?;
@@ -170,9 +171,8 @@ pub fn decode_batch(b: &TrajectoryBatch, expect: &Expect<'_>) -> Result<DecodedB
     let mut truncated = decode_u8(b.truncated.as_ref(), "truncated", &[ru, eu])?;
     check_flags("truncated", &truncated)?;
     let k = truncated.iter().filter(|&&x| x == 1).count() as u32;
-    let final_observations =
-        decode_f32(b.final_observations.as_ref(), "final_observations", &[k, d])?;
-    check_bounded("final_observations", &final_observations, MAX_MAGNITUDE)?;
+    let finals = (b.final_observations.as_ref(), "final_observations");
+    let final_observations = decode_observations(finals, &[k, d], expect.env.obs_dtype)?;
     let discounted_returns = decode_returns(b, expect, ru, eu)?;
     let (episode_returns, episode_lengths) = decode_episodes(b, r)?;
     let split = game::Split {
@@ -209,6 +209,23 @@ pub fn decode_batch(b: &TrajectoryBatch, expect: &Expect<'_>) -> Result<DecodedB
         game,
     };
     Ok(DecodedBatch::unsent(&b.actor_id, b.sequence, trajectory))
+}
+
+/// Observations in the env's dtype: `f32` ones finite and bounded, bytes as
+/// they are (any byte is a valid pixel).
+fn decode_observations(
+    (tensor, field): (Option<&Tensor>, &str),
+    shape: &[u32],
+    dtype: ObsDtype,
+) -> Result<Observations, Rejection> {
+    Ok(match dtype {
+        ObsDtype::F32 => {
+            let values = decode_f32(tensor, field, shape)?;
+            check_bounded(field, &values, MAX_MAGNITUDE)?;
+            Observations::F32(values)
+        }
+        ObsDtype::U8 => Observations::U8(decode_u8(tensor, field, shape)?),
+    })
 }
 
 /// The envs' running discounted returns `[T, E]`: required when the run

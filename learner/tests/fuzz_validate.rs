@@ -7,7 +7,7 @@
 
 use proptest::prelude::*;
 use prost::Message;
-use sebulba_envs::{ActionSpace, EnvSpec, env_spec};
+use sebulba_envs::{ActionSpace, EnvSpec, ObsDtype, Observations, env_spec};
 use sebulba_learner::batch::{BatchActions, DecodedBatch};
 use sebulba_learner::validate::{
     Expect, MAX_EPISODE_LENGTH, MAX_LOG_PROB, MAX_MAGNITUDE, decode_batch,
@@ -83,6 +83,22 @@ fn flags(shape: Vec<usize>, ones: u8) -> impl Strategy<Value = Tensor> {
         .prop_map(move |v| encode_u8(&shape, &v))
 }
 
+/// Observation rows of `shape` in the env's dtype; for a byte env sometimes
+/// `f32` ones of the right shape (refused: the dtype is the run's).
+fn obs_rows(env: &EnvSpec, shape: Vec<usize>) -> BoxedStrategy<Tensor> {
+    match env.obs_dtype {
+        ObsDtype::F32 => f32s(shape).boxed(),
+        ObsDtype::U8 => {
+            let n = shape.iter().product::<usize>();
+            let bytes = {
+                let shape = shape.clone();
+                prop::collection::vec(any::<u8>(), n).prop_map(move |v| encode_u8(&shape, &v))
+            };
+            prop_oneof![9 => bytes, 1 => f32s(shape)].boxed()
+        }
+    }
+}
+
 /// A batch whose every field is usually right and sometimes wrong in any way.
 fn batch(env: &EnvSpec) -> BoxedStrategy<TrajectoryBatch> {
     let d = env.obs_dim;
@@ -99,17 +115,18 @@ fn batch(env: &EnvSpec) -> BoxedStrategy<TrajectoryBatch> {
         prop::collection::vec(prop_oneof![20 => -5.0f32..0.0, 1 => any::<f32>()], T * E)
             .prop_map(|v| encode_f32(&[T, E], &v));
     let k = 0usize..3;
+    let finals_env = env.clone();
     (
         prop_oneof![10 => Just((T as u32, E as u32)), 1 => (0u32..6, 0u32..6)],
         prop_oneof![10 => 0..=VERSION, 1 => any::<u64>()],
-        field(f32s(vec![T + 1, E, d])),
+        field(obs_rows(env, vec![T + 1, E, d])),
         field(actions),
         field(log_probs),
         field(f32s(vec![T, E])),
         field(flags(vec![T, E], 1)),
         (
             field(flags(vec![T, E], 1)),
-            k.prop_flat_map(move |k| f32s(vec![k, d])),
+            k.prop_flat_map(move |k| obs_rows(&finals_env, vec![k, d])),
         ),
         prop::collection::vec(
             (
@@ -167,7 +184,11 @@ fn assert_well_formed(env: &EnvSpec, b: &DecodedBatch) {
     // Finite and bounded: nothing accepted can overflow f32 arithmetic.
     let bounded = |v: &[f32], bound: f32| v.iter().all(|x| x.is_finite() && x.abs() <= bound);
     assert_eq!(b.observations.len(), (t + 1) * e * d);
-    assert!(bounded(&b.observations, MAX_MAGNITUDE));
+    assert_eq!(b.observations.dtype(), env.obs_dtype);
+    assert!(bounded(
+        &b.observations.to_f32(0..b.observations.len()),
+        MAX_MAGNITUDE
+    ));
     assert_eq!(b.rewards.len(), t * e);
     assert!(bounded(&b.rewards, MAX_MAGNITUDE));
     assert_eq!(b.log_probs.len(), t * e);
@@ -178,7 +199,9 @@ fn assert_well_formed(env: &EnvSpec, b: &DecodedBatch) {
     }
     let k = b.truncated.iter().filter(|&&x| x == 1).count();
     assert_eq!(b.final_observations.len(), k * d);
-    assert!(bounded(&b.final_observations, MAX_MAGNITUDE));
+    assert_eq!(b.final_observations.dtype(), env.obs_dtype);
+    let finals = &b.final_observations;
+    assert!(bounded(&finals.to_f32(0..finals.len()), MAX_MAGNITUDE));
     match (&b.actions, &env.action_space) {
         (BatchActions::Discrete(a), ActionSpace::Discrete { n }) => {
             assert_eq!(a.len(), t * e);
@@ -244,6 +267,15 @@ proptest! {
         check(&env_spec("Pendulum-v1").expect("env"), &b);
     }
 
+    /// The same for an image of bytes (MinAtar): `u8` observation rows,
+    /// sometimes `f32` ones of the right shape.
+    #[test]
+    fn image_batches_are_accepted_well_formed_or_refused_naming_a_field(
+        b in batch(&env_spec("MinAtar/Breakout-v1").expect("env"))
+    ) {
+        check(&env_spec("MinAtar/Breakout-v1").expect("env"), &b);
+    }
+
     /// Re-encoding a batch with random bit flips: still no panic.
     #[test]
     fn bit_flipped_batches_never_panic(
@@ -291,12 +323,12 @@ proptest! {
         let back = TrajectoryBatch::decode(bytes.as_slice()).expect("protobuf");
         let d = decode_batch(&back, &expect(&env)).expect("well-formed batch accepted");
         let d = d.trajectory;
-        prop_assert_eq!(&d.observations, &obs);
+        prop_assert_eq!(&d.observations, &Observations::F32(obs));
         prop_assert_eq!(&d.log_probs, &log_probs);
         prop_assert_eq!(&d.rewards, &rewards);
         prop_assert_eq!(&d.terminated, &terminated);
         prop_assert_eq!(&d.truncated, &truncated);
-        prop_assert_eq!(&d.final_observations, &finals);
+        prop_assert_eq!(&d.final_observations, &Observations::F32(finals));
         match &d.actions {
             BatchActions::Discrete(a) => prop_assert_eq!(a, &actions),
             BatchActions::Continuous(_) => prop_assert!(false, "CartPole is discrete"),

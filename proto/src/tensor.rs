@@ -8,7 +8,7 @@ use prost::bytes::Bytes;
 pub enum TensorError {
     #[error("field `{field}` is missing")]
     Missing { field: String },
-    #[error("field `{field}`: dtype {got:?}, expected {expected:?}")]
+    #[error("field `{field}`: dtype {}, expected {}", dtype_name(*got), dtype_name(*expected as i32))]
     DType {
         field: String,
         got: i32,
@@ -27,6 +27,17 @@ pub enum TensorError {
         shape: Vec<u32>,
         needed: usize,
     },
+}
+
+/// A dtype as the wire names it (`f32`, `i32`, `u8`), or its number when
+/// the wire does not know it.
+fn dtype_name(dtype: i32) -> String {
+    match DType::try_from(dtype) {
+        Ok(DType::DtypeF32) => "f32".into(),
+        Ok(DType::DtypeI32) => "i32".into(),
+        Ok(DType::DtypeU8) => "u8".into(),
+        Err(_) => format!("{dtype} (unknown)"),
+    }
 }
 
 fn encode(shape: &[usize], dtype: DType, data: Vec<u8>) -> Tensor {
@@ -144,6 +155,7 @@ mod tests {
         assert!(matches!(e, TensorError::Shape { .. }));
         let e = decode_i32(Some(&t), "actions", &[2, 3]).unwrap_err();
         assert!(matches!(e, TensorError::DType { .. }), "{e}");
+        assert!(e.to_string().ends_with("dtype f32, expected i32"), "{e}");
         let e = decode_u8(None, "terminated", &[1]).unwrap_err();
         assert_eq!(e.to_string(), "field `terminated` is missing");
         let mut short = t.clone();

@@ -105,6 +105,7 @@ fn spec_from(id: &str, text: &str) -> Result<EnvSpec, EnvError> {
         )));
     }
     Ok(EnvSpec {
+        obs_dtype: sebulba_envs::ObsDtype::F32,
         id: id.to_string(),
         obs_dim: d.obs_dim,
         // Read as a flat vector whatever its shape, until image spaces come

@@ -8,7 +8,7 @@ use sebulba_algorithms::ppo;
 use sebulba_algorithms::trainer::Trainer;
 use sebulba_core::config::RunConfig;
 use sebulba_core::model::ModelSpec;
-use sebulba_envs::{ActionSpace, env_spec};
+use sebulba_envs::{ActionSpace, ObsDtype, Observations, env_spec};
 use sebulba_learner::batch::BatchActions;
 use serde::Serialize;
 use std::time::Instant;
@@ -38,8 +38,9 @@ pub struct LearnerBench {
 }
 
 /// Times `updates` full PPO updates (after one warm-up) of `samples` samples
-/// on the run's learner devices and engine; on synthetic `image`s (in [0, 1))
-/// in place of the env's observations when given.
+/// on the run's learner devices and engine; on synthetic `image`s of bytes
+/// (0 or 1, as MinAtar's grids) in place of the env's observations when
+/// given, kept as bytes up to the minibatch as a byte env's are.
 pub fn bench_learner(
     cfg: &RunConfig,
     image: Option<[usize; 3]>,
@@ -48,15 +49,14 @@ pub fn bench_learner(
 ) -> anyhow::Result<LearnerBench> {
     let mut env = env_spec(&cfg.env.id)?;
     if let Some([h, w, c]) = image {
-        (env.obs_dim, env.image) = (h * w * c, image);
+        (env.obs_dim, env.image, env.obs_dtype) = (h * w * c, image, ObsDtype::U8);
     }
     let spec = ModelSpec::new(&env, &cfg.network)?;
     let mut trainer = Trainer::for_run(&spec, cfg)?;
     let mut data = synthetic(&env.action_space, env.obs_dim, samples, cfg.run.seed);
     if image.is_some() {
-        data.observations
-            .iter_mut()
-            .for_each(|x| *x = 0.5 * (*x + 1.0));
+        let floats = data.observations.to_f32(0..data.observations.len());
+        data.observations = Observations::U8(floats.iter().map(|&x| u8::from(x > 0.0)).collect());
     }
     let (lr, clip) = (cfg.ppo.learning_rate, cfg.ppo.clip_coef);
     let mut step = || ppo::update(&mut trainer, &data, &cfg.ppo, lr, clip);
@@ -104,7 +104,7 @@ fn synthetic(space: &ActionSpace, obs_dim: usize, n: usize, seed: u64) -> Update
     };
     UpdateData {
         obs_dim,
-        observations: uniform(n * obs_dim, -1.0, 1.0),
+        observations: uniform(n * obs_dim, -1.0, 1.0).into(),
         actions,
         masks: None,
         old_log_probs: uniform(n, -2.0, -0.1),

@@ -6,8 +6,10 @@
 //! the unit tests, the fuzz tests, the process tests and the transport benchmark
 //! agree on what "valid" means.
 
-use sebulba_envs::{ActionSpace, EnvSpec};
-use sebulba_proto::{EpisodeStats, TrajectoryBatch, encode_f32, encode_i32, encode_u8};
+use sebulba_envs::{ActionSpace, EnvSpec, ObsDtype};
+use sebulba_proto::{
+    DType, EpisodeStats, Tensor, TrajectoryBatch, encode_f32, encode_i32, encode_u8,
+};
 use tonic::Code;
 
 /// A batch's dimensions: T steps, E envs, of an environment.
@@ -19,6 +21,8 @@ pub struct Dims {
     /// Discrete: the action count; continuous: the action dimension.
     pub actions: usize,
     pub discrete: bool,
+    /// The observations' element type: bytes for an image env.
+    pub obs_dtype: ObsDtype,
 }
 
 impl Dims {
@@ -33,12 +37,24 @@ impl Dims {
             obs_dim: env.obs_dim,
             actions,
             discrete,
+            obs_dtype: env.obs_dtype,
+        }
+    }
+
+    /// `rows` observation rows in the env's dtype, every value `value`
+    /// (a byte env gets `value` as a byte).
+    pub fn obs_rows(&self, rows: usize, value: f32) -> Tensor {
+        let n = rows * self.obs_dim;
+        let shape = [rows, self.obs_dim];
+        match self.obs_dtype {
+            ObsDtype::F32 => encode_f32(&shape, &vec![value; n]),
+            ObsDtype::U8 => encode_u8(&shape, &vec![value as u8; n]),
         }
     }
 }
 
 /// A well-formed batch of `env` for actor `actor_id`: T+1 observation rows of
-/// 0.01, action 1 everywhere (discrete; 0.1 in every dimension for continuous),
+/// 0.01 (bytes of 1 for a byte env), action 1 everywhere (discrete; 0.1 in every dimension for continuous),
 /// log-probability -0.7, reward 1, no episode end. Accepted by a learner whose
 /// run has this env, T and E, at any version >= `policy_version`.
 pub fn valid_batch(
@@ -61,28 +77,47 @@ pub fn valid_batch(
         policy_version,
         rollout_length: t as u32,
         envs_per_actor: e as u32,
-        observations: Some(encode_f32(
+        observations: Some(reshaped(
+            d.obs_rows(
+                (t + 1) * e,
+                if d.obs_dtype == ObsDtype::U8 {
+                    1.0
+                } else {
+                    0.01
+                },
+            ),
             &[t + 1, e, d.obs_dim],
-            &vec![0.01; (t + 1) * e * d.obs_dim],
         )),
         actions: Some(actions),
         log_probs: Some(encode_f32(&[t, e], &vec![-0.7; t * e])),
         rewards: Some(encode_f32(&[t, e], &vec![1.0; t * e])),
         terminated: Some(encode_u8(&[t, e], &vec![0; t * e])),
         truncated: Some(encode_u8(&[t, e], &vec![0; t * e])),
-        final_observations: Some(encode_f32(&[0, d.obs_dim], &[])),
+        final_observations: Some(d.obs_rows(0, 0.0)),
         ..Default::default()
     }
 }
 
 /// Sets the episode-end flags (`[T * E]` each) and one final observation
-/// (0.2 everywhere) per truncated step, as an actor would.
+/// (0.2 everywhere; bytes of 2 when the batch's observations are bytes) per
+/// truncated step, as an actor would.
 pub fn set_flags(b: &mut TrajectoryBatch, obs_dim: usize, terminated: &[u8], truncated: &[u8]) {
     let (t, e) = (b.rollout_length as usize, b.envs_per_actor as usize);
     let k = truncated.iter().filter(|&&x| x == 1).count();
     b.terminated = Some(encode_u8(&[t, e], terminated));
     b.truncated = Some(encode_u8(&[t, e], truncated));
-    b.final_observations = Some(encode_f32(&[k, obs_dim], &vec![0.2; k * obs_dim]));
+    let bytes = b.observations.as_ref().map(|o| o.dtype) == Some(DType::DtypeU8 as i32);
+    b.final_observations = Some(if bytes {
+        encode_u8(&[k, obs_dim], &vec![2; k * obs_dim])
+    } else {
+        encode_f32(&[k, obs_dim], &vec![0.2; k * obs_dim])
+    });
+}
+
+/// `t` with another shape of the same element count.
+fn reshaped(mut t: Tensor, shape: &[usize]) -> Tensor {
+    t.shape = shape.iter().map(|&d| d as u32).collect();
+    t
 }
 
 /// One validation rule broken on purpose.
@@ -119,6 +154,52 @@ fn rule(
 pub fn malformations() -> Vec<Malformation> {
     let mut rules = envelope_and_tensor_rules();
     rules.extend(flag_and_mask_rules());
+    rules
+}
+
+/// One broken batch per validation rule of an env whose observations are
+/// bytes (an image: MinAtar, Atari), each to apply to a [`valid_batch`] of
+/// it: the rules of [`malformations`] but those on observation values, and
+/// an image's own: `f32` rows for a byte run, rows of another
+/// shape, fewer bytes than the shape needs, and the same for the final
+/// observations. (Any byte is a valid pixel: there is no range to break.)
+pub fn image_malformations() -> Vec<Malformation> {
+    use Code::InvalidArgument as Arg;
+    let truncated_first = |b: &mut TrajectoryBatch, d: Dims| {
+        let mut f = vec![0u8; d.t * d.e];
+        f[0] = 1;
+        set_flags(b, d.obs_dim, &vec![0; d.t * d.e], &f);
+    };
+    let mut rules: Vec<Malformation> = malformations()
+        .into_iter()
+        .filter(|m| !m.field.contains("observations") || m.reason == "shape")
+        .collect();
+    rules.extend([
+        rule("`observations`", "shape", Arg, |b, d| {
+            let n = (d.t + 1) * d.e * d.obs_dim;
+            b.observations = Some(encode_f32(&[d.t + 1, d.e, d.obs_dim], &vec![1.0; n]));
+        }),
+        rule("`observations`", "shape", Arg, |b, d| {
+            // The image's rows cut in half: the right bytes, the wrong shape.
+            let n = (d.t + 1) * d.e * d.obs_dim;
+            let shape = [2 * (d.t + 1), d.e, d.obs_dim / 2];
+            b.observations = Some(encode_u8(&shape, &vec![1; n]));
+        }),
+        rule("`observations`", "shape", Arg, |b, d| {
+            let n = (d.t + 1) * d.e * d.obs_dim;
+            let mut o = encode_u8(&[d.t + 1, d.e, d.obs_dim], &vec![1; n]);
+            o.data = o.data.slice(..n - 1);
+            b.observations = Some(o);
+        }),
+        rule("`final_observations`", "shape", Arg, move |b, d| {
+            truncated_first(b, d);
+            b.final_observations = Some(encode_f32(&[1, d.obs_dim], &vec![2.0; d.obs_dim]));
+        }),
+        rule("`final_observations`", "shape", Arg, move |b, d| {
+            truncated_first(b, d);
+            b.final_observations = Some(d.obs_rows(2, 2.0));
+        }),
+    ]);
     rules
 }
 

@@ -243,10 +243,11 @@ pub fn learner(
     setup: impl FnOnce(&mut Command),
 ) -> (Proc, u16) {
     let mut c = bin();
-    c.args(["learner", "--listen", listen, "--param-server", ps_url])
-        .args(["--env", "CartPole-v1", "--run-dir"])
-        .arg(run)
-        .args(args);
+    c.args(["learner", "--listen", listen, "--param-server", ps_url]);
+    if !args.contains(&"--env") {
+        c.args(["--env", "CartPole-v1"]);
+    }
+    c.arg("--run-dir").arg(run).args(args);
     setup(&mut c);
     let p = Proc::spawn(name, c, dir);
     let port = p.bound_port(Duration::from_secs(60));

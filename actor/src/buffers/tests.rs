@@ -6,7 +6,7 @@ use crate::testing::{FakeEnv, decode, discrete_actions, ln_normal};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use sebulba_core::distribution::Squash;
-use sebulba_envs::{ActionSpace, EpisodeStats as Finished};
+use sebulba_envs::{ActionSpace, EpisodeStats as Finished, ObsDtype};
 use sebulba_proto::{decode_f32, decode_u8};
 
 /// One step's output for E envs of `d`-dimensional observations.
@@ -65,7 +65,7 @@ fn scripted(t: usize) -> VecStepOut {
 /// as the rollout assembles it: sequence 4, version 11.
 fn scripted_batch() -> TrajectoryBatch {
     let (t_len, e_len, d, n) = (3, 2, 2, 3);
-    let mut buf = Buffers::new(t_len, t_len, e_len, d);
+    let mut buf = Buffers::new(t_len, t_len, e_len, d, ObsDtype::F32);
     buf.obs.copy_from_slice(&[0.0, 1.0, 10.0, 11.0]);
     let mut venv = FakeEnv::new(e_len, ActionSpace::Discrete { n }, Some(vec![0; e_len * n]));
     let dist = sebulba_core::distribution::ActionDist::Categorical { n };
@@ -187,7 +187,7 @@ fn one_step(
 
 #[test]
 fn one_step_of_one_env_ending_on_its_last_step_then_the_next_rollout() {
-    let mut buf = Buffers::new(1, 1, 1, 3);
+    let mut buf = Buffers::new(1, 1, 1, 3, ObsDtype::F32);
     buf.obs.copy_from_slice(&[1.0, 2.0, 3.0]);
     let mut env = continuous();
     let mut rng = StdRng::seed_from_u64(2);
@@ -259,7 +259,7 @@ fn one_step_of_one_env_ending_on_its_last_step_then_the_next_rollout() {
 #[test]
 fn a_games_overlap_rows_are_the_next_batchs_first_rows() {
     // T = 2 trained rows and K = 1 overlap row, E = 1, d = 1.
-    let mut buf = Buffers::new(2, 3, 1, 1);
+    let mut buf = Buffers::new(2, 3, 1, 1, ObsDtype::F32);
     buf.obs[0] = 0.5;
     assert_eq!(buf.start(), 0);
     for t in 0..3 {
@@ -293,4 +293,33 @@ fn a_games_overlap_rows_are_the_next_batchs_first_rows() {
     assert_eq!(w.log_probs, [-3.0, -9.0, -10.0]);
     assert_eq!(w.rewards, [20.0, 7.0, 0.0]);
     assert_eq!(w.terminated, [0, 0, 0]);
+}
+
+/// A byte env's rows (MinAtar's grids) are kept and sent as bytes, final
+/// observations too, and shift to the front as `f32` rows do.
+#[test]
+fn a_byte_envs_rows_go_on_the_wire_as_bytes() {
+    let mut buf = Buffers::new(1, 2, 1, 2, ObsDtype::U8);
+    buf.obs.copy_from_slice(&[1.0, 0.0]);
+    let first = buf.start();
+    assert_eq!(first, 0);
+    let mut out = step(1, 2);
+    out.obs.copy_from_slice(&[0.0, 255.0]);
+    out.final_obs.copy_from_slice(&[7.0, 1.0]);
+    out.truncated[0] = true;
+    buf.record(0, &out, None);
+    out.obs.copy_from_slice(&[3.0, 4.0]);
+    out.truncated[0] = false;
+    buf.record(1, &out, None);
+    let b = buf.batch("bytes", 0, 0, false);
+    let rows = decode_u8(b.observations.as_ref(), "observations", &[3, 1, 2]).unwrap();
+    assert_eq!(rows, [1, 0, 0, 255, 3, 4]);
+    let finals = decode_u8(b.final_observations.as_ref(), "final_observations", &[1, 2]);
+    assert_eq!(finals.unwrap(), [7, 1]);
+    // f32 rows would be refused: the batch's dtype is the env's.
+    assert!(decode_f32(b.observations.as_ref(), "observations", &[3, 1, 2]).is_err());
+    buf.shift(1);
+    let b = buf.batch("bytes", 1, 0, false);
+    let rows = decode_u8(b.observations.as_ref(), "observations", &[3, 1, 2]).unwrap();
+    assert_eq!(rows[..4], [0, 255, 3, 4]);
 }

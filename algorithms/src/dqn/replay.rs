@@ -69,20 +69,19 @@ impl Replay {
             return 0;
         };
         let (e_len, d) = (b.envs_per_actor, self.obs_dim);
-        fn row(rows: &[f32], k: usize, d: usize) -> &[f32] {
-            &rows[k * d..(k + 1) * d]
-        }
+        let (mut obs, mut next) = (vec![0.0; d], vec![0.0; d]);
         let mut finals = 0;
         for (i, &action) in actions.iter().enumerate().take(b.rollout_length * e_len) {
-            let next = if b.truncated[i] != 0 {
+            if b.truncated[i] != 0 {
                 finals += 1;
-                row(&b.final_observations, finals - 1, d)
+                b.final_observations.read((finals - 1) * d, &mut next);
             } else {
-                row(&b.observations, i + e_len, d)
-            };
+                b.observations.read((i + e_len) * d, &mut next);
+            }
+            b.observations.read(i * d, &mut obs);
             let t = Transition {
-                obs: &b.observations[i * d..(i + 1) * d],
-                next_obs: next,
+                obs: &obs,
+                next_obs: &next,
                 action,
                 reward: b.rewards[i],
                 terminated: b.terminated[i],

@@ -68,7 +68,7 @@ pub fn q_update(
         );
         let data = UpdateData {
             obs_dim: drawn.obs.len() / s.batch_size,
-            observations: std::mem::take(&mut drawn.obs),
+            observations: std::mem::take(&mut drawn.obs).into(),
             actions: BatchActions::Discrete(std::mem::take(&mut drawn.actions)),
             masks: None,
             old_log_probs: zeros.clone(),

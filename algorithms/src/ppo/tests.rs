@@ -32,7 +32,8 @@ fn toy_data(n: usize) -> UpdateData {
         obs_dim: 2,
         observations: (0..n * 2)
             .map(|i| ((i * 37 % 11) as f32 - 5.0) / 5.0)
-            .collect(),
+            .collect::<Vec<f32>>()
+            .into(),
         actions: BatchActions::Discrete((0..n).map(|i| (i % 2) as i32).collect()),
         masks: None,
         old_log_probs: vec![0.5f32.ln(); n],
@@ -56,7 +57,7 @@ fn an_update_moves_probability_toward_advantaged_actions() {
     let n = 64;
     let data = toy_data(n);
     let p1 = |ppo: &mut Trainer| {
-        ppo.heads(&data.observations)
+        ppo.heads(data.observations.as_f32().unwrap())
             .chunks(2)
             .map(|l| 1.0 / (1.0 + (l[0] - l[1]).exp()))
             .sum::<f32>()
@@ -90,7 +91,7 @@ fn loss_weights_apply_after_normalisation() {
     }
     // Every update starts from one network.
     let state = initial_state(&s, 3);
-    let start = from_state(&s, &c, &state, 1).heads(&data.observations);
+    let start = from_state(&s, &c, &state, 1).heads(data.observations.as_f32().unwrap());
     let policy_after = |weights: Option<Vec<f32>>| {
         let mut ppo = from_state(&s, &c, &state, 1);
         let data = UpdateData {
@@ -98,7 +99,7 @@ fn loss_weights_apply_after_normalisation() {
             ..data.clone()
         };
         crate::ppo::update(&mut ppo, &data, &c, 1e-2, 0.2).unwrap();
-        ppo.heads(&data.observations)
+        ppo.heads(data.observations.as_f32().unwrap())
     };
     let moved = |l: &[f32]| {
         l.iter()
@@ -179,7 +180,7 @@ fn a_continuous_update_moves_the_mean_toward_advantaged_actions() {
         .collect();
     let data = UpdateData {
         obs_dim: 3,
-        observations: observations.clone(),
+        observations: observations.clone().into(),
         actions: BatchActions::Continuous(u),
         masks: None,
         old_log_probs,
@@ -253,7 +254,8 @@ fn continuous_case() -> (ModelSpec, UpdateData) {
         obs_dim: 3,
         observations: (0..n * 3)
             .map(|i| ((i * 29 % 17) as f32 - 8.0) / 8.0)
-            .collect(),
+            .collect::<Vec<f32>>()
+            .into(),
         actions: BatchActions::Continuous(
             (0..n).map(|i| ((i * 7 % 5) as f32 - 2.0) / 2.0).collect(),
         ),
@@ -411,7 +413,7 @@ pub(crate) fn actor_log_probs(
     let bytes = ppo.safetensors().unwrap();
     policy.load(1, bytes).unwrap();
     let n = data.advantages.len();
-    let head = policy.head(&data.observations, n);
+    let head = policy.head(data.observations.as_f32().unwrap(), n);
     let hd = head.len() / n;
     (0..n)
         .map(|i| {
@@ -462,7 +464,8 @@ fn at_zero_lag_the_first_steps_ratio_is_one_in_both_engines() {
                 d.obs_dim = 4;
                 d.observations = (0..64 * 4)
                     .map(|i| ((i * 37 % 11) as f32 - 5.0) / 5.0)
-                    .collect();
+                    .collect::<Vec<f32>>()
+                    .into();
                 d
             },
         ),

@@ -74,7 +74,7 @@ mod tests {
         };
         let rows = UpdateData {
             obs_dim: d,
-            observations: obs[..n * d].to_vec(),
+            observations: obs[..n * d].to_vec().into(),
             actions: actions.clone(),
             masks: None,
             old_log_probs: vec![0.0; n],

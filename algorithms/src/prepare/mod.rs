@@ -16,6 +16,7 @@ use crate::trajectory::{BatchActions, GameRows, Trajectory};
 use crate::vtrace::{VtraceOut, VtraceParams, compute_vtrace};
 use sebulba_core::config::{AdvantageNorm, LagCorrection, RunConfig};
 use sebulba_core::model::RunningMeanStd;
+use sebulba_envs::{ObsDtype, Observations, concat_f32};
 
 /// Statistics the learner carries from update to update.
 pub struct Normalizers {
@@ -126,7 +127,10 @@ pub fn fold_obs_stats(
 ) {
     if let Some(stats) = &mut norms.obs {
         for b in batches {
-            stats.update(&b.observations[..b.rollout_length * b.envs_per_actor * d]);
+            stats.update(
+                &b.observations
+                    .to_f32(0..b.rollout_length * b.envs_per_actor * d),
+            );
         }
         trainer.set_obs_stats(stats);
     }
@@ -166,6 +170,9 @@ impl Collected {
                 .as_ref()
                 .map(|m| m.len() / (b.rollout_length * b.envs_per_actor).max(1))
         });
+        let dtype = batches
+            .first()
+            .map_or(ObsDtype::F32, |b| b.observations.dtype());
         let continuous = matches!(
             batches.first().map(|b| &b.actions),
             Some(BatchActions::Continuous(_))
@@ -173,7 +180,7 @@ impl Collected {
         Self {
             data: UpdateData {
                 obs_dim,
-                observations: Vec::with_capacity(n * obs_dim),
+                observations: Observations::with_capacity(dtype, n * obs_dim),
                 actions: if continuous {
                     BatchActions::Continuous(Vec::new())
                 } else {
@@ -210,8 +217,9 @@ impl Collected {
         let d = self.data.obs_dim;
         // One forward pass: the T+1 rows, a game's overlap rows, then the
         // final observations.
-        let overlap: &[f32] = b.game.as_ref().map_or(&[], |g| &g.overlap_observations);
-        let rows = [b.observations.as_slice(), overlap, &b.final_observations].concat();
+        let none = Observations::default();
+        let overlap = b.game.as_ref().map_or(&none, |g| &g.overlap_observations);
+        let rows = concat_f32(&[&b.observations, overlap, &b.final_observations]);
         let values = trainer.values(&rows);
         let k = b.game.as_ref().map_or(0, |g| g.overlap_terminated.len());
         let (v, finals) = values.split_at(te + b.envs_per_actor + k);
@@ -239,8 +247,8 @@ impl Collected {
             (!game && lag > 0 && p.lag_correction == LagCorrection::Vtrace).then(|| {
                 // pi: the policy this update starts from. Its log-probabilities
                 // replace the batch's as the PPO ratio's reference.
-                let obs = &b.observations[..te * d];
-                let log_pi = trainer.log_probs(obs, &b.actions, b.action_masks.as_deref());
+                let obs = b.observations.to_f32(0..te * d);
+                let log_pi = trainer.log_probs(&obs, &b.actions, b.action_masks.as_deref());
                 let log_ratios: Vec<f32> = log_pi
                     .iter()
                     .zip(&b.log_probs)
@@ -293,7 +301,7 @@ impl Collected {
         extend_rows(&mut out.advantages, adv, 1, past);
         extend_rows(&mut out.returns, ret, 1, past);
         extend_rows(&mut out.old_values, &values[..te], 1, past);
-        extend_rows(&mut out.observations, &b.observations[..te * d], d, past);
+        extend_obs_rows(&mut out.observations, &b.observations, te, d, past);
         match (&mut out.actions, &b.actions) {
             (BatchActions::Discrete(all), BatchActions::Discrete(a)) => {
                 extend_rows(all, a, 1, past)
@@ -331,6 +339,18 @@ fn extend_rows<T: Copy>(out: &mut Vec<T>, src: &[T], width: usize, past: &[u8]) 
         if p == 0 {
             out.extend_from_slice(row);
         }
+    }
+}
+
+/// Appends the first `rows` observation rows of `src` (`d` values each) not
+/// flagged in `past`, in their dtype.
+fn extend_obs_rows(out: &mut Observations, src: &Observations, rows: usize, d: usize, past: &[u8]) {
+    if past.is_empty() {
+        out.extend_from(src, 0..rows * d);
+        return;
+    }
+    for (k, _) in past.iter().enumerate().take(rows).filter(|(_, p)| **p == 0) {
+        out.extend_from(src, k * d..(k + 1) * d);
     }
 }
 

@@ -53,8 +53,8 @@ fn tanh_critic(spec: &ModelSpec) -> ActorCritic<CpuAutodiff> {
 /// The critic of [`tanh_critic`] on batch `b`: V of an observation row, and
 /// V of each step's true final observation where it was truncated.
 fn tanh_values(b: &Trajectory) -> (impl Fn(usize) -> f64 + '_, Vec<Option<f64>>) {
-    let v = |row: usize| (b.observations[row * 4] as f64).tanh();
-    let mut finals = b.final_observations.chunks(4);
+    let v = |row: usize| (b.observations.to_f32(row * 4..row * 4 + 1)[0] as f64).tanh();
+    let mut finals = b.final_observations.as_f32().unwrap().chunks(4);
     let final_value = b
         .truncated
         .iter()
@@ -244,7 +244,7 @@ fn lagged_batches_get_vtrace_against_an_independent_computation_in_both_engines(
         for b in &batches {
             let rows = UpdateData {
                 obs_dim: 4,
-                observations: b.observations[..b.log_probs.len() * 4].to_vec(),
+                observations: b.observations.to_f32(0..b.log_probs.len() * 4).into(),
                 actions: b.actions.clone(),
                 masks: None,
                 old_log_probs: b.log_probs.clone(),

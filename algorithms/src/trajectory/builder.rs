@@ -3,6 +3,7 @@
 //! field set where a test cares, the shapes checked when built.
 
 use super::{BatchActions, GameRows, Trajectory};
+use sebulba_envs::Observations;
 
 /// A [`Trajectory`] under construction; [`TrajectoryBuilder::build`] checks
 /// that every array has its shape.
@@ -25,14 +26,14 @@ impl TrajectoryBuilder {
                 policy_version: 0,
                 rollout_length,
                 envs_per_actor,
-                observations: vec![0.0; (rollout_length + 1) * envs_per_actor * obs_dim],
+                observations: vec![0.0; (rollout_length + 1) * envs_per_actor * obs_dim].into(),
                 actions: BatchActions::Discrete(vec![0; steps]),
                 action_masks: None,
                 log_probs: vec![0.0; steps],
                 rewards: vec![0.0; steps],
                 terminated: vec![0; steps],
                 truncated: vec![0; steps],
-                final_observations: Vec::new(),
+                final_observations: Observations::default(),
                 discounted_returns: Vec::new(),
                 episode_returns: Vec::new(),
                 episode_lengths: Vec::new(),
@@ -51,16 +52,17 @@ impl TrajectoryBuilder {
         self
     }
 
-    /// `[(T+1) * E * obs_dim]` observation rows.
-    pub fn observations(mut self, observations: Vec<f32>) -> Self {
-        self.trajectory.observations = observations;
+    /// `[(T+1) * E * obs_dim]` observation rows, `f32` or bytes (the
+    /// final observations then follow in the same dtype).
+    pub fn observations(mut self, observations: impl Into<Observations>) -> Self {
+        self.trajectory.observations = observations.into();
         self
     }
 
     /// Each observation float from its index.
     pub fn observations_from(self, f: impl FnMut(usize) -> f32) -> Self {
         let len = self.trajectory.observations.len();
-        self.observations((0..len).map(f).collect())
+        self.observations((0..len).map(f).collect::<Vec<f32>>())
     }
 
     /// `[T * E]` action indices.
@@ -133,7 +135,11 @@ impl TrajectoryBuilder {
         self.finals.sort_by_key(|(i, _)| *i);
         self.finals.dedup_by_key(|(i, _)| *i);
         let t = &mut self.trajectory;
-        t.final_observations = self.finals.into_iter().flat_map(|(_, row)| row).collect();
+        let mut finals = Observations::with_capacity(t.observations.dtype(), self.finals.len() * d);
+        for (_, row) in &self.finals {
+            finals.push_f32(row);
+        }
+        t.final_observations = finals;
         let rows = t.truncated.iter().filter(|&&x| x == 1).count();
         let actions_fit = match &t.actions {
             BatchActions::Discrete(a) => a.len() == steps,
@@ -181,7 +187,7 @@ mod tests {
             .policy_version(7)
             .build();
         assert_eq!(t.observations.len(), 4 * 2 * 2);
-        assert_eq!(t.final_observations, [1.0, 1.5, 4.0, 4.5]);
+        assert_eq!(t.final_observations, vec![1.0, 1.5, 4.0, 4.5].into());
         assert_eq!(t.terminated, [0, 0, 1, 0, 0, 0]);
         assert_eq!(t.truncated, [0, 1, 0, 0, 1, 0]);
         assert_eq!((t.policy_version, t.env_steps()), (7, 6));

@@ -5,6 +5,8 @@
 
 mod builder;
 
+use sebulba_envs::Observations;
+
 pub use builder::TrajectoryBuilder;
 
 /// T steps of E envs with the behaviour policy's log-probabilities.
@@ -16,8 +18,8 @@ pub struct Trajectory {
     pub rollout_length: usize,
     /// E
     pub envs_per_actor: usize,
-    /// `[(T+1) * E * obs_dim]`
-    pub observations: Vec<f32>,
+    /// `[(T+1) * E * obs_dim]`, in the env's dtype.
+    pub observations: Observations,
     pub actions: BatchActions,
     /// `[T * E * n]`, 1 = allowed, when the env has action masks.
     pub action_masks: Option<Vec<u8>>,
@@ -26,7 +28,7 @@ pub struct Trajectory {
     pub terminated: Vec<u8>,
     pub truncated: Vec<u8>,
     /// `[K * obs_dim]`, one row per truncated step in (t, e) order.
-    pub final_observations: Vec<f32>,
+    pub final_observations: Observations,
     /// `[T * E]` each env's running discounted return after each step (the
     /// actor keeps it, see `sebulba_envs::DiscountedReturn`); empty when the
     /// run does not scale rewards.
@@ -51,7 +53,7 @@ pub struct GameRows {
     /// `[(T + K + 1) * E]`: the seat to move at each observation row.
     pub player_ids: Vec<u8>,
     /// `[K * E * obs_dim]`: observation rows T+1..=T+K.
-    pub overlap_observations: Vec<f32>,
+    pub overlap_observations: Observations,
     /// `[K * E]`: the overlap moves that ended a game.
     pub overlap_terminated: Vec<u8>,
     /// `[T * E]`: 1 where a past version made the trained row's move (not

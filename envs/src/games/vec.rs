@@ -24,6 +24,7 @@ pub fn game_spec(id: &str) -> Option<EnvSpec> {
     let game = new_game(id, &mut StdRng::seed_from_u64(0))?;
     let d = game.obs_dim();
     Some(EnvSpec {
+        obs_dtype: crate::ObsDtype::F32,
         id: id.to_string(),
         obs_dim: d,
         image: None,

@@ -195,6 +195,7 @@ pub fn minatar_spec(id: &str) -> Option<EnvSpec> {
     };
     let obs_dim = SIZE * SIZE * c;
     Some(EnvSpec {
+        obs_dtype: crate::ObsDtype::U8,
         id: id.to_string(),
         obs_dim,
         image: Some([SIZE, SIZE, c]),

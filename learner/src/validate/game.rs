@@ -6,6 +6,7 @@
 use super::{Rejection, check_flags, reject};
 use crate::batch::{BatchActions, GameRows};
 use sebulba_algorithms::gae_players::{PlayerGaeError, PlayerGaeInput, compute_player_gae};
+use sebulba_envs::Observations;
 use sebulba_proto::{TrajectoryBatch, decode_i32, decode_u8};
 use tonic::Code;
 
@@ -171,7 +172,7 @@ fn check_bootstrap(
 /// Arrays decoded with R rows, cut to the T trained rows; the overlap's
 /// observations and game ends go to the returned [`GameRows`].
 pub(super) struct Split<'a> {
-    pub observations: &'a mut Vec<f32>,
+    pub observations: &'a mut Observations,
     pub actions: &'a mut BatchActions,
     pub action_masks: &'a mut Option<Vec<u8>>,
     pub log_probs: &'a mut Vec<f32>,

@@ -1,6 +1,6 @@
 use super::*;
 use sebulba_proto::{encode_f32, encode_i32, encode_u8};
-use sebulba_testkit::{Dims, malformations, set_flags, valid_batch};
+use sebulba_testkit::{Dims, image_malformations, malformations, set_flags, valid_batch};
 
 fn spec() -> EnvSpec {
     sebulba_envs::env_spec("CartPole-v1").unwrap()
@@ -50,6 +50,21 @@ fn each_rule_names_its_field() {
             m.field,
             r.message
         );
+    }
+    // The same for an image of bytes.
+    let image = sebulba_envs::env_spec("MinAtar/Breakout-v1").unwrap();
+    let dims = Dims::of(&image, 2, 2);
+    let mut b = valid_batch(&image, 2, 2, "a-0", 0, 3);
+    set_flags(&mut b, 400, &[0, 0, 0, 0], &[0, 1, 0, 0]);
+    let d = decode_batch(&b, &expect(&image)).unwrap().trajectory;
+    assert_eq!(d.observations, Observations::U8(vec![1; 3 * 2 * 400]));
+    assert_eq!(d.final_observations, Observations::U8(vec![2; 400]));
+    for m in image_malformations() {
+        let mut b = valid_batch(&image, 2, 2, "a-0", 0, 3);
+        (m.apply)(&mut b, dims);
+        let r = decode_batch(&b, &expect(&image)).unwrap_err();
+        assert!(r.message.contains(m.field), "{}: {}", m.field, r.message);
+        assert_eq!((r.reason, r.code), (m.reason, m.code), "{}", r.message);
     }
     // Masks that allow nothing at a step.
     let mut b = good();

@@ -133,7 +133,7 @@ impl<B: AutodiffBackend> Replica<B> {
         let dev = &self.device;
         let mut obs = Vec::with_capacity(m * d);
         for &i in idx {
-            obs.extend_from_slice(&data.observations[i * d..(i + 1) * d]);
+            data.observations.extend_f32(i * d..(i + 1) * d, &mut obs);
         }
         let f1 = |v: Vec<f32>| Tensor::<B, 1>::from_data(TensorData::new(v, [m]), dev);
         let gather = |v: &[f32]| idx.iter().map(|&i| v[i]).collect::<Vec<f32>>();

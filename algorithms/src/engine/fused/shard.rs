@@ -144,7 +144,7 @@ impl Shard {
         let d = data.obs_dim;
         self.work.resize(s.layout, idx.len());
         for (row, &i) in self.work.x.chunks_exact_mut(d).zip(idx) {
-            row.copy_from_slice(&data.observations[i * d..(i + 1) * d]);
+            data.observations.read(i * d, row);
             if let Some(n) = s.norm {
                 n.apply(row);
             }

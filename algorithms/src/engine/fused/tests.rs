@@ -204,7 +204,7 @@ fn model(case: &Case, data: &UpdateData) -> ActorCritic<B> {
     B::seed(&dev, 7);
     let mut m = case.spec.init::<B>(&dev);
     let mut stats = RunningMeanStd::new(data.obs_dim);
-    stats.update(&data.observations[..data.obs_dim * 8]);
+    stats.update(&data.observations.to_f32(0..data.obs_dim * 8));
     m.set_obs_stats(&stats);
     m
 }
@@ -245,7 +245,7 @@ fn data(case: &Case, n: usize, seed: u64) -> UpdateData {
     };
     let mut data = UpdateData {
         obs_dim: d,
-        observations,
+        observations: observations.into(),
         actions,
         masks,
         old_log_probs: vec![0.0; n],
@@ -256,7 +256,7 @@ fn data(case: &Case, n: usize, seed: u64) -> UpdateData {
     };
     let m = model(case, &data);
     let obs = Tensor::<B, 2>::from_data(
-        TensorData::new(data.observations.clone(), [n, d]),
+        TensorData::new(data.observations.to_f32(0..n * d), [n, d]),
         &Default::default(),
     );
     let heads: Vec<f32> = m.policy(obs).into_data().to_vec().unwrap();
@@ -643,8 +643,8 @@ fn bootstrap_values_match_burn() {
         let mut burn = on_cpu(&case.spec, &m, &case.cfg, 1, false);
         let mut fused = on_cpu(&case.spec, &m, &case.cfg, 1, true);
         let (a, b) = (
-            burn.values(&data.observations),
-            fused.values(&data.observations),
+            burn.values(data.observations.as_f32().unwrap()),
+            fused.values(data.observations.as_f32().unwrap()),
         );
         assert_eq!(a.len(), 32);
         assert!(max_diff(&a, &b) < 1e-5, "{}: {a:?} vs {b:?}", case.name);
@@ -766,7 +766,7 @@ fn published_weights_are_the_file_burn_writes_of_the_same_model() {
         (cfg.epochs, cfg.minibatches) = (1, 2);
         let mut fused = on_cpu(&case.spec, &m, &cfg, 3, true);
         let mut stats = RunningMeanStd::new(data.obs_dim);
-        stats.update(&data.observations);
+        stats.update(data.observations.as_f32().unwrap());
         fused.set_obs_stats(&stats);
         crate::ppo::update(&mut fused, &data, &cfg, 3e-3, 0.2).unwrap();
         let ours = fused.safetensors().unwrap();
