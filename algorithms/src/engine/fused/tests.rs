@@ -786,3 +786,37 @@ fn published_weights_are_the_file_burn_writes_of_the_same_model() {
         );
     }
 }
+
+/// Byte observations (an image env's rows as the learner keeps them) train
+/// exactly as the same values held as `f32`, on both engines: the rows are
+/// widened where a minibatch is gathered, and nothing else differs.
+#[test]
+fn byte_observations_update_as_their_floats() {
+    let case = &conv_cases()[2];
+    let mut floats = data(case, 32, 11);
+    let n = floats.observations.len();
+    let pixels: Vec<u8> = floats
+        .observations
+        .to_f32(0..n)
+        .iter()
+        .map(|&x| u8::from(x > 0.0))
+        .collect();
+    floats.observations = pixels
+        .iter()
+        .map(|&p| f32::from(p))
+        .collect::<Vec<_>>()
+        .into();
+    let mut bytes = floats.clone();
+    bytes.observations = pixels.into();
+    let m = model(case, &floats);
+    let mut cfg = case.cfg.clone();
+    (cfg.epochs, cfg.minibatches) = (2, 2);
+    for fused in [false, true] {
+        let mut a = on_cpu(&case.spec, &m, &cfg, 3, fused);
+        let mut b = on_cpu(&case.spec, &m, &cfg, 3, fused);
+        crate::ppo::update(&mut a, &floats, &cfg, 3e-3, 0.2).unwrap();
+        crate::ppo::update(&mut b, &bytes, &cfg, 3e-3, 0.2).unwrap();
+        assert_ne!(params(&a), params(&on_cpu(&case.spec, &m, &cfg, 3, fused)));
+        assert_eq!(params(&a), params(&b), "fused: {fused}");
+    }
+}
