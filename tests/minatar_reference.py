@@ -5,12 +5,14 @@
       sticky actions, under a policy that plays the game (in Breakout it
       follows the ball 97 steps in 100, in Space Invaders it dodges, fires and
       aims nine steps in ten, so that episodes are long and reach every
-      rule; every other Space Invaders episode starts from a thinned block)
-      and otherwise acts at random (in Asterix always): one JSON line per episode with the state after reset (the game's
+      rule; every other Space Invaders episode starts from a thinned block;
+      in Seaquest it hunts divers, fires at what is ahead and surfaces when
+      short of oxygen nine steps in ten) and otherwise acts at random (in
+      Asterix always): one JSON line per episode with the state after reset (the game's
       attributes, named as the package names them), and per step the action
       (an index into the minimal set), the reward, whether the game ended and
       the observation (10x10xC bits, row-major, channels last); in a game
-      that draws at random while it plays (Asterix's spawns), also the state
+      that draws at random while it plays (Asterix's and Seaquest's spawns), also the state
       before the step and whether the step draws.
   python minatar_reference.py compare GAME EPISODES SEED OURS.json
       EPISODES episodes of GAME as the paper plays it (sticky actions 0.1,
@@ -30,10 +32,15 @@ STATE = {
     "freeway": ["pos", "move_timer", "terminate_timer", "terminal", "cars"],
     "asterix": ["player_x", "player_y", "spawn_speed", "spawn_timer", "move_speed", "move_timer",
                 "ramp_timer", "ramp_index", "terminal", "entities"],
+    "seaquest": ["oxygen", "diver_count", "sub_x", "sub_y", "sub_or", "e_spawn_speed", "e_spawn_timer",
+                 "d_spawn_timer", "move_speed", "ramp_index", "shot_timer", "surface", "terminal",
+                 "f_bullets", "e_bullets", "e_fish", "e_subs", "divers"],
     "space_invaders": ["pos", "alien_dir", "enemy_move_interval", "alien_move_timer", "alien_shot_timer",
                        "ramp_index", "shot_timer", "terminal", "alien_map", "f_bullet_map", "e_bullet_map"],
 }
 MAX_STEPS = 5000
+# Seaquest's lists of objects: each as its length, then its objects' values.
+LISTS = {"f_bullets", "e_bullets", "e_fish", "e_subs", "divers"}
 
 
 def player(game, env, actions, rng):
@@ -57,17 +64,41 @@ def player(game, env, actions, rng):
             target = min(columns, key=lambda x: abs(x - g.pos))
             full = 0 if target == g.pos else (1 if target < g.pos else 3)
             return actions.index(full)
+    if game == "seaquest" and rng.rand() < 0.9:
+        return actions.index(seaquest_move(g))
     return int(rng.randint(len(actions)))
+
+
+def seaquest_move(g):
+    """Surface when short of oxygen with a diver aboard (or with six), fire
+    at an enemy ahead in the row, else go for the nearest diver, else patrol."""
+    if g.diver_count > 0 and (g.oxygen < 60 or g.diver_count == 6):
+        return 2  # up
+    ahead = [e for e in g.e_fish + g.e_subs if e[1] == g.sub_y and (e[0] > g.sub_x) == g.sub_or]
+    if ahead and g.shot_timer == 0:
+        return 5  # fire
+    if g.divers:
+        d = min(g.divers, key=lambda d: abs(d[0] - g.sub_x) + abs(d[1] - g.sub_y))
+        if d[1] != g.sub_y:
+            return 4 if d[1] > g.sub_y else 2
+        if d[0] != g.sub_x:
+            return 3 if d[0] > g.sub_x else 1
+    if g.sub_y == 0:
+        return 4  # down: only surface with a diver
+    return 3 if g.sub_or else 1
 
 
 # Games that draw at random during play: each step also carries the state
 # before it, and whether the step draws (then its outcome is not compared):
 # Asterix spawns when its timer is out, Freeway redraws the cars' speeds when
-# the chicken crosses (the step's reward).
+# the chicken crosses (the step's reward), Seaquest spawns an enemy or a diver
+# when either timer is out.
 DRAWS_IN_PLAY = {
     "asterix": lambda before, r: before["spawn_timer"] == 0,
     "freeway": lambda before, r: r > 0,
+    "seaquest": lambda before, r: before["e_spawn_timer"] == 0 or before["d_spawn_timer"] == 0,
 }
+TIMERS = ["spawn_timer", "e_spawn_timer", "d_spawn_timer"]
 
 
 def state(env, game):
@@ -77,6 +108,11 @@ def state(env, game):
         if name == "cars":
             for car in v:
                 out.extend(float(x) for x in car)
+            continue
+        if name in LISTS:
+            out.append(float(len(v)))
+            for obj in v:
+                out.extend(float(x) for x in obj)
             continue
         if name == "entities":
             # Per row slot: present, x, moving right, gold.
@@ -113,7 +149,7 @@ def replay(game, episodes, seed):
             extra = {}
             if game in DRAWS_IN_PLAY:
                 extra = {"before": state(env, game)}
-                timers = {"spawn_timer": getattr(env.env, "spawn_timer", None)}
+                timers = {t: getattr(env.env, t, None) for t in TIMERS}
             r, done = env.act(actions[a])
             if game in DRAWS_IN_PLAY:
                 extra["draws"] = bool(DRAWS_IN_PLAY[game](timers, r))

@@ -22,6 +22,7 @@ const GAMES: &[(&str, &str)] = &[
     ("asterix", "MinAtar/Asterix-v1"),
     ("breakout", "MinAtar/Breakout-v1"),
     ("freeway", "MinAtar/Freeway-v1"),
+    ("seaquest", "MinAtar/Seaquest-v1"),
     ("space_invaders", "MinAtar/SpaceInvaders-v1"),
 ];
 

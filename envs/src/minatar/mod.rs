@@ -14,6 +14,7 @@
 mod asterix;
 mod breakout;
 mod freeway;
+mod seaquest;
 mod space_invaders;
 
 use crate::{Action, ActionSpace, Env, EnvError, EnvSpec, StepResult};
@@ -51,6 +52,8 @@ pub const MINATAR_IDS: &[&str] = &[
     "MinAtar/Breakout-v0",
     "MinAtar/Freeway-v1",
     "MinAtar/Freeway-v0",
+    "MinAtar/Seaquest-v1",
+    "MinAtar/Seaquest-v0",
     "MinAtar/SpaceInvaders-v1",
     "MinAtar/SpaceInvaders-v0",
 ];
@@ -159,6 +162,9 @@ const GAMES: &[(&str, MakeGame)] = &[
     }),
     ("Breakout", |_| Box::new(breakout::Breakout::default())),
     ("Freeway", |_| Box::new(freeway::Freeway::new())),
+    ("Seaquest", |ramping| {
+        Box::new(seaquest::Seaquest::new(ramping))
+    }),
     ("SpaceInvaders", |ramping| {
         Box::new(space_invaders::SpaceInvaders::new(ramping))
     }),
