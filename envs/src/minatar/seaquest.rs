@@ -19,7 +19,7 @@
 //! on them: surfacing with six divers leaves the count at -1 (the package
 //! clears it, then drops one), and oxygen is checked before it is used.
 
-use super::{Game, Grid, Move, SIZE, flag, whole};
+use super::{ALL_MOVES, Game, Grid, Move, SIZE, flag, whole};
 use rand::Rng;
 use rand::rngs::StdRng;
 
@@ -313,14 +313,7 @@ impl Game for Seaquest {
     }
 
     fn minimal_moves(&self) -> &'static [Move] {
-        &[
-            Move::Noop,
-            Move::Left,
-            Move::Up,
-            Move::Right,
-            Move::Down,
-            Move::Fire,
-        ]
+        &ALL_MOVES
     }
 
     fn reset(&mut self, _rng: &mut StdRng) {
