@@ -192,6 +192,20 @@ impl Observations {
         }
     }
 
+    /// Overwrites elements `at..` with elements `range` of `other`, of the
+    /// same dtype.
+    ///
+    /// # Panics
+    /// When the dtypes differ.
+    pub fn copy_from(&mut self, at: usize, other: &Observations, range: Range<usize>) {
+        let to = at..at + range.len();
+        match (self, other) {
+            (Observations::F32(a), Observations::F32(b)) => a[to].copy_from_slice(&b[range]),
+            (Observations::U8(a), Observations::U8(b)) => a[to].copy_from_slice(&b[range]),
+            (a, b) => panic!("observations of {:?} and {:?} mixed", a.dtype(), b.dtype()),
+        }
+    }
+
     /// Moves elements `from..` to the front (the rest is left as it was).
     pub fn copy_within(&mut self, from: usize) {
         each!(self, v => v.copy_within(from.., 0))
@@ -266,6 +280,10 @@ mod tests {
         all.extend_from(&o, 1..3);
         assert_eq!(all, Observations::U8(vec![6, 3]));
         assert_eq!(concat_f32(&[&all, &tail]), [6.0, 3.0, 5.0, 6.0]);
+        all.copy_from(1, &tail, 0..1);
+        assert_eq!(all, Observations::U8(vec![6, 5]));
+        all.copy_from(0, &tail, 1..2);
+        assert_eq!(all, Observations::U8(vec![6, 5]));
         all.clear();
         assert!(all.is_empty());
     }

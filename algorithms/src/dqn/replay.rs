@@ -4,15 +4,18 @@
 //! observation the actor sent (the next row then holds the reset observation).
 //! `done` is termination only: a truncated step bootstraps from `s'`.
 //! Memory grows with what is stored, up to the capacity, not up front.
+//! Observations are kept in the batches' dtype (an image of bytes as bytes)
+//! and widened as transitions are drawn.
 
 use crate::trajectory::{BatchActions, Trajectory};
 use rand::Rng;
+use sebulba_envs::Observations;
 
 pub struct Replay {
     obs_dim: usize,
     capacity: usize,
-    obs: Vec<f32>,
-    next_obs: Vec<f32>,
+    obs: Observations,
+    next_obs: Observations,
     actions: Vec<i32>,
     rewards: Vec<f32>,
     terminated: Vec<u8>,
@@ -45,8 +48,8 @@ impl Replay {
         Self {
             obs_dim,
             capacity: capacity.max(1),
-            obs: Vec::new(),
-            next_obs: Vec::new(),
+            obs: Observations::default(),
+            next_obs: Observations::default(),
             actions: Vec::new(),
             rewards: Vec::new(),
             terminated: Vec::new(),
@@ -69,19 +72,22 @@ impl Replay {
             return 0;
         };
         let (e_len, d) = (b.envs_per_actor, self.obs_dim);
-        let (mut obs, mut next) = (vec![0.0; d], vec![0.0; d]);
+        if self.is_empty() {
+            let dtype = b.observations.dtype();
+            self.obs = Observations::with_capacity(dtype, 0);
+            self.next_obs = Observations::with_capacity(dtype, 0);
+        }
         let mut finals = 0;
         for (i, &action) in actions.iter().enumerate().take(b.rollout_length * e_len) {
-            if b.truncated[i] != 0 {
+            let next = if b.truncated[i] != 0 {
                 finals += 1;
-                b.final_observations.read((finals - 1) * d, &mut next);
+                (&b.final_observations, (finals - 1) * d)
             } else {
-                b.observations.read((i + e_len) * d, &mut next);
-            }
-            b.observations.read(i * d, &mut obs);
+                (&b.observations, (i + e_len) * d)
+            };
             let t = Transition {
-                obs: &obs,
-                next_obs: &next,
+                obs: (&b.observations, i * d),
+                next_obs: next,
                 action,
                 reward: b.rewards[i],
                 terminated: b.terminated[i],
@@ -93,17 +99,18 @@ impl Replay {
 
     fn push(&mut self, t: &Transition<'_>) {
         let d = self.obs_dim;
+        let ((obs, o), (next, n)) = (t.obs, t.next_obs);
         if self.len() < self.capacity {
-            self.obs.extend_from_slice(t.obs);
-            self.next_obs.extend_from_slice(t.next_obs);
+            self.obs.extend_from(obs, o..o + d);
+            self.next_obs.extend_from(next, n..n + d);
             self.actions.push(t.action);
             self.rewards.push(t.reward);
             self.terminated.push(t.terminated);
             return;
         }
         let j = self.next;
-        self.obs[j * d..(j + 1) * d].copy_from_slice(t.obs);
-        self.next_obs[j * d..(j + 1) * d].copy_from_slice(t.next_obs);
+        self.obs.copy_from(j * d, obs, o..o + d);
+        self.next_obs.copy_from(j * d, next, n..n + d);
         self.actions[j] = t.action;
         self.rewards[j] = t.reward;
         self.terminated[j] = t.terminated;
@@ -130,18 +137,20 @@ impl Replay {
     /// Transition `i` (0 = the oldest slot written) appended to `out`.
     pub fn copy_to(&self, i: usize, out: &mut Transitions) {
         let d = self.obs_dim;
-        out.obs.extend_from_slice(&self.obs[i * d..(i + 1) * d]);
-        out.next_obs
-            .extend_from_slice(&self.next_obs[i * d..(i + 1) * d]);
+        self.obs.extend_f32(i * d..(i + 1) * d, &mut out.obs);
+        self.next_obs
+            .extend_f32(i * d..(i + 1) * d, &mut out.next_obs);
         out.actions.push(self.actions[i]);
         out.rewards.push(self.rewards[i]);
         out.terminated.push(self.terminated[i]);
     }
 }
 
+/// A transition's observations as rows of the batch's arrays: (array,
+/// offset of the row).
 struct Transition<'a> {
-    obs: &'a [f32],
-    next_obs: &'a [f32],
+    obs: (&'a Observations, usize),
+    next_obs: (&'a Observations, usize),
     action: i32,
     reward: f32,
     terminated: u8,
@@ -186,6 +195,23 @@ mod tests {
         assert_eq!(t.rewards, vec![-1.0, -2.0, -3.0, -4.0]);
         // Truncation is not termination.
         assert_eq!(t.terminated, vec![1, 0, 0, 0]);
+    }
+
+    /// A byte env's transitions stay bytes in the memory (a quarter of
+    /// f32's) and are drawn as the same numbers.
+    #[test]
+    fn byte_observations_are_kept_as_bytes() {
+        let mut bytes = batch();
+        bytes.observations = Observations::U8(vec![0, 10, 20, 30, 40, 50]);
+        bytes.final_observations = Observations::U8(vec![99]);
+        let mut r = Replay::new(6, 1);
+        r.push_batch(&bytes);
+        r.push_batch(&bytes);
+        assert_eq!((r.obs.bytes(), r.next_obs.bytes()), (6, 6));
+        let mut floats = Replay::new(6, 1);
+        floats.push_batch(&batch());
+        floats.push_batch(&batch());
+        assert_eq!(all(&r), all(&floats));
     }
 
     #[test]
