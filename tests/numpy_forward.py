@@ -1,5 +1,5 @@
 """An independent forward pass of a published `final.safetensors`, in NumPy
-with PyTorch's conventions, for tests/local_minatar.rs.
+with PyTorch's conventions, for tests/local_minatar.rs and tests/local_atari.rs.
 
   python numpy_forward.py FILE CASE.json
 
@@ -7,7 +7,9 @@ CASE.json holds {"image": [H, W, C], "conv": [[channels, kernel, stride,
 padding], ...], "activation": "relu" | "tanh", "obs": [[...], ...] (rows,
 channels last as envs give them), "logits": [[...], ...] (sebulba's)}. The
 file is read by hand (an 8-byte header length, a JSON header, raw
-little-endian f32). The actor torso: convolutions on NCHW tensors with
+little-endian f32); its metadata's model spec gives the input scale
+(`input_scale`, 1/255 for Atari's bytes; applied when there is no
+normaliser). The actor torso: convolutions on NCHW tensors with
 weights [out, in, kh, kw], flattened channels first, then dense layers
 `x @ W + b` (W stored [in, out]), then the policy head. Prints one JSON line
 with the largest difference from sebulba's logits.
@@ -27,6 +29,8 @@ def read(path):
     out = {}
     for name, t in header.items():
         if name == "__metadata__":
+            spec = json.loads(t.get("sebulba.model_spec", "{}"))
+            out["input_scale"] = float(spec.get("input_scale", 1.0))
             continue
         assert t["dtype"] == "F32", (name, t["dtype"])
         a, b = t["data_offsets"]
@@ -58,6 +62,8 @@ def main():
     if "obs_norm.mean" in t:
         std = np.sqrt(t["obs_norm.var"] + 1e-8)
         obs = np.clip((obs - t["obs_norm.mean"]) / std, -1e9, 1e9)
+    else:
+        obs = obs * t.get("input_scale", 1.0)
     x = obs.reshape(len(obs), h, w, c).transpose(0, 3, 1, 2)
     for i, (_, _, stride, pad) in enumerate(case["conv"]):
         x = act(conv2d(x, t[f"actor.conv.{i}.weight"], t[f"actor.conv.{i}.bias"], stride, pad))

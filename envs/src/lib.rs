@@ -99,6 +99,23 @@ impl EnvSpec {
         self.players > 1
     }
 
+    /// What a network multiplies these observations by to bring them to a
+    /// unit scale: the reciprocal of the space's upper bound for bytes that
+    /// reach past 1 (1/255 for an Atari frame), 1 for everything else
+    /// (MinAtar's 0/1 grids, float vectors).
+    pub fn input_scale(&self) -> f32 {
+        let top = self
+            .obs_high
+            .iter()
+            .copied()
+            .filter(|h| h.is_finite())
+            .fold(0.0f32, f32::max);
+        match self.obs_dtype {
+            ObsDtype::U8 if top > 1.0 => 1.0 / top,
+            _ => 1.0,
+        }
+    }
+
     /// Moves a batch of a game carries past its trained rows, so that each
     /// player's last trained move is bootstrapped by its next one: P - 1
     /// (0 for one player).
@@ -376,6 +393,18 @@ fn make_spec(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bytes_past_one_are_scaled_to_a_unit_range_and_nothing_else_is() {
+        let mut spec = env_spec("CartPole-v1").expect("CartPole");
+        assert_eq!(spec.input_scale(), 1.0, "floats stay as they are");
+        spec.obs_dtype = ObsDtype::U8;
+        spec.obs_low = vec![0.0; 4];
+        spec.obs_high = vec![255.0, 255.0, 1.0, f32::INFINITY];
+        assert_eq!(spec.input_scale(), 1.0 / 255.0, "an Atari frame");
+        spec.obs_high = vec![1.0; 4];
+        assert_eq!(spec.input_scale(), 1.0, "MinAtar's 0/1 grid");
+    }
     use std::f64::consts::PI;
 
     #[test]

@@ -68,6 +68,10 @@ pub struct Arch {
     pub obs_norm: bool,
     /// The normaliser's clip (`network.obs_clip`).
     pub obs_clip: f64,
+    /// What observations are multiplied by before the first layer when the
+    /// network does not normalise them: 1/255 for an Atari frame's bytes, 1
+    /// for everything already on a unit scale.
+    pub input_scale: f32,
 }
 
 impl Arch {

@@ -162,6 +162,7 @@ mod tests {
             activation: Activation::Tanh,
             obs_norm,
             obs_clip: 5.0,
+            input_scale: 1.0,
         }
     }
 

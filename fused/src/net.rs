@@ -9,7 +9,7 @@
 
 use crate::conv::{self, Conv};
 use crate::kernels::{View, gemm, tanh, wide};
-use crate::{Activation, Arch};
+use crate::{Activation, Arch, ObsNorm};
 
 /// One linear layer's place in the parameter vector.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -59,6 +59,8 @@ pub struct Layout {
     pub policy: Dense,
     pub value: Dense,
     pub activation: Activation,
+    /// [`Arch::input_scale`].
+    pub input_scale: f32,
     /// Total parameter count.
     pub len: usize,
 }
@@ -121,7 +123,20 @@ impl Layout {
             policy,
             value,
             activation: arch.activation,
+            input_scale: arch.input_scale,
             len,
+        }
+    }
+
+    /// An observation row as the torsos read it, in place: normalised when
+    /// the network normalises (`norm`), else scaled by the input scale.
+    pub fn input_row(&self, norm: Option<&ObsNorm>, row: &mut [f32]) {
+        match norm {
+            Some(n) => n.apply(row),
+            None if self.input_scale != 1.0 => {
+                row.iter_mut().for_each(|x| *x *= self.input_scale);
+            }
+            None => {}
         }
     }
 
@@ -187,7 +202,8 @@ impl TorsoWork {
 #[derive(Default)]
 pub struct Work {
     pub m: usize,
-    /// `[m, obs_dim]` the (normalised) observations: the caller fills it.
+    /// `[m, obs_dim]` the observations as the torsos read them
+    /// ([`Layout::input_row`]): the caller fills it.
     pub x: Vec<f32>,
     pub actor: TorsoWork,
     /// The critic torso's (empty with a shared torso).

@@ -47,9 +47,10 @@ impl FusedPolicy {
         work.resize(&self.layout, n);
         let d = self.layout.obs_dim;
         work.x.copy_from_slice(&obs[..n * d]);
-        if let Some(s) = &self.norm {
-            work.x.chunks_exact_mut(d).for_each(|row| s.apply(row));
-        }
+        let norm = self.norm.as_ref();
+        work.x
+            .chunks_exact_mut(d)
+            .for_each(|row| self.layout.input_row(norm, row));
         net::policy_forward(&self.layout, &self.params, &mut work);
         work.head.clone()
     }

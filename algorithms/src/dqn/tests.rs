@@ -14,6 +14,7 @@ use sebulba_envs::ActionSpace;
 
 fn spec() -> ModelSpec {
     ModelSpec {
+        input_scale: 1.0,
         obs_dim: 2,
         image: None,
         action_space: ActionSpace::Discrete { n: 3 },

@@ -211,6 +211,7 @@ fn obs_norm_statistics_survive_an_update() {
     let mut net = spec().network;
     net.obs_norm = true;
     let s = ModelSpec {
+        input_scale: 1.0,
         network: net,
         ..spec()
     };

@@ -7,6 +7,7 @@
 
 pub mod flat;
 mod obs_norm;
+mod orthogonal;
 mod torso;
 
 pub use obs_norm::{ObsNorm, RunningMeanStd};
@@ -31,6 +32,15 @@ pub struct ModelSpec {
     pub image: Option<[usize; 3]>,
     pub action_space: ActionSpace,
     pub network: NetworkConfig,
+    /// What observations are multiplied by before the first layer
+    /// (`fused::Arch::input_scale`): the env's own (`EnvSpec::input_scale`,
+    /// 1/255 for Atari's frames), or 1 when the network normalises them.
+    #[serde(default = "unit_scale")]
+    pub input_scale: f32,
+}
+
+fn unit_scale() -> f32 {
+    1.0
 }
 
 /// A network that cannot be built for an environment.
@@ -52,6 +62,11 @@ impl ModelSpec {
             image: env.image,
             action_space: env.action_space.clone(),
             network: network.clone(),
+            input_scale: if network.obs_norm {
+                1.0
+            } else {
+                env.input_scale()
+            },
         };
         spec.check()?;
         Ok(spec)
@@ -105,6 +120,7 @@ impl ModelSpec {
             activation: n.activation,
             obs_norm: n.obs_norm,
             obs_clip: n.obs_clip,
+            input_scale: self.input_scale,
         }
     }
 
@@ -135,6 +151,7 @@ impl ModelSpec {
             }
         };
         let model = ActorCritic {
+            input_scale: self.input_scale,
             obs_norm: n
                 .obs_norm
                 .then(|| ObsNorm::new(self.obs_dim, n.obs_clip, device)),
@@ -163,6 +180,9 @@ fn materialize<B: Backend>(model: &ActorCritic<B>) {
 
 #[derive(Module, Debug)]
 pub struct ActorCritic<B: Backend> {
+    /// `ModelSpec::input_scale`, applied when there is no normaliser.
+    #[module(skip)]
+    pub input_scale: f32,
     pub obs_norm: Option<ObsNorm<B>>,
     pub actor: Torso<B>,
     /// `None`: the critic shares the actor's torso.
@@ -172,10 +192,12 @@ pub struct ActorCritic<B: Backend> {
 }
 
 impl<B: Backend> ActorCritic<B> {
-    /// Observations as the torsos see them (normalised when the normaliser is on).
+    /// Observations as the torsos see them: normalised when the normaliser
+    /// is on, else scaled by the input scale.
     pub fn input(&self, obs: Tensor<B, 2>) -> Tensor<B, 2> {
         match &self.obs_norm {
             Some(n) => n.forward(obs),
+            None if self.input_scale != 1.0 => obs.mul_scalar(self.input_scale),
             None => obs,
         }
     }
@@ -233,6 +255,7 @@ mod tests {
 
     fn spec() -> ModelSpec {
         ModelSpec {
+            input_scale: 1.0,
             obs_dim: 4,
             image: None,
             action_space: ActionSpace::Discrete { n: 2 },
@@ -407,6 +430,7 @@ mod tests {
             })
             .collect();
         let plain = ModelSpec {
+            input_scale: 1.0,
             network: NetworkConfig {
                 obs_norm: false,
                 ..net

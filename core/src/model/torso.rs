@@ -24,7 +24,7 @@ pub fn linear<B: Backend>(
     device: &B::Device,
 ) -> Linear<B> {
     let weight = match init {
-        Init::Orthogonal => Initializer::Orthogonal { gain }.init([d_in, d_out], device),
+        Init::Orthogonal => super::orthogonal::orthogonal([d_in, d_out], gain, device),
         // Kaiming-uniform with gain 1 is sqrt(3) / sqrt(fan_in): LeCun uniform.
         Init::LecunUniform => Initializer::KaimingUniform {
             gain: 1.0,
@@ -48,9 +48,8 @@ pub fn linear<B: Backend>(
 fn conv<B: Backend>(c_in: usize, l: &ConvLayer, init: Init, device: &B::Device) -> Conv2d<B> {
     let p = l.padding;
     let initializer = match init {
-        Init::Orthogonal => Initializer::Orthogonal {
-            gain: std::f64::consts::SQRT_2,
-        },
+        // Replaced below before it is drawn (burn draws on first use).
+        Init::Orthogonal => Initializer::Zeros,
         Init::LecunUniform => Initializer::KaimingUniform {
             gain: 1.0,
             fan_out_only: false,
@@ -61,6 +60,10 @@ fn conv<B: Backend>(c_in: usize, l: &ConvLayer, init: Init, device: &B::Device) 
         .with_padding(PaddingConfig2d::Explicit(p, p, p, p))
         .with_initializer(initializer)
         .init(device);
+    if init == Init::Orthogonal {
+        let shape = [l.channels, c_in, l.kernel, l.kernel];
+        c.weight = super::orthogonal::orthogonal(shape, std::f64::consts::SQRT_2, device);
+    }
     c.bias = Some(Param::from_tensor(Tensor::zeros([l.channels], device)));
     c
 }

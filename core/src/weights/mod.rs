@@ -95,6 +95,7 @@ mod tests {
 
     fn spec(hidden: Vec<usize>) -> ModelSpec {
         ModelSpec {
+            input_scale: 1.0,
             obs_dim: 4,
             image: None,
             action_space: ActionSpace::Discrete { n: 2 },

@@ -14,6 +14,7 @@ fn arch(conv: Vec<ConvLayer>, hidden: Vec<usize>, shared_torso: bool) -> Arch {
         activation: Activation::Relu,
         obs_norm: false,
         obs_clip: 10.0,
+        input_scale: 1.0,
     }
 }
 

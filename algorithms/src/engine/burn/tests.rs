@@ -21,6 +21,7 @@ pub(crate) fn cfg() -> PpoConfig {
 
 pub(crate) fn spec() -> ModelSpec {
     ModelSpec {
+        input_scale: 1.0,
         obs_dim: 2,
         image: None,
         action_space: ActionSpace::Discrete { n: 2 },
@@ -232,6 +233,7 @@ fn the_loss_uses_advantages_as_given() {
 fn masked_actions_change_log_probs_in_the_loss() {
     // logits [0, ln 3, 5] with the third action masked: p(1) = 0.75 as for two actions.
     let spec3 = ModelSpec {
+        input_scale: 1.0,
         action_space: ActionSpace::Discrete { n: 3 },
         ..spec()
     };

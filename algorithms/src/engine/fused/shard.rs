@@ -54,15 +54,16 @@ impl Shard {
         }
     }
 
-    /// Fills `work.x` with the (normalised) rows of `obs` (`[rows * obs_dim]`).
+    /// Fills `work.x` with the (normalised or scaled) rows of `obs` (`[rows * obs_dim]`).
     pub fn load_rows(&mut self, layout: &Layout, norm: Option<&ObsNorm>, obs: &[f32]) {
         let d = layout.obs_dim;
         let rows = obs.len() / d;
         self.work.resize(layout, rows);
         self.work.x.copy_from_slice(&obs[..rows * d]);
-        if let Some(n) = norm {
-            self.work.x.chunks_exact_mut(d).for_each(|row| n.apply(row));
-        }
+        self.work
+            .x
+            .chunks_exact_mut(d)
+            .for_each(|row| layout.input_row(norm, row));
     }
 
     /// Minibatch rows `rows`: the forward pass, each sample's loss terms and
@@ -138,16 +139,14 @@ impl Shard {
         }
     }
 
-    /// Fills `work.x` with the (normalised) observations of samples `idx`.
+    /// Fills `work.x` with the (normalised or scaled) observations of samples `idx`.
     fn gather_obs(&mut self, s: &StepInputs<'_>, idx: &[usize]) {
         let data = s.mb.data;
         let d = data.obs_dim;
         self.work.resize(s.layout, idx.len());
         for (row, &i) in self.work.x.chunks_exact_mut(d).zip(idx) {
             data.observations.read(i * d, row);
-            if let Some(n) = s.norm {
-                n.apply(row);
-            }
+            s.layout.input_row(s.norm, row);
         }
     }
 

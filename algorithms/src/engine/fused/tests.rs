@@ -45,6 +45,7 @@ struct Case {
 
 fn cases() -> Vec<Case> {
     let discrete = |network: NetworkConfig| ModelSpec {
+        input_scale: 1.0,
         obs_dim: 4,
         image: None,
         action_space: ActionSpace::Discrete { n: 3 },
@@ -112,7 +113,7 @@ fn cases() -> Vec<Case> {
 }
 
 /// Convolution stems, one shape class each: padding and a stride that leaves
-/// input over; the Nature CNN's 8x8/4 into 3x3/1; MinAtar's VALID 3x3 on a
+/// input over; the Nature CNN's 8x8/4 into 3x3/1 on scaled input; MinAtar's VALID 3x3 on a
 /// 10x10 grid; a stem straight into the heads.
 fn conv_cases() -> Vec<Case> {
     let mut conv_clipped_value = ppo_cfg();
@@ -130,12 +131,16 @@ fn conv_cases() -> Vec<Case> {
             cfg: ppo_cfg(),
         },
         Case {
-            name: "image, Nature-shaped stem, shared torso, clipped value loss",
-            spec: image(
-                [20, 20, 2],
-                4,
-                stem(&[(4, 8, 4, 0), (3, 3, 1, 0)], vec![16], true),
-            ),
+            name: "image, Nature-shaped stem, shared torso, clipped value loss, input scaled",
+            spec: ModelSpec {
+                // Atari's bytes: what a 0..255 frame is multiplied by.
+                input_scale: 1.0 / 255.0,
+                ..image(
+                    [20, 20, 2],
+                    4,
+                    stem(&[(4, 8, 4, 0), (3, 3, 1, 0)], vec![16], true),
+                )
+            },
             masks: false,
             cfg: conv_clipped_value,
         },
@@ -168,6 +173,7 @@ const FIRST_CONV: usize = 5;
 /// A discrete-action network on `[h, w, c]` images.
 fn image([h, w, c]: [usize; 3], actions: usize, network: NetworkConfig) -> ModelSpec {
     ModelSpec {
+        input_scale: 1.0,
         obs_dim: h * w * c,
         image: Some([h, w, c]),
         action_space: ActionSpace::Discrete { n: actions },
