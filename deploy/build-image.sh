@@ -9,8 +9,8 @@
 # Env: SEBULBA_IMAGE (tag, default sebulba:latest); SEBULBA_IMAGE_VENV: a venv
 # (e.g. .venv from scripts/python-env.sh) whose packages the image carries, with
 # the Python standard library and every shared library their extension modules
-# load, for Python environments (`gym:ID`; the binary built with
-# `--features python`).
+# load, for Python environments (`gym:ID`, Atari's `ale:Game`; the binary
+# built with `--features python`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -72,4 +72,9 @@ docker run --rm "$tag" --version
 if [ -n "$python_env" ]; then
   # The image's Python makes and steps a Gymnasium env.
   docker run --rm "$tag" bench envs --env gym:CartPole-v1 --envs 2 --seconds 0.2 2>&1 | grep '^env '
+  # And Atari, when the venv has ALE (scripts/python-requirements.txt): its
+  # ROMs, its C++ vector env and OpenCV load from the image.
+  if [ -d "$venv/lib/$ver/site-packages/ale_py" ]; then
+    docker run --rm "$tag" bench envs --env ale:Pong --env gym:ALE/Pong-v5 --envs 2 --seconds 0.2 2>&1 | grep '^env '
+  fi
 fi

@@ -90,6 +90,7 @@ impl Rollout {
             &setup.env_kwargs,
             setup.envs_per_actor,
             setup.seed,
+            sebulba_envs::Purpose::Train,
         )
         .map_err(|e| e.to_string())?;
         let policy = InferencePolicy::new(&setup.env, &setup.network, setup.device)

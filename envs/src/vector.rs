@@ -70,7 +70,28 @@ impl VectorEnv for NativeVecEnv {
     }
 }
 
-/// Makes environments whose ids carry a prefix (`gym:`, `py:`).
+/// What a vector env is made for. Training may see the episode a learner
+/// should learn from rather than the game a user scores: Atari's training
+/// envs end an episode at each lost life and clip rewards to their sign,
+/// its evaluation envs play whole games at their raw score. Native envs are
+/// the same either way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Purpose {
+    #[default]
+    Train,
+    Evaluate,
+}
+
+impl Purpose {
+    pub fn name(self) -> &'static str {
+        match self {
+            Purpose::Train => "train",
+            Purpose::Evaluate => "evaluate",
+        }
+    }
+}
+
+/// Makes environments whose ids carry a prefix (`gym:`, `py:`, `ale:`).
 pub trait EnvProvider: Send + Sync {
     /// The spec of `id` built with `kwargs` (a JSON object, `""` for none).
     fn spec(&self, id: &str, kwargs: &str) -> Result<EnvSpec, EnvError>;
@@ -82,11 +103,13 @@ pub trait EnvProvider: Send + Sync {
         kwargs: &str,
         num_envs: usize,
         seed: u64,
+        purpose: Purpose,
     ) -> Result<Box<dyn VectorEnv>, EnvError>;
 }
 
-/// Prefixes that name an external environment.
-pub const EXTERNAL_PREFIXES: &[&str] = &["gym:", "py:"];
+/// Prefixes that name an external environment: Gymnasium ids, a user's
+/// factory, and Atari games on ALE's own vector env.
+pub const EXTERNAL_PREFIXES: &[&str] = &["gym:", "py:", "ale:"];
 
 static PROVIDER: OnceLock<Box<dyn EnvProvider>> = OnceLock::new();
 
@@ -94,6 +117,12 @@ static PROVIDER: OnceLock<Box<dyn EnvProvider>> = OnceLock::new();
 /// calls are ignored and return false).
 pub fn install_provider(provider: Box<dyn EnvProvider>) -> bool {
     PROVIDER.set(provider).is_ok()
+}
+
+/// True for Atari games (`ale:Game` on ALE's vector env, `gym:ALE/...`
+/// through Gymnasium): byte frames, the Atari preset.
+pub fn is_atari(id: &str) -> bool {
+    id.starts_with("ale:") || id.starts_with("gym:ALE/")
 }
 
 /// True for ids an [`EnvProvider`] makes.
@@ -196,18 +225,20 @@ pub fn env_spec_with(id: &str, kwargs: &str) -> Result<EnvSpec, EnvError> {
     }
 }
 
-/// `num_envs` copies of any environment id, native or external.
+/// `num_envs` copies of any environment id, native or external, made for
+/// `purpose`.
 pub fn make_vector_env(
     id: &str,
     kwargs: &str,
     num_envs: usize,
     seed: u64,
+    purpose: Purpose,
 ) -> Result<Box<dyn VectorEnv>, EnvError> {
     if num_envs == 0 {
         return Err(EnvError::NoEnvs);
     }
     if is_external(id) {
-        provider(id)?.make(id, kwargs, num_envs, seed)
+        provider(id)?.make(id, kwargs, num_envs, seed, purpose)
     } else if crate::games::game_spec(id).is_some() {
         let normaliser = game_normaliser(id, kwargs)?;
         Ok(Box::new(crate::games::GameVecEnv::new(
@@ -232,18 +263,18 @@ mod tests {
 
     #[test]
     fn native_ids_go_through_the_vec_env_and_refuse_kwargs() {
-        let mut v = make_vector_env("CartPole-v1", "", 3, 1).expect("native");
+        let mut v = make_vector_env("CartPole-v1", "", 3, 1, Purpose::Train).expect("native");
         assert_eq!(v.num_envs(), 3);
         let mut obs = vec![0.0; 12];
         v.reset(&mut obs).expect("reset");
         assert!(obs.iter().all(|x| x.abs() <= 0.05));
-        assert!(make_vector_env("CartPole-v1", "{}", 1, 1).is_ok());
-        let err = make_vector_env("CartPole-v1", r#"{"a":1}"#, 1, 1)
+        assert!(make_vector_env("CartPole-v1", "{}", 1, 1, Purpose::Train).is_ok());
+        let err = make_vector_env("CartPole-v1", r#"{"a":1}"#, 1, 1, Purpose::Train)
             .err()
             .expect("kwargs refused");
         assert!(err.to_string().contains("native"), "{err}");
         assert!(matches!(
-            make_vector_env("CartPole-v1", "", 0, 1),
+            make_vector_env("CartPole-v1", "", 0, 1, Purpose::Train),
             Err(EnvError::NoEnvs)
         ));
         assert_eq!(
@@ -258,8 +289,8 @@ mod tests {
     fn a_native_step_cost_spins_without_changing_the_dynamics() {
         let (e, steps, cost_us) = (2, 10, 300);
         let kwargs = format!(r#"{{"step_cost_us":{cost_us}}}"#);
-        let mut slow = make_vector_env("CartPole-v1", &kwargs, e, 5).expect("slow");
-        let mut fast = make_vector_env("CartPole-v1", "", e, 5).expect("fast");
+        let mut slow = make_vector_env("CartPole-v1", &kwargs, e, 5, Purpose::Train).expect("slow");
+        let mut fast = make_vector_env("CartPole-v1", "", e, 5, Purpose::Train).expect("fast");
         let (mut a, mut b) = (vec![0.0; 4 * e], vec![0.0; 4 * e]);
         slow.reset(&mut a).expect("reset");
         fast.reset(&mut b).expect("reset");

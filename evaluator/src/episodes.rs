@@ -5,7 +5,7 @@
 
 use sebulba_core::distribution::{ActionDist, DistError, argmax, tanh_normal_mode};
 use sebulba_core::policy::InferencePolicy;
-use sebulba_envs::{ActionBatch, EnvError, VectorEnv, make_vector_env};
+use sebulba_envs::{ActionBatch, EnvError, Purpose, VectorEnv, make_vector_env};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PlayError {
@@ -48,7 +48,7 @@ pub fn play_episodes(
 ) -> Result<EpisodeResults, PlayError> {
     let spec = policy.spec();
     let dist = spec.dist();
-    let mut venv = make_vector_env(env_id, env_kwargs, episodes, seed)?;
+    let mut venv = make_vector_env(env_id, env_kwargs, episodes, seed, Purpose::Evaluate)?;
     let mut obs = vec![0.0f32; episodes * spec.obs_dim];
     venv.reset(&mut obs)?;
     let mut out = venv.new_step_out();

@@ -5,11 +5,24 @@ holds (one copy each way). Same-step auto-reset as sebulba's native envs (Native
 finished env's true last observation goes to `final_obs`, `obs` already holds
 the next episode's first one. Time limits are Gymnasium's own (`gym.make`
 wraps TimeLimit); terminated and truncated stay apart.
+
+Images: a Box of 2 to 4 axes is an image, written channels last (H, W, C) as
+sebulba's networks read it; an axis order whose first axis is shorter than
+its last (a frame stack, (4, 84, 84)) is taken as channels first and
+transposed. Bytes (uint8) stay bytes on sebulba's side (`dtype`).
+
+Atari (`ale:Game`, and `gym:ALE/...` ids) gets the standard preprocessing; in
+training envs (`purpose` "train") a lost life ends the learner's episode
+without resetting the game (`episodic_life`) and rewards are clipped to their
+sign (`reward_clipping`), both on by default; evaluation envs play whole games
+at the raw score. Episode statistics are always of whole games at the raw
+score (`raw_rewards`, `ended`), as a user scores them.
 """
 
 import importlib
 import json
 import math
+import re
 import threading
 import traceback
 
@@ -49,16 +62,36 @@ def make_one(env_id, kwargs):
         return make_unlocked(env_id, kwargs)
 
 
+def import_ale():
+    try:
+        import ale_py
+    except ModuleNotFoundError:
+        raise BadId("ale_py does not import (Atari needs `pip install ale-py` in the venv VIRTUAL_ENV names)") from None
+    return ale_py
+
+
 def make_unlocked(env_id, kwargs):
     if env_id.startswith("gym:"):
         try:
             import gymnasium as gym
         except ModuleNotFoundError:
             raise BadId("gymnasium does not import (install it into a venv and set VIRTUAL_ENV to it)") from None
+        name = env_id[len("gym:"):]
+        atari = is_gym_atari(env_id)
+        if atari:
+            gym.register_envs(import_ale())
+            # The preprocessing skips frames itself (and max-pools them).
+            kwargs = {"frameskip": 1, **kwargs}
         try:
-            return gym.make(env_id[len("gym:"):], **kwargs)
+            env = gym.make(name, **kwargs)
         except gym.error.Error as e:
             raise BadId(f"{type(e).__name__}: {e}") from None
+        if atari:
+            env = gym.wrappers.AtariPreprocessing(
+                env, noop_max=30, frame_skip=4, screen_size=84, terminal_on_life_loss=False, grayscale_obs=True
+            )
+            env = gym.wrappers.FrameStackObservation(env, 4)
+        return env
     if env_id.startswith("py:"):
         target = env_id[len("py:"):]
         module, sep, factory = target.rpartition(":")
@@ -79,19 +112,54 @@ def bounds(values):
     return [float(v) if math.isfinite(v) else None for v in values]
 
 
+def is_gym_atari(env_id):
+    return env_id.startswith("gym:ALE/")
+
+
+def image_axes(shape):
+    """An observation of `shape` as an image: its (H, W, C) and the axis
+    order that puts it channels last (None: already so), or (None, None) for
+    a vector. Channels come first when the first axis is shorter than the
+    last; a 4-axis stack of colour frames (S, H, W, C) becomes (H, W, S*C)."""
+    shape = tuple(int(n) for n in shape)
+    if len(shape) == 2:
+        return (shape[0], shape[1], 1), None
+    if len(shape) == 3:
+        if shape[0] < shape[2]:
+            return (shape[1], shape[2], shape[0]), (1, 2, 0)
+        return shape, None
+    if len(shape) == 4:
+        return (shape[1], shape[2], shape[0] * shape[3]), (1, 2, 0, 3)
+    return None, None
+
+
+def hwc_bounds(values, shape, axes):
+    """Per-element bounds in the order sebulba's rows hold them."""
+    a = np.broadcast_to(np.asarray(values, np.float64), shape)
+    if axes is not None:
+        a = np.transpose(a, axes)
+    return bounds(a.ravel())
+
+
 def describe(env):
     """The spaces as plain values; refuses what sebulba cannot act in."""
+    max_steps = int(env.spec.max_episode_steps or 0) if env.spec else 0
+    return describe_spaces(env.observation_space, env.action_space, max_steps)
+
+
+def describe_spaces(obs, act, max_steps):
     from gymnasium import spaces
 
-    obs = env.observation_space
     if not isinstance(obs, spaces.Box):
         raise TypeError(f"observation space {obs} is not a Box (only Box observations are supported)")
-    act = env.action_space
+    image, axes = image_axes(obs.shape)
     out = {
         "obs_dim": int(np.prod(obs.shape)) if obs.shape else 1,
-        "obs_low": bounds(np.asarray(obs.low, np.float64).ravel()),
-        "obs_high": bounds(np.asarray(obs.high, np.float64).ravel()),
-        "max_episode_steps": int(env.spec.max_episode_steps or 0) if env.spec else 0,
+        "obs_low": hwc_bounds(obs.low, obs.shape, axes),
+        "obs_high": hwc_bounds(obs.high, obs.shape, axes),
+        "max_episode_steps": max_steps,
+        "image": list(image) if image else None,
+        "dtype": "u8" if obs.dtype == np.uint8 else "f32",
     }
     if isinstance(act, spaces.Discrete):
         out["discrete"] = int(act.n)
@@ -110,22 +178,76 @@ def describe(env):
 
 
 def spec_json(env_id, kwargs_json):
-    env = make_one(env_id, parse_kwargs(kwargs_json))
+    if env_id.startswith("ale:"):
+        env = AleVecEnv(env_id, kwargs_json, [0], "evaluate")
+        try:
+            return json.dumps(env.describe())
+        finally:
+            env.close()
+    env = make_one(env_id, atari_options(env_id, parse_kwargs(kwargs_json), "evaluate")[0])
     try:
         return json.dumps(describe(env))
     finally:
         env.close()
 
 
+def atari_options(env_id, kwargs, purpose):
+    """Splits sebulba's Atari training options off the kwargs: (kwargs left,
+    episodic life, reward clipping), both off outside training and for
+    anything but Atari."""
+    if not (env_id.startswith("ale:") or is_gym_atari(env_id)):
+        return kwargs, False, False
+    kwargs = dict(kwargs)
+    train = purpose == "train"
+    episodic = bool(kwargs.pop("episodic_life", True)) and train
+    clip = bool(kwargs.pop("reward_clipping", True)) and train
+    return kwargs, episodic, clip
+
+
+def make_vec(env_id, kwargs_json, seeds, purpose):
+    """E envs of `env_id` for `purpose` ("train" or "evaluate")."""
+    if env_id.startswith("ale:"):
+        return AleVecEnv(env_id, kwargs_json, seeds, purpose)
+    return VecEnv(env_id, kwargs_json, seeds, purpose)
+
+
+class Frames:
+    """Writes observations into sebulba's float rows, channels last."""
+
+    def __init__(self, space_shape, rows):
+        self.image, self.axes = image_axes(space_shape)
+        self.rows = rows
+
+    def put(self, i, o, what):
+        o = np.asarray(o)
+        row = self.rows[i]
+        if o.size != row.shape[0]:
+            raise EnvFailure(i, what, f"{what}: expected {row.shape[0]} values, got {o.size}")
+        if self.axes is not None and o.ndim == len(self.axes):
+            o = np.transpose(o, self.axes)
+        np.copyto(row, o.reshape(-1), casting="unsafe")
+
+    def put_all(self, batch):
+        """A whole batch `[E, *space]` at once (ALE's vector env)."""
+        e = self.rows.shape[0]
+        if self.axes is None:
+            np.copyto(self.rows, batch.reshape(e, -1), casting="unsafe")
+            return
+        axes = (0,) + tuple(a + 1 for a in self.axes)
+        h, w, c = self.image
+        np.copyto(self.rows.reshape(e, h, w, c), np.transpose(batch, axes).reshape(e, h, w, c), casting="unsafe")
+
+
 class VecEnv:
-    def __init__(self, env_id, kwargs_json, seeds):
+    """Gymnasium or user envs, one Python object each."""
+
+    def __init__(self, env_id, kwargs_json, seeds, purpose):
         self.env_id = env_id
-        self.kwargs = parse_kwargs(kwargs_json)
+        self.kwargs, self.episodic_life, self.clip = atari_options(env_id, parse_kwargs(kwargs_json), purpose)
         self.seeds = [int(s) for s in seeds]
         self.envs = [make_one(env_id, self.kwargs) for _ in self.seeds]
         info = describe(self.envs[0])
         e, d = len(self.envs), info["obs_dim"]
-        self.shape = self.envs[0].observation_space.shape
         if "discrete" in info:
             self.start = int(self.envs[0].action_space.start)
             self.actions = np.zeros(e, np.uint32)
@@ -135,22 +257,24 @@ class VecEnv:
             self.act_dtype = self.envs[0].action_space.dtype
         self.obs = np.zeros((e, d), np.float32)
         self.final_obs = np.zeros((e, d), np.float32)
+        shape = self.envs[0].observation_space.shape
+        self.obs_frames = Frames(shape, self.obs)
+        self.final_frames = Frames(shape, self.final_obs)
         self.rewards = np.zeros(e, np.float64)
         self.terminated = np.zeros(e, np.uint8)
         self.truncated = np.zeros(e, np.uint8)
-
-    def _put(self, row, index, o, what):
-        flat = np.asarray(o, dtype=np.float32).reshape(-1)
-        if flat.shape[0] != row.shape[0]:
-            raise EnvFailure(index, what, f"{what}: expected {row.shape[0]} values, got {flat.shape[0]}")
-        row[:] = flat
+        # Whole episodes at the raw score (games, for Atari in training).
+        self.raw_rewards = np.zeros(e, np.float64)
+        self.ended = np.zeros(e, np.uint8)
+        self.lives = [None] * e
 
     def _reset_one(self, i, seed):
         try:
-            o, _ = self.envs[i].reset(seed=seed)
+            o, info = self.envs[i].reset(seed=seed)
         except Exception:
             raise EnvFailure(i, "reset raised", traceback.format_exc())
-        self._put(self.obs[i], i, o, "reset observation")
+        self.lives[i] = info.get("lives") if isinstance(info, dict) else None
+        self.obs_frames.put(i, o, "reset observation")
 
     def reset(self):
         for i, s in enumerate(self.seeds):
@@ -165,6 +289,13 @@ class VecEnv:
         self.envs[i] = make_one(self.env_id, self.kwargs)
         self._reset_one(i, int(seed))
 
+    def _life_lost(self, i, info):
+        if not self.episodic_life or not isinstance(info, dict):
+            return False
+        before, after = self.lives[i], info.get("lives")
+        self.lives[i] = after
+        return before is not None and after is not None and after < before
+
     def step(self):
         for i, env in enumerate(self.envs):
             if self.start is None:
@@ -172,18 +303,128 @@ class VecEnv:
             else:
                 a = int(self.actions[i]) + self.start
             try:
-                o, r, term, trunc, _ = env.step(a)
+                o, r, term, trunc, info = env.step(a)
             except Exception:
                 raise EnvFailure(i, "step raised", traceback.format_exc())
-            self.rewards[i] = float(r)
-            self.terminated[i] = bool(term)
+            r = float(r)
+            self.raw_rewards[i] = r
+            self.rewards[i] = float(np.sign(r)) if self.clip else r
+            lost = self._life_lost(i, info)
+            self.ended[i] = bool(term or trunc)
+            self.terminated[i] = bool(term or lost)
             self.truncated[i] = bool(trunc)
             if term or trunc:
-                self._put(self.final_obs[i], i, o, "step observation")
+                self.final_frames.put(i, o, "step observation")
                 self._reset_one(i, None)
             else:
-                self._put(self.obs[i], i, o, "step observation")
+                if lost:
+                    # The learner's episode ends here; the game goes on.
+                    self.final_frames.put(i, o, "step observation")
+                self.obs_frames.put(i, o, "step observation")
 
     def close(self):
         for env in self.envs:
             env.close()
+
+
+# What AtariVectorEnv keyword arguments sebulba sets itself.
+ALE_RESERVED = ("autoreset_mode", "batch_size", "life_loss_info", "continuous")
+
+
+def ale_game(env_id):
+    """`ale:SpaceInvaders` (or `ale:space_invaders`) as ALE's ROM name."""
+    name = env_id[len("ale:"):]
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+class AleVecEnv:
+    """Atari games on ALE's own vector env (`ale_py.vector_env.AtariVectorEnv`):
+    E emulators stepped by C++ threads outside the GIL, preprocessed there
+    (no-op starts, frame skip 4 with max-pooling, 84x84 grayscale, 4 frames
+    stacked, sticky actions 0.25 as ALE v5's). Its own `episodic_life` would
+    restart the game at every lost life; sebulba asks for its life-loss
+    signal instead, so that a life lost ends the learner's episode and the
+    game goes on."""
+
+    def __init__(self, env_id, kwargs_json, seeds, purpose):
+        ale_py = import_ale()
+        from ale_py.vector_env import AtariVectorEnv
+
+        self.env_id = env_id
+        kwargs, self.episodic_life, self.clip = atari_options(env_id, parse_kwargs(kwargs_json), purpose)
+        for key in ALE_RESERVED + ("episodic_life",):
+            if key in kwargs:
+                raise TypeError(f"env.kwargs.{key}: sebulba sets this itself for `ale:` envs")
+        kwargs.setdefault("repeat_action_probability", 0.25)
+        game = ale_game(env_id)
+        if ale_py.roms.get_rom_path(game) is None:
+            raise BadId(f"ALE has no game `{game}` (ROM names are snake_case: ale:Breakout, ale:SpaceInvaders)")
+        self.seeds = [int(s) for s in seeds]
+        e = len(self.seeds)
+        with MAKE_LOCK:
+            self.env = AtariVectorEnv(
+                game, e, autoreset_mode="SameStep", life_loss_info=self.episodic_life, reward_clipping=False, **kwargs
+            )
+        self.frameskip = int(kwargs.get("frameskip", 4))
+        self.max_frames = int(kwargs.get("max_num_frames_per_episode", 108000))
+        space = self.env.single_observation_space
+        d = int(np.prod(space.shape))
+        self.actions = np.zeros(e, np.uint32)
+        self.obs = np.zeros((e, d), np.float32)
+        self.final_obs = np.zeros((e, d), np.float32)
+        self.obs_frames = Frames(space.shape, self.obs)
+        self.final_frames = Frames(space.shape, self.final_obs)
+        self.rewards = np.zeros(e, np.float64)
+        self.terminated = np.zeros(e, np.uint8)
+        self.truncated = np.zeros(e, np.uint8)
+        self.raw_rewards = np.zeros(e, np.float64)
+        self.ended = np.zeros(e, np.uint8)
+        self.lives = np.zeros(e, np.int64)
+
+    def describe(self):
+        steps = self.max_frames // max(self.frameskip, 1)
+        return describe_spaces(self.env.single_observation_space, self.env.single_action_space, steps)
+
+    @staticmethod
+    def _seeds(seeds):
+        # ALE takes seeds as C ints.
+        return np.asarray([int(s) % (2**31 - 1) for s in seeds], dtype=np.int64)
+
+    def reset(self):
+        o, info = self.env.reset(seed=self._seeds(self.seeds))
+        self.lives[:] = info["lives"]
+        self.obs_frames.put_all(o)
+
+    def restart(self, i, seed):
+        mask = np.zeros(len(self.seeds), dtype=np.bool_)
+        mask[i] = True
+        o, info = self.env.reset(seed=self._seeds([seed]), options={"reset_mask": mask})
+        self.lives[i] = info["lives"][i]
+        self.obs_frames.put_all(o)
+
+    def step(self):
+        try:
+            o, r, te, tr, info = self.env.step(self.actions.astype(np.int32))
+        except Exception:
+            raise EnvFailure(0, "step raised", traceback.format_exc())
+        lives = info["lives"]
+        np.copyto(self.raw_rewards, r, casting="unsafe")
+        np.copyto(self.rewards, np.sign(r) if self.clip else r, casting="unsafe")
+        if self.episodic_life:
+            # A game over restarts the game: its lives do not go down.
+            over = tr | (te & (lives >= self.lives))
+        else:
+            over = te | tr
+        self.lives[:] = lives
+        np.copyto(self.terminated, te, casting="unsafe")
+        np.copyto(self.truncated, tr, casting="unsafe")
+        np.copyto(self.ended, over, casting="unsafe")
+        self.obs_frames.put_all(o)
+        done = np.flatnonzero(te | tr)
+        if done.size:
+            final = info["final_obs"]
+            for i in done:
+                self.final_frames.put(i, final[i], "final observation")
+
+    def close(self):
+        self.env.close()

@@ -1,7 +1,9 @@
 //! Python environments for sebulba's actors and evaluator: `gym:ID` makes a
 //! Gymnasium environment (`gymnasium.make(ID, **env.kwargs)`), and
 //! `py:package.module:factory` calls a user's factory with the same keyword
-//! arguments. The interpreter is embedded (one per process); which Python and
+//! arguments, and `ale:Game` steps Atari games on ALE's own vector env (the
+//! fast path; `gym:ALE/...` ids get the same preprocessing through
+//! Gymnasium's wrappers). The interpreter is embedded (one per process); which Python and
 //! which packages follow the usual conventions: `PYTHONHOME` picks the
 //! installation, `VIRTUAL_ENV` adds a venv's packages.
 //!
@@ -12,7 +14,8 @@ mod interp;
 mod vector;
 
 use sebulba_envs::{
-    ActionSpace, EnvError, EnvProvider, EnvSpec, VectorEnv, derive_env_seed, install_provider,
+    ActionSpace, EnvError, EnvProvider, EnvSpec, ObsDtype, Purpose, VectorEnv, derive_env_seed,
+    install_provider,
 };
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -58,12 +61,13 @@ impl EnvProvider for PythonEnvs {
         kwargs: &str,
         num_envs: usize,
         seed: u64,
+        purpose: Purpose,
     ) -> Result<Box<dyn VectorEnv>, EnvError> {
         let spec = self.spec(id, kwargs)?;
         let seeds = (0..num_envs as u64)
             .map(|i| derive_env_seed(seed, i))
             .collect();
-        Ok(Box::new(PyVecEnv::new(spec, kwargs, seeds)?))
+        Ok(Box::new(PyVecEnv::new(spec, kwargs, seeds, purpose)?))
     }
 }
 
@@ -78,6 +82,9 @@ struct Described {
     discrete: Option<usize>,
     box_low: Option<Vec<f64>>,
     box_high: Option<Vec<f64>>,
+    /// `[H, W, C]`, channels last as helper.py writes the rows.
+    image: Option<[usize; 3]>,
+    dtype: ObsDtype,
 }
 
 fn spec_from(id: &str, text: &str) -> Result<EnvSpec, EnvError> {
@@ -104,13 +111,16 @@ fn spec_from(id: &str, text: &str) -> Result<EnvSpec, EnvError> {
             d.obs_low.len()
         )));
     }
+    if let Some([h, w, c]) = d.image
+        && h * w * c != d.obs_dim
+    {
+        return Err(bad(format!("an image {h}x{w}x{c} of {} values", d.obs_dim)));
+    }
     Ok(EnvSpec {
-        obs_dtype: sebulba_envs::ObsDtype::F32,
+        obs_dtype: d.dtype,
         id: id.to_string(),
         obs_dim: d.obs_dim,
-        // Read as a flat vector whatever its shape, until image spaces come
-        // through Python (their channels may come first, as Atari's stack does).
-        image: None,
+        image: d.image,
         action_space,
         // No limit registered: episodes end when the env says so.
         max_episode_steps: u32::try_from(d.max_episode_steps)

@@ -9,7 +9,7 @@ use crate::interp;
 use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use sebulba_envs::{
-    ActionBatch, EnvError, EnvSpec, EpisodeStats, VecStepOut, VectorEnv, derive_env_seed,
+    ActionBatch, EnvError, EnvSpec, EpisodeStats, Purpose, VecStepOut, VectorEnv, derive_env_seed,
     validate_actions,
 };
 
@@ -25,9 +25,15 @@ pub struct PyVecEnv {
     rewards: PyBuffer<f64>,
     terminated: PyBuffer<u8>,
     truncated: PyBuffer<u8>,
+    /// Rewards and ends of whole episodes as a user scores them (an Atari
+    /// game at its raw score, whatever training sees).
+    raw_rewards: PyBuffer<f64>,
+    ended: PyBuffer<u8>,
     /// Scratch for the u8 flags and f64 rewards.
     flags: Vec<u8>,
     rewards_f64: Vec<f64>,
+    raw_f64: Vec<f64>,
+    ended_u8: Vec<u8>,
     /// Running return and length of each env's episode.
     returns: Vec<f64>,
     lengths: Vec<u32>,
@@ -38,8 +44,14 @@ pub struct PyVecEnv {
 }
 
 impl PyVecEnv {
-    /// E = `seeds.len()` envs of `spec.id`; env i's first reset uses `seeds[i]`.
-    pub fn new(spec: EnvSpec, kwargs: &str, seeds: Vec<u64>) -> Result<Self, EnvError> {
+    /// E = `seeds.len()` envs of `spec.id` made for `purpose`; env i's first
+    /// reset uses `seeds[i]`.
+    pub fn new(
+        spec: EnvSpec,
+        kwargs: &str,
+        seeds: Vec<u64>,
+        purpose: Purpose,
+    ) -> Result<Self, EnvError> {
         if seeds.is_empty() {
             return Err(EnvError::NoEnvs);
         }
@@ -47,9 +59,10 @@ impl PyVecEnv {
         let id = spec.id.clone();
         Python::attach(|py| -> PyResult<Self> {
             let helper = interp::helper(py)?;
-            let env = helper
-                .getattr("VecEnv")?
-                .call1((&id, kwargs, seeds.clone()))?;
+            let env =
+                helper
+                    .getattr("make_vec")?
+                    .call1((&id, kwargs, seeds.clone(), purpose.name()))?;
             let buf = |name: &str| env.getattr(name);
             let discrete = spec.action_space.is_discrete();
             let e = seeds.len();
@@ -65,11 +78,15 @@ impl PyVecEnv {
                 rewards: PyBuffer::get(&buf("rewards")?)?,
                 terminated: PyBuffer::get(&buf("terminated")?)?,
                 truncated: PyBuffer::get(&buf("truncated")?)?,
+                raw_rewards: PyBuffer::get(&buf("raw_rewards")?)?,
+                ended: PyBuffer::get(&buf("ended")?)?,
                 env: env.unbind(),
                 spec,
                 seeds,
                 flags: vec![0; e],
                 rewards_f64: vec![0.0; e],
+                raw_f64: vec![0.0; e],
+                ended_u8: vec![0; e],
                 returns: vec![0.0; e],
                 lengths: vec![0; e],
                 restarts: 0,
@@ -114,6 +131,8 @@ impl PyVecEnv {
         for (t, f) in out.truncated.iter_mut().zip(&self.flags) {
             *t = *f != 0;
         }
+        self.raw_rewards.copy_to_slice(py, &mut self.raw_f64)?;
+        self.ended.copy_to_slice(py, &mut self.ended_u8)?;
         out.reward.clear();
         out.reward
             .extend(self.rewards_f64.iter().map(|&r| r as f32));
@@ -125,7 +144,7 @@ impl PyVecEnv {
     fn check_finite(&self, out: &VecStepOut) -> Result<(), EnvError> {
         let d = self.spec.obs_dim;
         for i in 0..self.seeds.len() {
-            if !self.rewards_f64[i].is_finite() {
+            if !(self.rewards_f64[i].is_finite() && self.raw_f64[i].is_finite()) {
                 return Err(self.non_finite(i, "reward"));
             }
             if out.obs[i * d..(i + 1) * d].iter().any(|x| !x.is_finite()) {
@@ -161,13 +180,14 @@ impl PyVecEnv {
         }
     }
 
-    /// Episode bookkeeping after a checked step.
+    /// Episode bookkeeping after a checked step: whole episodes at the raw
+    /// score (an Atari game, not the lives training ends episodes at).
     fn count_episodes(&mut self, out: &mut VecStepOut) {
         out.episodes.clear();
         for i in 0..self.seeds.len() {
-            self.returns[i] += self.rewards_f64[i];
+            self.returns[i] += self.raw_f64[i];
             self.lengths[i] = self.lengths[i].saturating_add(1);
-            if out.terminated[i] || out.truncated[i] {
+            if self.ended_u8[i] != 0 {
                 if std::mem::take(&mut self.tainted[i]) {
                     self.returns[i] = 0.0;
                     self.lengths[i] = 0;

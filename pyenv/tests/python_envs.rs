@@ -12,50 +12,9 @@ use sebulba_envs::{
     Action, ActionBatch, ActionSpace, EnvError, StateOrigin, TimeLimit, VectorEnv, env_spec_with,
     make_env, make_vector_env,
 };
-use std::path::PathBuf;
-use std::sync::Once;
 
-static SETUP: Once = Once::new();
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// Starts Python with the venv and the fixtures on its path; false (after
-/// saying why) when gymnasium is not there and not required.
-fn python() -> bool {
-    SETUP.call_once(|| {
-        let venv = repo().join(".venv");
-        if std::env::var_os("VIRTUAL_ENV").is_none() && venv.is_dir() {
-            // SAFETY: before any thread of this test binary reads the
-            // environment through Python (the interpreter starts below).
-            unsafe { std::env::set_var("VIRTUAL_ENV", venv) };
-        }
-        sebulba_pyenv::install();
-        if let Err(e) = sebulba_pyenv::start() {
-            panic!("the embedded interpreter did not start: {e}");
-        }
-        let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-        Python::attach(|py| -> PyResult<()> {
-            py.import("sys")?
-                .getattr("path")?
-                .call_method1("insert", (0, fixtures.display().to_string()))?;
-            Ok(())
-        })
-        .expect("sys.path");
-    });
-    let ready = Python::attach(|py| py.import("gymnasium").is_ok());
-    if !ready {
-        assert!(
-            std::env::var_os("SEBULBA_REQUIRE_PYTHON").is_none(),
-            "SEBULBA_REQUIRE_PYTHON is set but gymnasium does not import: run scripts/python-env.sh"
-        );
-        eprintln!(
-            "SKIPPED: gymnasium does not import in the embedded Python (run scripts/python-env.sh, or set VIRTUAL_ENV)"
-        );
-    }
-    ready
-}
+mod common;
+use common::python;
 
 /// A Gymnasium env made in Python beside the one under test, reset with the
 /// same seed and stepped with the same actions: its RNG draws the same start
@@ -108,7 +67,8 @@ use pyo3::types::IntoPyDict;
 /// observation, reward and end flag must match exactly.
 fn replay(id: &str, seed: u64, steps: usize, action: impl Fn(usize) -> Vec<f32>) -> usize {
     let gym_id = format!("gym:{id}");
-    let mut py_env = make_vector_env(&gym_id, "", 1, seed).expect("python env");
+    let mut py_env =
+        make_vector_env(&gym_id, "", 1, seed, sebulba_envs::Purpose::Train).expect("python env");
     let env_seed = sebulba_envs::derive_env_seed(seed, 0);
     let twin = Twin::new(id, env_seed);
     let mut native = TimeLimit::new(make_env(id, 0).expect("native"));
@@ -204,7 +164,7 @@ fn gymnasium_pendulum_matches_the_native_one_including_truncation() {
 }
 
 fn run_steps(id: &str, kwargs: &str, seed: u64, steps: usize) -> Vec<f32> {
-    let mut v = make_vector_env(id, kwargs, 3, seed).expect("env");
+    let mut v = make_vector_env(id, kwargs, 3, seed, sebulba_envs::Purpose::Train).expect("env");
     let d = v.spec().obs_dim;
     let mut obs = vec![0.0; 3 * d];
     v.reset(&mut obs).expect("reset");
@@ -284,7 +244,14 @@ fn wrong_ids_fail_with_one_clear_reason() {
 /// A fixture vector env of 2 envs, env 1 told to fail as `kwargs` says (env
 /// 0 gets the same kwargs, so faults are placed by call count).
 fn walk(kwargs: &str) -> (Box<dyn VectorEnv>, Vec<f32>) {
-    let mut v = make_vector_env("py:sebulba_fixture_envs:make", kwargs, 2, 1).expect("fixture");
+    let mut v = make_vector_env(
+        "py:sebulba_fixture_envs:make",
+        kwargs,
+        2,
+        1,
+        sebulba_envs::Purpose::Train,
+    )
+    .expect("fixture");
     let mut obs = vec![0.0; 12];
     v.reset(&mut obs).expect("reset");
     (v, obs)
@@ -358,6 +325,7 @@ fn a_reset_that_raises_is_an_error_naming_the_env() {
         r#"{"raise_in_reset": true}"#,
         2,
         1,
+        sebulba_envs::Purpose::Train,
     )
     .expect("made");
     let mut obs = vec![0.0; 12];

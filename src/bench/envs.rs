@@ -41,7 +41,7 @@ pub fn bench_envs(
 }
 
 pub fn bench_env(id: &str, num_envs: usize, seconds: f64) -> Result<EnvBench, EnvError> {
-    let mut venv = make_vector_env(id, "", num_envs, 1)?;
+    let mut venv = make_vector_env(id, "", num_envs, 1, sebulba_envs::Purpose::Train)?;
     let spec = venv.spec().clone();
     let mut obs = vec![0.0f32; num_envs * spec.obs_dim];
     venv.reset(&mut obs)?;

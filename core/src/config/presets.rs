@@ -7,8 +7,11 @@ impl RunConfig {
     /// The preset for an environment id; every id in `env::ENV_IDS` has one.
     pub fn preset(env_id: &str) -> Result<Self, ConfigError> {
         // External (Python) envs: the generic preset with observation
-        // normalisation on; a run file (e.g. configs/mujoco.toml) tunes the rest.
-        let continuous = if sebulba_envs::is_external(env_id) {
+        // normalisation on; a run file (e.g. configs/mujoco.toml) tunes the
+        // rest. Atari has its own preset.
+        let continuous = if sebulba_envs::is_atari(env_id) {
+            false
+        } else if sebulba_envs::is_external(env_id) {
             true
         } else {
             !sebulba_envs::env_spec(env_id)?.action_space.is_discrete()
@@ -135,6 +138,7 @@ impl RunConfig {
             }
             "Nim-v0" | "BigTwo-v0" => c.tune_for_game(env_id),
             id if id.starts_with("MinAtar/") => c.tune_for_minatar(),
+            id if sebulba_envs::is_atari(id) => c.tune_for_atari(),
             _ => {}
         }
     }
@@ -171,6 +175,46 @@ impl RunConfig {
         p.adam_eps = 1e-5;
         p.adv_norm = AdvantageNorm::Minibatch;
         c.eval.interval = 20;
+    }
+
+    /// Atari: CleanRL's `ppo_atari.py` (8 envs x 128 steps per update, 4
+    /// epochs x 4 minibatches, lr 2.5e-4 annealed, clip 0.1, clipped value
+    /// loss, entropy 0.01, 10M steps) on the Nature CNN (32 8x8/4, 64 4x4/2,
+    /// 64 3x3/1, dense 512, ReLU, one torso). The 8 envs are two actors of 4,
+    /// so that one steps while the other's batch is sent.
+    fn tune_for_atari(&mut self) {
+        let c = self;
+        c.run.total_steps = 10_000_000;
+        c.env.envs_per_actor = 4;
+        c.env.rollout_length = 128;
+        c.run.local_actors = 2;
+        c.learner.batches_per_update = 2;
+        let conv = |channels, kernel, stride| ConvLayer {
+            channels,
+            kernel,
+            stride,
+            padding: 0,
+        };
+        c.network.conv = vec![conv(32, 8, 4), conv(64, 4, 2), conv(64, 3, 1)];
+        c.network.hidden = vec![512];
+        c.network.activation = Activation::Relu;
+        c.network.shared_torso = true;
+        c.network.obs_norm = false;
+        let p = &mut c.ppo;
+        (p.epochs, p.minibatches) = (4, 4);
+        p.learning_rate = 2.5e-4;
+        p.anneal_lr = true;
+        (p.gamma, p.gae_lambda) = (0.99, 0.95);
+        p.clip_coef = 0.1;
+        (p.clip_value_loss, p.value_clip_coef) = (true, 0.1);
+        (p.ent_coef, p.vf_coef) = (0.01, 0.5);
+        p.max_grad_norm = 0.5;
+        p.adam_eps = 1e-5;
+        p.adv_norm = AdvantageNorm::Minibatch;
+        // Every 100k steps, 10 whole games at the raw score.
+        c.eval.interval = 100;
+        c.eval.final_episodes = 30;
+        c.learner.checkpoint_interval = 100;
     }
 
     /// Turn-based games: self-play with every seat on the newest weights.

@@ -39,7 +39,13 @@ pub fn orthonormal(a: &[f64], rows: usize, cols: usize) -> Vec<f64> {
     let mut c: Vec<Vec<f64>> = (0..n)
         .map(|j| {
             (0..m)
-                .map(|i| if wide { a[j * cols + i] } else { a[i * cols + j] })
+                .map(|i| {
+                    if wide {
+                        a[j * cols + i]
+                    } else {
+                        a[i * cols + j]
+                    }
+                })
                 .collect()
         })
         .collect();
@@ -109,7 +115,11 @@ mod tests {
         for a in 0..40 {
             for b in 0..40 {
                 let want = if a == b { 4.0 } else { 0.0 };
-                assert!((g[a * 40 + b] - want).abs() < 1e-4, "Q'Q[{a},{b}] = {}", g[a * 40 + b]);
+                assert!(
+                    (g[a * 40 + b] - want).abs() < 1e-4,
+                    "Q'Q[{a},{b}] = {}",
+                    g[a * 40 + b]
+                );
             }
         }
         // A conv weight [out, in, kh, kw] = [4, 2, 3, 3]: 4 orthonormal rows of 18.

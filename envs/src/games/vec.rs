@@ -216,7 +216,14 @@ mod tests {
     /// checking turns, masks and scores on the way.
     #[test]
     fn nim_tables_take_turns_end_with_scores_and_deal_again() {
-        let mut v = make_vector_env("Nim-v0", r#"{"score_normaliser": 2}"#, 3, 7).expect("nim");
+        let mut v = make_vector_env(
+            "Nim-v0",
+            r#"{"score_normaliser": 2}"#,
+            3,
+            7,
+            crate::Purpose::Train,
+        )
+        .expect("nim");
         assert_eq!(v.spec().players, 2);
         assert_eq!(v.spec().overlap_rows(), 1);
         let (e, d, n) = (3, v.spec().obs_dim, v.spec().action_space.dim());
@@ -280,7 +287,7 @@ mod tests {
             let err = env_spec_with("BigTwo-v0", bad).expect_err(bad);
             assert!(err.to_string().contains("env.kwargs."), "{err}");
         }
-        let mut v = make_vector_env("BigTwo-v0", "", 2, 1).expect("big two");
+        let mut v = make_vector_env("BigTwo-v0", "", 2, 1, crate::Purpose::Train).expect("big two");
         let mut obs = vec![0.0; 2 * 496];
         v.reset(&mut obs).expect("reset");
         let mut ids = [9u8; 2];
