@@ -21,25 +21,7 @@ use rand::{Rng, SeedableRng};
 use sebulba_core::model::ModelSpec;
 use sebulba_fused::FusedPolicy;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
-
-fn venv_with_ale() -> Option<PathBuf> {
-    let venv = python_venv_or_skip()?;
-    if venv.join("lib/python3.11/site-packages/ale_py").is_dir() {
-        return Some(venv);
-    }
-    assert!(
-        std::env::var_os("SEBULBA_REQUIRE_PYTHON").is_none(),
-        "SEBULBA_REQUIRE_PYTHON is set but {} holds no ale_py: run scripts/python-env.sh",
-        venv.display()
-    );
-    eprintln!(
-        "SKIPPED: no ale_py in {} (run scripts/python-env.sh)",
-        venv.display()
-    );
-    None
-}
 
 fn local_atari(name: &str, venv: &Path, id: &str) -> PathBuf {
     let dir = run_dir(name);
@@ -73,7 +55,7 @@ fn spec_in(bytes: &[u8]) -> ModelSpec {
 
 #[test]
 fn local_mode_trains_atari_on_both_paths_and_numpy_reads_its_weights() {
-    let Some(venv) = venv_with_ale() else {
+    let Some(venv) = python_venv_with_or_skip("ale_py") else {
         return;
     };
     for (name, id) in [
@@ -105,9 +87,6 @@ fn local_mode_trains_atari_on_both_paths_and_numpy_reads_its_weights() {
 
 /// Random frames through sebulba's forward pass and NumPy's.
 fn numpy_agrees(run: &Path, spec: &ModelSpec, bytes: &[u8]) {
-    let Some(python) = tools_python_or_skip("numpy") else {
-        return;
-    };
     let policy = FusedPolicy::from_safetensors(&spec.arch(), bytes).expect("the file");
     let (d, n) = (spec.obs_dim, 6);
     let mut rng = StdRng::seed_from_u64(5);
@@ -115,34 +94,5 @@ fn numpy_agrees(run: &Path, spec: &ModelSpec, bytes: &[u8]) {
         .map(|_| f32::from(rng.random_range(0u8..=255)))
         .collect();
     let logits = policy.head(&obs, n);
-    let case = serde_json::json!({
-        "image": spec.image,
-        "conv": spec.network.conv.iter().map(|l| [l.channels, l.kernel, l.stride, l.padding]).collect::<Vec<_>>(),
-        "activation": spec.network.activation.as_str(),
-        "obs": obs.chunks(d).collect::<Vec<_>>(),
-        "logits": logits.chunks(spec.head_dim()).collect::<Vec<_>>(),
-    });
-    let case_path = run.join("numpy-case.json");
-    std::fs::write(&case_path, case.to_string()).expect("writing the case");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/numpy_forward.py");
-    let out = Command::new(python)
-        .arg(script)
-        .arg(run.join("final.safetensors"))
-        .arg(&case_path)
-        .output()
-        .expect("running numpy_forward.py");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("its answer");
-    eprintln!("numpy: {v}");
-    let diff = v["max_abs_diff"].as_f64().expect("a difference");
-    let scale = v["max_abs_logit"].as_f64().expect("a scale");
-    assert!(scale > 1e-4, "the logits are all near zero: {v}");
-    assert!(
-        diff < 1e-4 * (1.0 + scale),
-        "NumPy's logits differ from sebulba's: {v}"
-    );
+    numpy::assert_numpy_logits(run, spec, &obs, &logits);
 }

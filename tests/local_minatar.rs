@@ -15,7 +15,6 @@ use sebulba_core::model::ModelSpec;
 use sebulba_envs::minatar::{MinAtar, Options};
 use sebulba_envs::{Action, Env};
 use sebulba_fused::FusedPolicy;
-use std::process::Command;
 
 const ID: &str = "MinAtar/Breakout-v1";
 
@@ -44,9 +43,6 @@ fn local_mode_trains_minatar_breakout_and_numpy_reads_its_weights() {
         .expect("best eval");
     assert!(best > 2.0, "best evaluation {best} <= 2");
 
-    let Some(python) = tools_python_or_skip("numpy") else {
-        return;
-    };
     let cfg = RunConfig::preset(ID).expect("preset");
     let mut env = MinAtar::new(ID, Options::default(), 5).expect("env");
     let spec = ModelSpec::new(env.spec(), &cfg.network).expect("spec");
@@ -68,36 +64,7 @@ fn local_mode_trains_minatar_breakout_and_numpy_reads_its_weights() {
         let _ = done;
     }
     let logits = policy.head(&obs, n);
-    let case = serde_json::json!({
-        "image": spec.image,
-        "conv": cfg.network.conv.iter().map(|l| [l.channels, l.kernel, l.stride, l.padding]).collect::<Vec<_>>(),
-        "activation": cfg.network.activation.as_str(),
-        "obs": obs.chunks(d).collect::<Vec<_>>(),
-        "logits": logits.chunks(spec.head_dim()).collect::<Vec<_>>(),
-    });
-    let case_path = run.join("numpy-case.json");
-    std::fs::write(&case_path, case.to_string()).expect("writing the case");
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/numpy_forward.py");
-    let out = Command::new(python)
-        .arg(script)
-        .arg(run.join("final.safetensors"))
-        .arg(&case_path)
-        .output()
-        .expect("running numpy_forward.py");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("its answer");
-    eprintln!("numpy: {v}");
-    let diff = v["max_abs_diff"].as_f64().expect("a difference");
-    let scale = v["max_abs_logit"].as_f64().expect("a scale");
-    assert!(scale > 1e-3, "the logits are all near zero: {v}");
-    assert!(
-        diff < 1e-4 * (1.0 + scale),
-        "NumPy's logits differ from sebulba's: {v}"
-    );
+    numpy::assert_numpy_logits(&run, &spec, &obs, &logits);
 }
 
 /// Every other MinAtar game through the same path, briefly: the preset's

@@ -5,7 +5,7 @@
 use sebulba_core::config::NetworkConfig;
 use sebulba_core::devices::DeviceKind;
 use sebulba_core::policy::InferencePolicy;
-use sebulba_envs::{ActionBatch, ActionSpace, ENV_IDS, EnvError, env_spec, make_vector_env};
+use sebulba_envs::{ActionBatch, ActionSpace, ENV_IDS, EnvError, env_spec_with, make_vector_env};
 use serde::Serialize;
 use std::time::Instant;
 
@@ -98,7 +98,7 @@ pub fn bench_inference(
     batch: usize,
     seconds: f64,
 ) -> anyhow::Result<InferenceBench> {
-    let env = env_spec(env_id)?;
+    let env = env_spec_with(env_id, "")?;
     let policy = InferencePolicy::new(&env, network, DeviceKind::Cpu)?;
     let obs: Vec<f32> = (0..batch * env.obs_dim)
         .map(|i| (i % 7) as f32 * 0.1)

@@ -8,7 +8,7 @@ use sebulba_algorithms::ppo;
 use sebulba_algorithms::trainer::Trainer;
 use sebulba_core::config::RunConfig;
 use sebulba_core::model::ModelSpec;
-use sebulba_envs::{ActionSpace, ObsDtype, Observations, env_spec};
+use sebulba_envs::{ActionSpace, ObsDtype, Observations, env_spec_with};
 use sebulba_learner::batch::BatchActions;
 use serde::Serialize;
 use std::time::Instant;
@@ -40,23 +40,28 @@ pub struct LearnerBench {
 /// Times `updates` full PPO updates (after one warm-up) of `samples` samples
 /// on the run's learner devices and engine; on synthetic `image`s of bytes
 /// (0 or 1, as MinAtar's grids) in place of the env's observations when
-/// given, kept as bytes up to the minibatch as a byte env's are.
+/// given, kept as bytes up to the minibatch as a byte env's are. A byte env
+/// of its own (Atari's frames) gets synthetic bytes over its whole range.
 pub fn bench_learner(
     cfg: &RunConfig,
     image: Option<[usize; 3]>,
     samples: usize,
     updates: usize,
 ) -> anyhow::Result<LearnerBench> {
-    let mut env = env_spec(&cfg.env.id)?;
+    let mut env = env_spec_with(&cfg.env.id, &cfg.env.kwargs_json())?;
     if let Some([h, w, c]) = image {
         (env.obs_dim, env.image, env.obs_dtype) = (h * w * c, image, ObsDtype::U8);
     }
     let spec = ModelSpec::new(&env, &cfg.network)?;
     let mut trainer = Trainer::for_run(&spec, cfg)?;
     let mut data = synthetic(&env.action_space, env.obs_dim, samples, cfg.run.seed);
-    if image.is_some() {
+    if env.obs_dtype == ObsDtype::U8 {
         let floats = data.observations.to_f32(0..data.observations.len());
-        data.observations = Observations::U8(floats.iter().map(|&x| u8::from(x > 0.0)).collect());
+        let byte = |x: f32| match image {
+            Some(_) => u8::from(x > 0.0),
+            None => ((x + 1.0) * 127.5) as u8,
+        };
+        data.observations = Observations::U8(floats.iter().map(|&x| byte(x)).collect());
     }
     let (lr, clip) = (cfg.ppo.learning_rate, cfg.ppo.clip_coef);
     let mut step = || ppo::update(&mut trainer, &data, &cfg.ppo, lr, clip);

@@ -5,7 +5,7 @@
 use anyhow::Context;
 use futures::StreamExt;
 use prost::Message;
-use sebulba_envs::env_spec;
+use sebulba_envs::env_spec_with;
 use sebulba_learner::validate::{Expect, decode_batch};
 use sebulba_proto::learner_client::LearnerClient;
 use sebulba_proto::learner_server::{Learner, LearnerServer};
@@ -137,7 +137,7 @@ pub async fn bench_transport(
     rollout_length: usize,
     batches: usize,
 ) -> anyhow::Result<TransportBench> {
-    let env = env_spec(env_id)?;
+    let env = env_spec_with(env_id, "")?;
     let (addr, server) = start_sink(&env, rollout_length, envs_per_actor).await?;
     let mut client = LearnerClient::new(channel(
         &format!("http://{addr}"),

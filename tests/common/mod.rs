@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod compose;
+pub mod numpy;
 pub mod otlp;
 pub mod scrape;
 
@@ -311,19 +312,28 @@ pub fn wait_for_updates(run: &Path, n: usize, learner: &Proc) {
 /// so, when it holds no gymnasium; with `SEBULBA_REQUIRE_PYTHON` set (CI)
 /// that is a failure instead.
 pub fn python_venv_or_skip() -> Option<PathBuf> {
+    python_venv_with_or_skip("gymnasium")
+}
+
+/// As [`python_venv_or_skip`], for a venv that holds `package` (`ale_py`).
+pub fn python_venv_with_or_skip(package: &str) -> Option<PathBuf> {
     let venv = std::env::var_os("VIRTUAL_ENV")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv"));
-    if venv.join("lib/python3.11/site-packages/gymnasium").is_dir() {
+    if venv
+        .join("lib/python3.11/site-packages")
+        .join(package)
+        .is_dir()
+    {
         return Some(venv);
     }
     assert!(
         std::env::var_os("SEBULBA_REQUIRE_PYTHON").is_none(),
-        "SEBULBA_REQUIRE_PYTHON is set but {} holds no gymnasium: run scripts/python-env.sh",
+        "SEBULBA_REQUIRE_PYTHON is set but {} holds no {package}: run scripts/python-env.sh",
         venv.display()
     );
     eprintln!(
-        "SKIPPED: no gymnasium in {} (run scripts/python-env.sh)",
+        "SKIPPED: no {package} in {} (run scripts/python-env.sh)",
         venv.display()
     );
     None

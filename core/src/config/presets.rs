@@ -211,8 +211,11 @@ impl RunConfig {
         p.max_grad_norm = 0.5;
         p.adam_eps = 1e-5;
         p.adv_norm = AdvantageNorm::Minibatch;
-        // Every 100k steps, 10 whole games at the raw score.
-        c.eval.interval = 100;
+        // Every 256k steps, 8 whole games at the raw score: a greedy policy
+        // that has not learnt to serve again holds a game for ALE's cap of
+        // 27,000 steps, and in local mode the evaluator shares the CPU.
+        c.eval.interval = 250;
+        c.eval.episodes = 8;
         c.eval.final_episodes = 30;
         c.learner.checkpoint_interval = 100;
     }
