@@ -89,8 +89,18 @@ fn panel(
             let outline: Vec<(f64, f64)> = upper.chain(lower).collect();
             chart.draw_series(std::iter::once(Polygon::new(outline, c.mix(0.2).filled())))?;
         }
-        let line = band.xs.iter().zip(&band.mean).map(|(x, y)| (*x, *y));
-        let drawn = chart.draw_series(LineSeries::new(line, c.stroke_width(3)))?;
+        let line: Vec<(f64, f64)> = band
+            .xs
+            .iter()
+            .zip(&band.mean)
+            .map(|(x, y)| (*x, *y))
+            .collect();
+        // Segment by segment: a thick polyline's joins are mitred, and a
+        // noisy curve's sharp turns then shoot spikes across the chart.
+        let segments = line
+            .windows(2)
+            .map(|w| PathElement::new(vec![w[0], w[1]], c.stroke_width(3)));
+        let drawn = chart.draw_series(segments)?;
         if legend {
             drawn.label(&settings[i].label).legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(3))
