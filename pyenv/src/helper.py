@@ -403,10 +403,9 @@ class AleVecEnv:
         self.obs_frames.put_all(o)
 
     def step(self):
-        try:
-            o, r, te, tr, info = self.env.step(self.actions.astype(np.int32))
-        except Exception:
-            raise EnvFailure(0, "step raised", traceback.format_exc())
+        # An error here is the whole vector env's, not one game's: it is
+        # raised as it is (one env cannot be restarted alone in its place).
+        o, r, te, tr, info = self.env.step(self.actions.astype(np.int32))
         lives = info["lives"]
         np.copyto(self.raw_rewards, r, casting="unsafe")
         np.copyto(self.rewards, np.sign(r) if self.clip else r, casting="unsafe")
