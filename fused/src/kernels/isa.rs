@@ -18,7 +18,8 @@ pub enum Isa {
     /// Element-wise loops compiled for AVX2 with FMA; matrixmultiply.
     Avx2,
     /// Element-wise loops compiled for AVX-512F; small products in our
-    /// AVX-512 blocks, larger ones in matrixmultiply.
+    /// AVX-512 blocks, row-major ones with a long inner dimension in the
+    /// `gemm` crate's AVX-512 kernels, the rest in matrixmultiply.
     Avx512,
 }
 

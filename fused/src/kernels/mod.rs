@@ -1,12 +1,15 @@
 //! The two numeric kernels the fused engine is built on: a strided f32 matrix
-//! product (our own for small operands, see `small_gemm`; otherwise
-//! matrixmultiply, the same routine burn's ndarray backend ends in) and
+//! product (on the AVX-512 path our own for small operands, see `small_gemm`,
+//! and the `gemm` crate's for forward products with a long inner dimension,
+//! see `long_k`; otherwise matrixmultiply, the same routine burn's ndarray
+//! backend ends in) and
 //! an f32 tanh without a libm call per element, so loops over it vectorise
 //! (compiled for the chosen instruction set by [`wide`]; see [`isa`] for how
 //! the set is chosen). burn-ndarray evaluates tanh in f64 through libm, which
 //! does not vectorise.
 
 mod isa;
+mod long_k;
 mod small_gemm;
 
 pub use isa::{Isa, KernelsError, active, select_from_env};
@@ -69,7 +72,13 @@ pub fn gemm_on(
         a.fits(m, k) && b.fits(k, n) && c.len() >= m * n,
         "gemm operands smaller than [{m}, {k}] x [{k}, {n}]"
     );
-    if m == 0 || n == 0 || (isa == Isa::Avx512 && small_gemm::try_gemm(m, k, n, a, b, beta, c)) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    if isa == Isa::Avx512
+        && (small_gemm::try_gemm(m, k, n, a, b, beta, c)
+            || long_k::try_gemm(m, k, n, a, b, beta, c))
+    {
         return;
     }
     // SAFETY: the assertion above keeps every index the routine reads or writes
@@ -270,9 +279,17 @@ mod tests {
     /// Every path's product of a layer-sized operand pair agrees with an f64
     /// product to f32 rounding (the paths sum in different orders, so not
     /// bit for bit), with and without accumulation and transposes.
+    /// Shapes for each product routine of the AVX-512 path: `k` 70 (our
+    /// blocks, or matrixmultiply with a transposed operand) and 600
+    /// (the `gemm` crate's when both operands are row-major).
     #[test]
     fn every_path_multiplies_like_f64() {
-        let (m, k, n) = (37, 70, 45);
+        for (m, k, n) in [(37, 70, 45), (37, 600, 45)] {
+            multiplies_like_f64(m, k, n);
+        }
+    }
+
+    fn multiplies_like_f64(m: usize, k: usize, n: usize) {
         let a: Vec<f32> = (0..m * k)
             .map(|i| ((i * 7919) % 113) as f32 / 37.0 - 1.5)
             .collect();
