@@ -17,8 +17,8 @@ pub struct Grads {
     /// `[m]` the loss's gradient with respect to the value.
     pub d_value: Vec<f32>,
     scratch: [Vec<f32>; 3],
-    /// A convolution's window gradients (`conv::backward`'s).
-    dcols: Vec<f32>,
+    /// The convolutions' windows and their gradients, a chunk at a time.
+    conv: conv::Scratch,
 }
 
 impl Grads {
@@ -93,7 +93,7 @@ struct Bufs<'a> {
     /// The gradient at the current layer's output (overwritten).
     dh: &'a mut Vec<f32>,
     spare: &'a mut Vec<f32>,
-    dcols: &'a mut Vec<f32>,
+    conv: &'a mut conv::Scratch,
 }
 
 /// Back through a torso from `b.dh` (the gradient at its output, `[m, width]`).
@@ -121,8 +121,12 @@ fn torso_backward(p: &[f32], g: &mut [f32], t: &Torso<'_>, m: usize, b: Bufs<'_>
         through_activation(t.act, &t.outs.stem[i][..m * k.out_len()], dy);
         let (w, rest) = g.split_at_mut(c.b);
         let (dw, db) = (&mut w[c.w..], &mut rest[..k.c_out]);
-        let dx = (i > 0).then(|| (&mut b.spare[..m * k.in_len()], &mut *b.dcols));
-        conv::backward(k, &p[c.w..c.b], &t.outs.cols[i], b.dh, m, (dw, db), dx);
+        let input = match i {
+            0 => t.x,
+            _ => &t.outs.stem[i - 1],
+        };
+        let dx = (i > 0).then(|| &mut b.spare[..m * k.in_len()]);
+        conv::backward(k, &p[c.w..c.b], input, b.dh, m, (dw, db), dx, b.conv);
         if i > 0 {
             std::mem::swap(b.dh, b.spare);
         }
@@ -134,7 +138,7 @@ fn torso_backward(p: &[f32], g: &mut [f32], t: &Torso<'_>, m: usize, b: Bufs<'_>
 pub fn backward(layout: &Layout, p: &[f32], g: &mut [f32], work: &Work, grads: &mut Grads) {
     let (m, act, width) = (work.m, layout.activation, layout.width());
     let [dha, dhv, spare] = &mut grads.scratch;
-    let dcols = &mut grads.dcols;
+    let conv = &mut grads.conv;
     let ha = work.actor.top(&work.x);
     let hv = match layout.critic {
         Some(_) => work.critic.top(&work.x),
@@ -154,7 +158,7 @@ pub fn backward(layout: &Layout, p: &[f32], g: &mut [f32], work: &Work, grads: &
             let bufs = Bufs {
                 dh: dhv,
                 spare,
-                dcols,
+                conv,
             };
             torso_backward(p, g, &t, m, bufs);
         }
@@ -173,7 +177,7 @@ pub fn backward(layout: &Layout, p: &[f32], g: &mut [f32], work: &Work, grads: &
     let bufs = Bufs {
         dh: dha,
         spare,
-        dcols,
+        conv,
     };
     torso_backward(p, g, &t, m, bufs);
 }

@@ -3,12 +3,20 @@
 //! has) and weights `[kh, kw, c_in, c_out]`, so a layer is one matrix product
 //! of the input's windows laid out as rows ([`im2col`]) with the weights, and
 //! its output is NHWC again. The backward pass is two more products and the
-//! windows' gradients added back where they came from ([`col2im`]).
+//! windows' gradients added back where they came from ([`col2im`]). Windows
+//! are laid out a few samples at a time ([`Conv::chunk_samples`]) and laid
+//! out again on the way back rather than kept: the Nature CNN's first layer
+//! has 400 windows of 256 floats per sample (105 MB for a minibatch of 256),
+//! which would go to memory and back three times; a chunk stays in the
+//! core's cache.
 //! [`Conv::to_torch`] gives PyTorch's `[c_out, c_in, kh, kw]` order, the one
 //! burn's `Conv2d` and the published file hold. A torso's stem
 //! ([`crate::Arch::stem`]) is a list of these.
 
 use crate::kernels::{View, add_column_sums, gemm};
+
+/// Window floats per chunk (1 MiB): about a core's second-level cache.
+const CHUNK_FLOATS: usize = 256 * 1024;
 
 /// One convolution layer's shape: a `[h, w, c_in]` input per sample, `c_out`
 /// filters of `kh x kw`, moved `stride` at a time over the input with `pad`
@@ -63,6 +71,16 @@ impl Conv {
     /// Floats of one sample's output.
     pub fn out_len(&self) -> usize {
         self.out_h() * self.out_w() * self.c_out
+    }
+
+    /// Windows per sample (rows of [`im2col`]'s matrix).
+    pub fn windows_per_sample(&self) -> usize {
+        self.out_h() * self.out_w()
+    }
+
+    /// Samples whose windows make one chunk (at least one).
+    pub fn chunk_samples(&self) -> usize {
+        (CHUNK_FLOATS / (self.windows_per_sample() * self.patch())).max(1)
     }
 
     /// Weight floats (the bias has `c_out`).
@@ -170,67 +188,101 @@ pub fn col2im(c: &Conv, cols: &[f32], m: usize, dx: &mut [f32]) {
     });
 }
 
+/// One chunk's windows and their gradients, reused from call to call.
+#[derive(Default)]
+pub struct Scratch {
+    cols: Vec<f32>,
+    dcols: Vec<f32>,
+}
+
 /// `out` (`[m, out_h, out_w, c_out]`) = the convolution of `x` with weights
-/// `w` plus bias `b`; `cols` keeps the windows for [`backward`].
+/// `w` plus bias `b`.
 pub fn forward(
+    c: &Conv,
+    wb: (&[f32], &[f32]),
+    x: &[f32],
+    m: usize,
+    scratch: &mut Scratch,
+    out: &mut [f32],
+) {
+    forward_in_chunks(c, wb, x, m, c.chunk_samples(), scratch, out);
+}
+
+/// [`forward`], `per` samples at a time.
+fn forward_in_chunks(
     c: &Conv,
     (w, b): (&[f32], &[f32]),
     x: &[f32],
     m: usize,
-    cols: &mut Vec<f32>,
+    per: usize,
+    scratch: &mut Scratch,
     out: &mut [f32],
 ) {
-    let (rows, p) = (m * c.out_h() * c.out_w(), c.patch());
-    cols.resize(rows * p, 0.0);
-    im2col(c, x, m, cols);
-    let out = &mut out[..rows * c.c_out];
-    gemm(
-        rows,
-        p,
-        c.c_out,
-        View::rows(cols, p),
-        View::rows(&w[..p * c.c_out], c.c_out),
-        0.0,
-        out,
-    );
-    for row in out.chunks_exact_mut(c.c_out) {
+    let (p, cols) = (c.patch(), &mut scratch.cols);
+    let w = View::rows(&w[..p * c.c_out], c.c_out);
+    for s0 in (0..m).step_by(per) {
+        let n = per.min(m - s0);
+        let rows = n * c.windows_per_sample();
+        cols.resize(rows * p, 0.0);
+        im2col(c, &x[s0 * c.in_len()..], n, cols);
+        let out = &mut out[s0 * c.out_len()..(s0 + n) * c.out_len()];
+        gemm(rows, p, c.c_out, View::rows(cols, p), w, 0.0, out);
+    }
+    for row in out[..m * c.out_len()].chunks_exact_mut(c.c_out) {
         row.iter_mut().zip(b).for_each(|(o, &b)| *o += b);
     }
 }
 
-/// The gradients of a layer from `dy` (its output's, `[m, out_h, out_w,
-/// c_out]`) and the windows `cols` its [`forward`] kept: `dw` and `db`
-/// (written, not added) and, when asked, `dx` through `dcols` (a buffer).
+/// The gradients of a layer from its input `x` and `dy` (its output's,
+/// `[m, out_h, out_w, c_out]`): `dw` and `db` (written, not added) and, when
+/// asked, `dx` (overwritten).
 #[allow(clippy::too_many_arguments)]
 pub fn backward(
     c: &Conv,
     w: &[f32],
-    cols: &[f32],
+    x: &[f32],
     dy: &[f32],
     m: usize,
-    (dw, db): (&mut [f32], &mut [f32]),
-    dx: Option<(&mut [f32], &mut Vec<f32>)>,
+    dwb: (&mut [f32], &mut [f32]),
+    dx: Option<&mut [f32]>,
+    scratch: &mut Scratch,
 ) {
-    let (rows, p, n) = (m * c.out_h() * c.out_w(), c.patch(), c.c_out);
-    let dy = View::rows(&dy[..rows * n], n);
-    // dW [p, c_out] = colsᵀ [p, rows] · dy [rows, c_out]
-    gemm(
-        p,
-        rows,
-        n,
-        View::transposed(&cols[..rows * p], p),
-        dy,
-        0.0,
-        &mut dw[..p * n],
-    );
+    backward_in_chunks(c, (w, x, dy), m, c.chunk_samples(), dwb, dx, scratch);
+}
+
+/// [`backward`], `per` samples at a time: each chunk's windows laid out
+/// again, their share of `dw` added, their gradients added back into `dx`.
+fn backward_in_chunks(
+    c: &Conv,
+    (w, x, dy): (&[f32], &[f32], &[f32]),
+    m: usize,
+    per: usize,
+    (dw, db): (&mut [f32], &mut [f32]),
+    mut dx: Option<&mut [f32]>,
+    scratch: &mut Scratch,
+) {
+    let (p, n) = (c.patch(), c.c_out);
+    let dw = &mut dw[..p * n];
+    dw.fill(0.0);
     db[..n].fill(0.0);
-    add_column_sums(&dy.data[..rows * n], n, &mut db[..n]);
-    if let Some((dx, dcols)) = dx {
-        // dcols [rows, p] = dy [rows, c_out] · Wᵀ [c_out, p]
-        dcols.resize(rows * p, 0.0);
-        let wt = View::transposed(&w[..p * n], n);
-        gemm(rows, n, p, dy, wt, 0.0, dcols);
-        col2im(c, dcols, m, dx);
+    add_column_sums(&dy[..m * c.out_len()], n, &mut db[..n]);
+    let wt = View::transposed(&w[..p * n], n);
+    for s0 in (0..m).step_by(per) {
+        let k = per.min(m - s0);
+        let rows = k * c.windows_per_sample();
+        let dy = View::rows(&dy[s0 * c.out_len()..(s0 + k) * c.out_len()], n);
+        let cols = &mut scratch.cols;
+        cols.resize(rows * p, 0.0);
+        im2col(c, &x[s0 * c.in_len()..], k, cols);
+        // dW [p, c_out] += colsᵀ [p, rows] · dy [rows, c_out]
+        gemm(p, rows, n, View::transposed(cols, p), dy, 1.0, dw);
+        if let Some(dx) = dx.as_deref_mut() {
+            // dcols [rows, p] = dy [rows, c_out] · Wᵀ [c_out, p]
+            let dcols = &mut scratch.dcols;
+            dcols.resize(rows * p, 0.0);
+            gemm(rows, n, p, dy, wt, 0.0, dcols);
+            col2im(c, dcols, k, &mut dx[s0 * c.in_len()..]);
+        }
     }
 }
 

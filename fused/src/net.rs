@@ -162,14 +162,14 @@ impl Layout {
     }
 }
 
-/// One torso's activations for a minibatch: each layer's output, and each
-/// convolution's input windows (what its backward pass reads).
+/// One torso's activations for a minibatch: each layer's output (what the
+/// backward pass reads, with the torso's input).
 #[derive(Default)]
 pub struct TorsoWork {
     /// `[m, out_len]` each convolution's output (after the activation).
     pub stem: Vec<Vec<f32>>,
-    /// `[m * out_h * out_w, patch]` each convolution's windows.
-    pub cols: Vec<Vec<f32>>,
+    /// The convolutions' windows, a chunk at a time.
+    pub conv: conv::Scratch,
     /// `[m, d_out]` each dense layer's output.
     pub dense: Vec<Vec<f32>>,
 }
@@ -177,7 +177,6 @@ pub struct TorsoWork {
 impl TorsoWork {
     fn resize(&mut self, t: &Torso, m: usize) {
         self.stem.resize_with(t.stem.len(), Vec::new);
-        self.cols.resize_with(t.stem.len(), Vec::new);
         for (b, c) in self.stem.iter_mut().zip(&t.stem) {
             b.resize(m * c.conv.out_len(), 0.0);
         }
@@ -288,7 +287,7 @@ fn torso_forward(p: &[f32], t: &Torso, x: &[f32], m: usize, act: Activation, w: 
         let input = done.last().map_or(x, |v| v.as_slice());
         let (cw, cb) = (&p[c.w..c.b], &p[c.b..c.b + c.conv.c_out]);
         let out = &mut rest[0];
-        conv::forward(&c.conv, (cw, cb), input, m, &mut w.cols[i], out);
+        conv::forward(&c.conv, (cw, cb), input, m, &mut w.conv, out);
         activate(out, act);
     }
     let x = w.stem.last().map_or(x, |v| v.as_slice());

@@ -105,36 +105,59 @@ fn close(what: &str, c: &Conv, got: &[f32], want: &[f64]) {
     }
 }
 
+/// Every shape, whole (the default chunks) and a few samples at a time
+/// (one, two with a shorter last chunk): the same output and gradients.
 #[test]
 fn forward_and_gradients_match_the_direct_convolution() {
     for (k, c) in shapes().into_iter().enumerate() {
         c.check().unwrap();
-        let m = 2;
+        let m = 5;
         let w = values(c.weights(), 1 + k as u64);
         let b = values(c.c_out, 10 + k as u64);
         let x = values(m * c.in_len(), 20 + k as u64);
         let r = values(m * c.out_len(), 30 + k as u64);
         let (want_out, want_dw, want_db, want_dx) = direct(&c, &c.to_torch(&w), &b, &x, m, &r);
-
-        let (mut cols, mut out) = (Vec::new(), vec![f32::NAN; m * c.out_len()]);
-        forward(&c, (&w, &b), &x, m, &mut cols, &mut out);
-        close("output", &c, &out, &want_out);
-
-        let (mut dw, mut db) = (vec![f32::NAN; c.weights()], vec![f32::NAN; c.c_out]);
-        let (mut dx, mut dcols) = (vec![f32::NAN; m * c.in_len()], Vec::new());
-        backward(
-            &c,
-            &w,
-            &cols,
-            &r,
-            m,
-            (&mut dw, &mut db),
-            Some((&mut dx, &mut dcols)),
+        assert!(
+            c.chunk_samples() >= m,
+            "{c:?}: the default takes all in one chunk"
         );
-        close("dw", &c, &c.to_torch(&dw), &want_dw);
-        close("db", &c, &db, &want_db);
-        close("dx", &c, &dx, &want_dx);
+        for per in [c.chunk_samples(), 1, 2] {
+            let mut scratch = Scratch::default();
+            let mut out = vec![f32::NAN; m * c.out_len()];
+            forward_in_chunks(&c, (&w, &b), &x, m, per, &mut scratch, &mut out);
+            close("output", &c, &out, &want_out);
+
+            let (mut dw, mut db) = (vec![f32::NAN; c.weights()], vec![f32::NAN; c.c_out]);
+            let mut dx = vec![f32::NAN; m * c.in_len()];
+            let dwb = (dw.as_mut_slice(), db.as_mut_slice());
+            backward_in_chunks(&c, (&w, &x, &r), m, per, dwb, Some(&mut dx), &mut scratch);
+            close("dw", &c, &c.to_torch(&dw), &want_dw);
+            close("db", &c, &db, &want_db);
+            close("dx", &c, &dx, &want_dx);
+        }
     }
+}
+
+/// The Nature CNN's first layer is laid out a few samples at a time: a
+/// chunk's windows fit the budget.
+#[test]
+fn large_layers_go_in_chunks() {
+    let nature = Conv {
+        h: 84,
+        w: 84,
+        c_in: 4,
+        c_out: 32,
+        kh: 8,
+        kw: 8,
+        stride: 4,
+        pad: 0,
+    };
+    let per = nature.chunk_samples();
+    assert_eq!(
+        per, 2,
+        "400 windows x 256 floats a sample, 256Ki floats a chunk"
+    );
+    assert!(per * nature.windows_per_sample() * nature.patch() <= CHUNK_FLOATS);
 }
 
 /// `col2im` is `im2col`'s transpose: `<im2col(x), y> = <x, col2im(y)>`.
