@@ -38,31 +38,15 @@ pub struct LearnerBench {
 }
 
 /// Times `updates` full PPO updates (after one warm-up) of `samples` samples
-/// on the run's learner devices and engine; on synthetic `image`s of bytes
-/// (0 or 1, as MinAtar's grids) in place of the env's observations when
-/// given, kept as bytes up to the minibatch as a byte env's are. A byte env
-/// of its own (Atari's frames) gets synthetic bytes over its whole range.
+/// ([`synthetic_update`]) on the run's learner devices and engine.
 pub fn bench_learner(
     cfg: &RunConfig,
     image: Option<[usize; 3]>,
     samples: usize,
     updates: usize,
 ) -> anyhow::Result<LearnerBench> {
-    let mut env = env_spec_with(&cfg.env.id, &cfg.env.kwargs_json())?;
-    if let Some([h, w, c]) = image {
-        (env.obs_dim, env.image, env.obs_dtype) = (h * w * c, image, ObsDtype::U8);
-    }
-    let spec = ModelSpec::new(&env, &cfg.network)?;
+    let (spec, data) = synthetic_update(cfg, image, samples)?;
     let mut trainer = Trainer::for_run(&spec, cfg)?;
-    let mut data = synthetic(&env.action_space, env.obs_dim, samples, cfg.run.seed);
-    if env.obs_dtype == ObsDtype::U8 {
-        let floats = data.observations.to_f32(0..data.observations.len());
-        let byte = |x: f32| match image {
-            Some(_) => u8::from(x > 0.0),
-            None => ((x + 1.0) * 127.5) as u8,
-        };
-        data.observations = Observations::U8(floats.iter().map(|&x| byte(x)).collect());
-    }
     let (lr, clip) = (cfg.ppo.learning_rate, cfg.ppo.clip_coef);
     let mut step = || ppo::update(&mut trainer, &data, &cfg.ppo, lr, clip);
     step()?;
@@ -75,12 +59,7 @@ pub fn bench_learner(
     Ok(LearnerBench {
         env_id: cfg.env.id.clone(),
         image,
-        conv: cfg
-            .network
-            .conv
-            .iter()
-            .map(|l| [l.channels, l.kernel, l.stride, l.padding])
-            .collect(),
+        conv: conv_layers(cfg),
         hidden: cfg.network.hidden.clone(),
         devices: cfg.learner.devices.clone(),
         engine: trainer.engine().to_string(),
@@ -93,6 +72,42 @@ pub fn bench_learner(
         samples_per_second: sps,
         sample_grads_per_second: sps * cfg.ppo.epochs as f64,
     })
+}
+
+/// The model and a synthetic update batch of `samples` for the run's env
+/// and network: on synthetic `image`s of bytes (0 or 1, as MinAtar's
+/// grids) in place of the env's observations when given, kept as bytes up
+/// to the minibatch as a byte env's are. A byte env of its own (Atari's
+/// frames) gets synthetic bytes over its whole range.
+pub fn synthetic_update(
+    cfg: &RunConfig,
+    image: Option<[usize; 3]>,
+    samples: usize,
+) -> anyhow::Result<(ModelSpec, UpdateData)> {
+    let mut env = env_spec_with(&cfg.env.id, &cfg.env.kwargs_json())?;
+    if let Some([h, w, c]) = image {
+        (env.obs_dim, env.image, env.obs_dtype) = (h * w * c, image, ObsDtype::U8);
+    }
+    let spec = ModelSpec::new(&env, &cfg.network)?;
+    let mut data = synthetic(&env.action_space, env.obs_dim, samples, cfg.run.seed);
+    if env.obs_dtype == ObsDtype::U8 {
+        let floats = data.observations.to_f32(0..data.observations.len());
+        let byte = |x: f32| match image {
+            Some(_) => u8::from(x > 0.0),
+            None => ((x + 1.0) * 127.5) as u8,
+        };
+        data.observations = Observations::U8(floats.iter().map(|&x| byte(x)).collect());
+    }
+    Ok((spec, data))
+}
+
+/// The convolution stem, `[channels, kernel, stride, padding]` per layer.
+pub fn conv_layers(cfg: &RunConfig) -> Vec<[usize; 4]> {
+    cfg.network
+        .conv
+        .iter()
+        .map(|l| [l.channels, l.kernel, l.stride, l.padding])
+        .collect()
 }
 
 /// Random observations, valid actions, plausible log-probs and returns.

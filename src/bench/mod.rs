@@ -3,6 +3,7 @@
 //! ([`learner`]), the actor-to-learner path ([`transport`]), the turn-based
 //! games ([`games`]), and whole local runs.
 
+pub mod agree;
 pub mod envs;
 pub mod games;
 pub mod learner;
@@ -29,6 +30,7 @@ pub struct EnvBench {
 pub async fn run(cmd: BenchCommand, shutdown: CancellationToken) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::Learner(args) => bench_learner(args),
+        BenchCommand::Agree(args) => bench_agree(args),
         BenchCommand::Transport(args) => {
             let r =
                 transport::bench_transport(&args.env, args.envs, args.steps, args.batches).await?;
@@ -159,6 +161,44 @@ fn bench_learner(args: cli::BenchLearnerArgs) -> anyhow::Result<()> {
         r.sample_grads_per_second
     );
     emit_json(&r, args.json.as_deref())
+}
+
+/// Prints the comparison, and fails when the engines disagree.
+fn bench_agree(args: cli::BenchAgreeArgs) -> anyhow::Result<()> {
+    let config = args.config.resolve()?;
+    let r = agree::agree(
+        &config,
+        args.image,
+        args.samples,
+        args.updates,
+        args.tolerance,
+    )?;
+    println!(
+        "engines agree {}: {} conv {:?} hidden {:?}, {} update(s) of {} samples: fused {:.2} s, burn on {:?} {:.2} s; parameters moved {:.3e} (L2), apart by {:.3e} ({:.2e} of the move, tolerance {:.2e}; largest single difference {:.2e})",
+        if r.agrees { "yes" } else { "NO" },
+        r.env_id,
+        r.conv,
+        r.hidden,
+        r.updates,
+        r.samples_per_update,
+        r.fused.seconds,
+        r.burn.devices,
+        r.burn.seconds,
+        r.moved,
+        r.apart,
+        r.relative_diff,
+        r.tolerance,
+        r.max_param_diff
+    );
+    emit_json(&r, args.json.as_deref())?;
+    anyhow::ensure!(
+        r.agrees,
+        "the fused engine and burn on {:?} disagree: parameters apart by {:.3e} (L2) after moving {:.3e}",
+        r.burn.devices,
+        r.apart,
+        r.moved
+    );
+    Ok(())
 }
 
 /// Prints the figures as JSON and writes them to `path` when given.

@@ -150,6 +150,11 @@ pub enum BenchCommand {
     /// PPO-update samples/s for the run configuration's network, epochs,
     /// minibatches and `--learner-devices`, on synthetic data.
     Learner(BenchLearnerArgs),
+    /// The same PPO updates on the fused CPU engine and on burn on
+    /// `--learner-devices` (cuda:0 on a GPU machine), from the same weights
+    /// and batch: how far apart the parameters end. Exits non-zero when
+    /// they disagree.
+    Agree(BenchAgreeArgs),
     /// Env steps/s of every environment through the vectorised env (one thread).
     Envs(BenchEnvsArgs),
     /// Policy forward passes/s at the actor's batch size (CPU).
@@ -234,6 +239,28 @@ pub struct BenchLearnerArgs {
     /// the shapes of a pixel workload before its env is at hand.
     #[arg(long, value_name = "H,W,C", value_parser = parse_image)]
     pub image: Option<[usize; 3]>,
+    /// Also write the figures to this JSON file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchAgreeArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Samples per update (the update batch).
+    #[arg(long, default_value_t = 1024)]
+    pub samples: usize,
+    /// Updates on each engine.
+    #[arg(long, default_value_t = 1)]
+    pub updates: usize,
+    /// Synthetic image observations `H,W,C`, as for `bench learner`.
+    #[arg(long, value_name = "H,W,C", value_parser = parse_image)]
+    pub image: Option<[usize; 3]>,
+    /// The most the parameters may differ, as a share of the largest change
+    /// the updates made.
+    #[arg(long, default_value_t = 0.02)]
+    pub tolerance: f64,
     /// Also write the figures to this JSON file.
     #[arg(long)]
     pub json: Option<PathBuf>,

@@ -1,0 +1,173 @@
+//! `sebulba bench agree`: the same PPO updates of the same batch from the
+//! same initial weights on the fused CPU engine and on burn on the run's
+//! `learner.devices`, and how far apart their parameters end. On a GPU
+//! machine (`--learner-devices cuda:0`) it is the check that CUDA computes
+//! what the CPU does; on `cpu` it is the same check between the two CPU
+//! engines, which CI runs so that the device script cannot rot.
+
+use super::learner::{conv_layers, synthetic_update};
+use sebulba_algorithms::ppo::{self, PpoStats};
+use sebulba_algorithms::trainer::Trainer;
+use sebulba_core::config::{LearnerEngine, RunConfig};
+use serde::Serialize;
+use std::time::Instant;
+
+/// One engine's side of the comparison.
+#[derive(Debug, Clone, Serialize)]
+pub struct EngineSide {
+    /// `fused` or `burn`.
+    pub engine: String,
+    pub devices: Vec<String>,
+    /// Seconds of the updates (the first one's start-up included: this is a
+    /// check, not a benchmark).
+    pub seconds: f64,
+    /// The last update's means.
+    pub policy_loss: f64,
+    pub value_loss: f64,
+    pub entropy: f64,
+    pub grad_norm: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Agreement {
+    pub env_id: String,
+    pub image: Option<[usize; 3]>,
+    pub conv: Vec<[usize; 4]>,
+    pub hidden: Vec<usize>,
+    pub samples_per_update: usize,
+    pub epochs: usize,
+    pub minibatches: usize,
+    pub updates: usize,
+    /// The length (L2 norm) of the parameters' change on the fused engine.
+    pub moved: f64,
+    /// The length of the difference between the two engines' parameters.
+    pub apart: f64,
+    /// `apart / moved`: the share of the update the engines disagree on.
+    /// (A length, not the largest element: Adam moves a parameter whose
+    /// gradient is nearly zero by a whole step either way, so one such
+    /// element's sign, rounding's choice, says nothing of the update.)
+    pub relative_diff: f64,
+    /// The largest single parameter difference, for the record.
+    pub max_param_diff: f32,
+    /// The most `relative_diff` may be.
+    pub tolerance: f64,
+    pub agrees: bool,
+    pub fused: EngineSide,
+    pub burn: EngineSide,
+}
+
+/// `updates` PPO updates of one synthetic batch of `samples` on the fused
+/// engine (on `learner.threads`) and on burn (on `learner.devices`), both
+/// from the run's initial weights (`run.seed`).
+pub fn agree(
+    cfg: &RunConfig,
+    image: Option<[usize; 3]>,
+    samples: usize,
+    updates: usize,
+    tolerance: f64,
+) -> anyhow::Result<Agreement> {
+    let (spec, data) = synthetic_update(cfg, image, samples)?;
+    let mut fused_cfg = cfg.clone();
+    fused_cfg.learner.engine = LearnerEngine::Fused;
+    fused_cfg.learner.devices = vec!["cpu".into()];
+    let mut burn_cfg = cfg.clone();
+    burn_cfg.learner.engine = LearnerEngine::Burn;
+    let mut fused = Trainer::for_run(&spec, &fused_cfg)?;
+    anyhow::ensure!(
+        fused.engine() == "fused",
+        "the fused engine does not cover this network: nothing to compare burn with"
+    );
+    let mut burn = Trainer::for_run(&spec, &burn_cfg)?;
+    let start = fused.state()?.params;
+    let burn_start = burn.state()?.params;
+    anyhow::ensure!(
+        max_diff(&start, &burn_start) == 0.0,
+        "the two engines start from different weights"
+    );
+    let (lr, clip) = (cfg.ppo.learning_rate, cfg.ppo.clip_coef);
+    let side = |t: &mut Trainer, devices: &[String]| -> anyhow::Result<EngineSide> {
+        let t0 = Instant::now();
+        let mut last = PpoStats::default();
+        for _ in 0..updates.max(1) {
+            last = ppo::update(t, &data, &cfg.ppo, lr, clip)?;
+        }
+        Ok(EngineSide {
+            engine: t.engine().to_string(),
+            devices: devices.to_vec(),
+            seconds: t0.elapsed().as_secs_f64(),
+            policy_loss: last.terms.policy_loss,
+            value_loss: last.terms.value_loss,
+            entropy: last.terms.entropy,
+            grad_norm: last.grad_norm,
+        })
+    };
+    let fused_side = side(&mut fused, &fused_cfg.learner.devices)?;
+    let burn_side = side(&mut burn, &burn_cfg.learner.devices)?;
+    let (pf, pb) = (fused.state()?.params, burn.state()?.params);
+    let moved = distance(&pf, &start);
+    let apart = distance(&pf, &pb);
+    let relative_diff = apart / moved.max(f64::MIN_POSITIVE);
+    let max_param_diff = max_diff(&pf, &pb);
+    let finite = pf.iter().chain(&pb).all(|x| x.is_finite());
+    Ok(Agreement {
+        env_id: cfg.env.id.clone(),
+        image,
+        conv: conv_layers(cfg),
+        hidden: cfg.network.hidden.clone(),
+        samples_per_update: samples,
+        epochs: cfg.ppo.epochs,
+        minibatches: cfg.ppo.minibatches,
+        updates: updates.max(1),
+        moved,
+        apart,
+        relative_diff,
+        max_param_diff,
+        tolerance,
+        agrees: finite && moved > 0.0 && relative_diff <= tolerance,
+        fused: fused_side,
+        burn: burn_side,
+    })
+}
+
+/// The Euclidean distance, in f64 (NaN when either holds one).
+fn distance(a: &[f32], b: &[f32]) -> f64 {
+    if a.len() != b.len() {
+        return f64::INFINITY;
+    }
+    let sum: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| (f64::from(*x) - f64::from(*y)).powi(2))
+        .sum();
+    sum.sqrt()
+}
+
+/// The largest element-wise difference (NaN counts as infinitely far).
+fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    if a.len() != b.len() {
+        return f32::INFINITY;
+    }
+    a.iter().zip(b).fold(0.0, |m, (x, y)| {
+        let d = (x - y).abs();
+        if d.is_nan() { f32::INFINITY } else { m.max(d) }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn distance_is_euclidean_and_nan_is_never_close() {
+        assert_eq!(distance(&[0.0, 0.0], &[3.0, 4.0]), 5.0);
+        assert!(distance(&[0.0], &[f32::NAN]).is_nan());
+        assert_eq!(distance(&[0.0], &[0.0, 1.0]), f64::INFINITY);
+    }
+
+    #[test]
+    fn max_diff_is_the_largest_gap_and_nan_is_never_close() {
+        assert_eq!(max_diff(&[1.0, 2.0, 3.0], &[1.0, 2.5, 2.0]), 1.0);
+        assert_eq!(max_diff(&[0.0], &[f32::NAN]), f32::INFINITY);
+        assert_eq!(max_diff(&[0.0], &[0.0, 1.0]), f32::INFINITY);
+    }
+}

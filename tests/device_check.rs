@@ -1,0 +1,73 @@
+//! The GPU machine's script (`scripts/device-check.sh`) in its CPU dry run,
+//! so that it cannot rot while no GPU is at hand: every step runs on the
+//! binary under test with burn on `cpu` where the GPU run puts `cuda:0`, and
+//! writes the figures the note will quote. And `bench agree`'s verdict can
+//! fail: at a tolerance of zero the two engines (which add in different
+//! orders) disagree, and the command says so with a non-zero exit.
+
+mod common;
+
+use common::{bin, read_json, run_dir};
+use std::process::Command;
+
+#[test]
+fn the_device_script_runs_every_step_on_the_cpu() {
+    let dir = run_dir("device-check");
+    let root = env!("CARGO_MANIFEST_DIR");
+    let out = Command::new("bash")
+        .arg(format!("{root}/scripts/device-check.sh"))
+        .arg("--dry-run")
+        .env("SEBULBA", env!("CARGO_BIN_EXE_sebulba"))
+        .env("OUT", &dir)
+        .env("PEERS", format!("{root}/../shared/bench"))
+        .output()
+        .expect("bash scripts/device-check.sh");
+    let summary = std::fs::read_to_string(dir.join("summary.txt")).unwrap_or_default();
+    assert!(out.status.success(), "{out:?}\n{summary}");
+    assert!(summary.contains("device cpu dry_run 1"), "{summary}");
+    for net in ["mlp", "nature", "minatar"] {
+        assert!(
+            summary.contains(&format!("agree {net}: agrees")),
+            "{summary}"
+        );
+        let a = read_json(&dir.join(format!("agree-{net}.json")));
+        assert_eq!(a["agrees"], true, "{a}");
+        assert_eq!(a["fused"]["engine"], "fused", "{a}");
+        assert_eq!(a["burn"]["engine"], "burn", "{a}");
+        let moved = a["moved"].as_f64().expect("moved");
+        assert!(moved > 0.0, "{a}");
+        assert!(a["relative_diff"].as_f64().expect("relative_diff") <= 0.02);
+    }
+    let conv = read_json(&dir.join("agree-nature.json"))["conv"].clone();
+    assert_eq!(
+        conv.as_array().map(Vec::len),
+        Some(3),
+        "the Nature CNN's three layers"
+    );
+    for (net, samples) in [("mlp", 256), ("nature", 64), ("minatar", 256)] {
+        let l = read_json(&dir.join(format!("learner-{net}-{samples}.json")));
+        let sgps = l["sample_grads_per_second"].as_f64().expect("figure");
+        assert!(sgps.is_finite() && sgps > 0.0, "{l}");
+        assert_eq!(l["devices"][0], "cpu", "{l}");
+    }
+    assert!(summary.contains("== 3. peer"), "{summary}");
+    assert!(summary.ends_with("device-check: done\n"), "{summary}");
+}
+
+#[test]
+fn engines_that_differ_at_all_disagree_at_tolerance_zero() {
+    let dir = run_dir("agree-zero");
+    let json = dir.join("agree.json");
+    let out = bin()
+        .args(["bench", "agree", "--env", "CartPole-v1", "--samples", "128"])
+        .args(["--tolerance", "0", "--json"])
+        .arg(&json)
+        .output()
+        .expect("sebulba bench agree");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(stderr.contains("disagree"), "{stderr}");
+    let a = read_json(&json);
+    assert_eq!(a["agrees"], false, "{a}");
+    assert!(a["max_param_diff"].as_f64().expect("diff") > 0.0, "{a}");
+}
