@@ -8,7 +8,9 @@ use sebulba_core::devices::DeviceKind;
 use sebulba_transport::security::{Security, Tls, Tokens};
 use std::path::PathBuf;
 
+mod bench;
 mod tools;
+pub use bench::{BenchAgreeArgs, BenchCommand, BenchLearnerArgs};
 pub use tools::{CertsArgs, HealthArgs, PlotArgs, StatusArgs};
 
 #[derive(Parser, Debug)]
@@ -142,139 +144,6 @@ impl SecurityArgs {
             self.tls_domain.clone(),
         )?;
         Ok(Security::new(tokens, tls)?)
-    }
-}
-
-#[derive(Subcommand, Debug)]
-pub enum BenchCommand {
-    /// PPO-update samples/s for the run configuration's network, epochs,
-    /// minibatches and `--learner-devices`, on synthetic data.
-    Learner(BenchLearnerArgs),
-    /// The same PPO updates on the fused CPU engine and on burn on
-    /// `--learner-devices` (cuda:0 on a GPU machine), from the same weights
-    /// and batch: how far apart the parameters end. Exits non-zero when
-    /// they disagree.
-    Agree(BenchAgreeArgs),
-    /// Env steps/s of every environment through the vectorised env (one thread).
-    Envs(BenchEnvsArgs),
-    /// Policy forward passes/s at the actor's batch size (CPU).
-    Inference(BenchInferenceArgs),
-    /// Trajectory batches encoded, sent over loopback gRPC, decoded and validated.
-    Transport(BenchTransportArgs),
-    /// The end-to-end local run (every role in one process): env steps/s,
-    /// wall time, final evaluation and peak memory.
-    Local(BenchLocalArgs),
-}
-
-#[derive(Args, Debug)]
-pub struct BenchLocalArgs {
-    #[command(flatten)]
-    pub local: LocalArgs,
-    /// Also report the env steps at the first evaluation whose mean return
-    /// reaches this (the learning-curve check; 475 for CartPole-v1).
-    #[arg(long)]
-    pub target_return: Option<f64>,
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-}
-
-#[derive(Args, Debug)]
-pub struct BenchTransportArgs {
-    #[arg(long, default_value = "CartPole-v1")]
-    pub env: String,
-    /// E: envs per batch.
-    #[arg(long, default_value_t = 8)]
-    pub envs: usize,
-    /// T: steps per batch.
-    #[arg(long, default_value_t = 32)]
-    pub steps: usize,
-    #[arg(long, default_value_t = 2000)]
-    pub batches: usize,
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-}
-
-#[derive(Args, Debug)]
-pub struct BenchEnvsArgs {
-    /// Environments stepped together.
-    #[arg(long, default_value_t = 8)]
-    pub envs: usize,
-    /// Seconds per environment.
-    #[arg(long, default_value_t = 2.0)]
-    pub seconds: f64,
-    /// Environments to step (repeatable), e.g. `--env gym:HalfCheetah-v5`
-    /// (Python envs: a binary built with `--features python`); default:
-    /// every native environment.
-    #[arg(long = "env")]
-    pub env_ids: Vec<String>,
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-}
-
-#[derive(Args, Debug)]
-pub struct BenchInferenceArgs {
-    #[command(flatten)]
-    pub config: ConfigArgs,
-    /// Observations per forward pass (default: the config's envs_per_actor).
-    #[arg(long)]
-    pub batch: Option<usize>,
-    #[arg(long, default_value_t = 3.0)]
-    pub seconds: f64,
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-}
-
-#[derive(Args, Debug)]
-pub struct BenchLearnerArgs {
-    #[command(flatten)]
-    pub config: ConfigArgs,
-    /// Samples per update (the update batch).
-    #[arg(long, default_value_t = 4096)]
-    pub samples: usize,
-    /// Timed updates (after one warm-up update).
-    #[arg(long, default_value_t = 5)]
-    pub updates: usize,
-    /// Synthetic image observations `H,W,C` (values in [0, 1)) in place of
-    /// the env's, for a convolutional network (`--set network.conv=...`):
-    /// the shapes of a pixel workload before its env is at hand.
-    #[arg(long, value_name = "H,W,C", value_parser = parse_image)]
-    pub image: Option<[usize; 3]>,
-    /// Also write the figures to this JSON file.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-}
-
-#[derive(Args, Debug)]
-pub struct BenchAgreeArgs {
-    #[command(flatten)]
-    pub config: ConfigArgs,
-    /// Samples per update (the update batch).
-    #[arg(long, default_value_t = 1024)]
-    pub samples: usize,
-    /// Updates on each engine.
-    #[arg(long, default_value_t = 1)]
-    pub updates: usize,
-    /// Synthetic image observations `H,W,C`, as for `bench learner`.
-    #[arg(long, value_name = "H,W,C", value_parser = parse_image)]
-    pub image: Option<[usize; 3]>,
-    /// The most the parameters may differ, as a share of the largest change
-    /// the updates made.
-    #[arg(long, default_value_t = 0.02)]
-    pub tolerance: f64,
-    /// Also write the figures to this JSON file.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-}
-
-/// `H,W,C`, each at least 1.
-fn parse_image(s: &str) -> Result<[usize; 3], String> {
-    let dims: Vec<usize> = s
-        .split(',')
-        .map(|d| d.trim().parse::<usize>().map_err(|e| format!("`{d}`: {e}")))
-        .collect::<Result<_, _>>()?;
-    match dims[..] {
-        [h, w, c] if h > 0 && w > 0 && c > 0 => Ok([h, w, c]),
-        _ => Err(format!("`{s}`: expected H,W,C, each at least 1")),
     }
 }
 
