@@ -74,8 +74,8 @@ pub async fn run(
         run_dir = %run_dir.display(),
         env_steps = summary.env_steps,
         sps = format!("{:.0}", summary.steps_per_second),
-        final_eval_return_mean = ?summary.final_eval_return_mean,
-        best_eval_return_mean = ?summary.best_eval_return_mean,
+        final_eval = sebulba_learner::summary::shown(summary.final_eval_return_mean),
+        best_eval = sebulba_learner::summary::shown(summary.best_eval_return_mean),
         "done"
     );
     Ok((summary, run_dir))

@@ -105,7 +105,7 @@ async fn run_learner(args: cli::LearnerArgs, shutdown: CancellationToken) -> any
         deterministic_actors: Vec::new(),
     };
     let summary = sebulba_learner::run(listener, opts, shutdown).await?;
-    info!(run_dir = %run_dir.display(), env_steps = summary.env_steps, final_eval = ?summary.final_eval_return_mean, "summary written");
+    info!(run_dir = %run_dir.display(), env_steps = summary.env_steps, final_eval = sebulba_learner::summary::shown(summary.final_eval_return_mean), "summary written");
     Ok(())
 }
 

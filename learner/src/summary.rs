@@ -45,3 +45,18 @@ pub struct Summary {
     /// the same bits across machines only on the same path.
     pub kernels: &'static str,
 }
+
+/// A return for a log line: the number, or `none` (never Rust's `Some(..)`).
+pub fn shown(value: Option<f64>) -> String {
+    value.map_or_else(|| "none".to_string(), |v| format!("{v:.2}"))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn shown_is_a_plain_number_or_none() {
+        assert_eq!(super::shown(Some(500.0)), "500.00");
+        assert_eq!(super::shown(Some(-163.456)), "-163.46");
+        assert_eq!(super::shown(None), "none");
+    }
+}

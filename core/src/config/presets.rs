@@ -6,7 +6,14 @@ use super::*;
 impl RunConfig {
     /// The preset for an environment id; every id in `env::ENV_IDS` has one.
     pub fn preset(env_id: &str) -> Result<Self, ConfigError> {
-        // External (Python) envs: the generic preset with observation
+        // Gymnasium's own copy of a native env (`gym:CartPole-v1`) learns
+        // with its native twin's preset, so the two paths compare fairly.
+        if let Some(twin) = native_twin(env_id) {
+            let mut c = Self::preset(twin)?;
+            c.env.id = env_id.to_string();
+            return Ok(c);
+        }
+        // Other external (Python) envs: the generic preset with observation
         // normalisation on; a run file (e.g. configs/mujoco.toml) tunes the
         // rest. Atari has its own preset.
         let continuous = if sebulba_envs::is_atari(env_id) {
@@ -250,6 +257,14 @@ impl RunConfig {
             }
         }
     }
+}
+
+/// The native env a `gym:` id names (`gym:CartPole-v1` -> `CartPole-v1`),
+/// when sebulba has one.
+fn native_twin(env_id: &str) -> Option<&str> {
+    env_id
+        .strip_prefix("gym:")
+        .filter(|id| !sebulba_envs::is_external(id) && sebulba_envs::env_spec(id).is_ok())
 }
 
 /// The defaults every preset starts from (see each field's doc).

@@ -248,3 +248,22 @@ fn file_then_set_precedence() {
     let c2: RunConfig = toml::from_str(&c.to_toml()).unwrap();
     assert_eq!(c, c2);
 }
+
+/// `gym:CartPole-v1` learns with `CartPole-v1`'s preset; a `gym:` id with
+/// no native twin keeps the generic external preset.
+#[test]
+fn gymnasium_copies_of_native_envs_get_their_twins_presets() {
+    for id in ["CartPole-v1", "Pendulum-v1", "Acrobot-v1", "MountainCar-v0"] {
+        let native = RunConfig::preset(id).unwrap();
+        let mut gym = RunConfig::preset(&format!("gym:{id}")).unwrap();
+        assert_eq!(gym.env.id, format!("gym:{id}"));
+        gym.env.id = id.to_string();
+        assert_eq!(gym.to_toml(), native.to_toml(), "{id}");
+    }
+    let other = RunConfig::preset("gym:HalfCheetah-v5").unwrap();
+    assert!(other.network.obs_norm);
+    assert_eq!(
+        other.run.total_steps,
+        RunConfig::preset("py:x:Y").unwrap().run.total_steps
+    );
+}
