@@ -90,6 +90,19 @@ fn a_learner_killed_mid_run_resumes_from_its_checkpoint_and_finishes() {
 
     let summary = read_json(&run.join("summary.json"));
     assert_accounted(&summary);
+    // The actor's batches of versions the dead learner published after its
+    // checkpoint are taken, not refused (issue 41).
+    let refused = &summary["batches"]["rejected_by_reason"];
+    for reason in ["version", "restart"] {
+        assert!(
+            refused[reason].as_u64().unwrap_or(0) == 0,
+            "batches refused as `{reason}` after the resume: {refused}"
+        );
+    }
+    assert!(
+        log.contains("taking batches up to the newest version held"),
+        "{log}"
+    );
     assert!(
         summary["env_steps"].as_u64().unwrap_or(0) >= 50_000,
         "{summary}"

@@ -75,9 +75,10 @@ pub async fn run(
     let clock = restore(&shared, resume.as_ref());
     info!(run_id = %shared.run_id, segment = clock.segment, "run");
     let (queue_tx, queue_rx) = mpsc::channel(cfg.learner.queue_capacity);
+    let publisher = Publisher::new(&opts.param_server, &opts.security)?;
+    accept_held_versions(&shared, &publisher, resume.as_ref()).await;
     let server_stop = CancellationToken::new();
     let server = serve(listener, &opts.security, &shared, queue_tx, &server_stop).await?;
-    let publisher = Publisher::new(&opts.param_server, &opts.security)?;
     let metrics = MirroredLines::open(
         &run_dir.join("metrics.jsonl"),
         &run_dir.join(tensorboard::LEARNER_DIR),
@@ -118,10 +119,7 @@ pub async fn run(
         }
     };
     final_evals(&publisher, &shared, &outcome, &shutdown).await;
-    let summary = summarize(&outcome, clock, &shared);
-    write_json_atomic(&run_dir.join("summary.json"), &summary)
-        .map_err(|e| LearnerError::Io("summary.json".into(), e))?;
-    info!(env_steps = summary.env_steps, sps = format!("{:.0}", summary.steps_per_second), final_eval = ?summary.final_eval_return_mean, "learner finished");
+    let summary = write_summary(&run_dir, &outcome, clock, &shared)?;
     shared.streams_end.cancel();
     server_stop.cancel();
     match tokio::time::timeout(Duration::from_secs(5), server).await {
@@ -133,6 +131,17 @@ pub async fn run(
         Some(why) => Err(LearnerError::Diverged(why)),
         None => Ok(summary),
     }
+}
+
+/// Before a resumed learner serves: the actors' batches of the versions its
+/// predecessor published after the checkpoint are honest work, taken rather
+/// than refused.
+async fn accept_held_versions(shared: &Shared, publisher: &Publisher, resume: Option<&Checkpoint>) {
+    let Some(ck) = resume else { return };
+    let held = publisher.latest_version(&shared.run_id).await;
+    shared.resume_at(ck.meta.version, held);
+    let held_text = held.map_or_else(|| "none".to_string(), |h| h.to_string());
+    info!(checkpoint = ck.meta.version, held = %held_text, "taking batches up to the newest version held");
 }
 
 /// A resumed run's accounting and evaluations, and its clock going on from
@@ -188,6 +197,7 @@ async fn serve(
         rollout_length: shared.config.env.rollout_length,
         envs_per_actor: shared.config.env.envs_per_actor,
         current_version: 0,
+        restarting: false,
         scaled_rewards: shared.config.ppo.scale_rewards,
         past_selves: shared.config.selfplay.past_fraction > 0.0,
     }
@@ -302,6 +312,25 @@ async fn final_evals(
 /// The summary of a run that ended with `outcome`, timed by `clock` (all
 /// segments); its evaluations (final, best, latest) are the whole run's, as
 /// `shared.evals` has kept them.
+/// Writes `summary.json` and says how the run ended.
+fn write_summary(
+    run_dir: &std::path::Path,
+    outcome: &LoopOutcome,
+    clock: RunClock,
+    shared: &Shared,
+) -> Result<Summary, LearnerError> {
+    let summary = summarize(outcome, clock, shared);
+    write_json_atomic(&run_dir.join("summary.json"), &summary)
+        .map_err(|e| LearnerError::Io("summary.json".into(), e))?;
+    info!(
+        env_steps = summary.env_steps,
+        sps = format!("{:.0}", summary.steps_per_second),
+        final_eval = crate::summary::shown(summary.final_eval_return_mean),
+        "learner finished"
+    );
+    Ok(summary)
+}
+
 fn summarize(outcome: &LoopOutcome, clock: RunClock, shared: &Shared) -> Summary {
     let cfg = &shared.config;
     let wall = clock.wall_seconds();

@@ -119,6 +119,7 @@ impl LearnerService {
             rollout_length: shared.config.env.rollout_length,
             envs_per_actor: shared.config.env.envs_per_actor,
             current_version: version,
+            restarting: shared.is_restarting(),
             scaled_rewards: shared.config.ppo.scale_rewards,
             past_selves: shared.config.selfplay.past_fraction > 0.0,
         };

@@ -44,8 +44,13 @@ pub struct Shared {
     /// version and in checkpoints, so runs never mix.
     pub run_id: String,
     pub env: EnvSpec,
-    /// The newest published policy version.
+    /// The newest published policy version (a resumed learner, before its
+    /// first publish: the newest its predecessor published).
     pub version: AtomicU64,
+    /// A resumed learner that has not published yet: a batch beyond
+    /// `version` is its predecessor's lost work (refused as `restart`), not a
+    /// client's error.
+    pub restarting: AtomicBool,
     /// Set once the step budget is reached: no more batches are taken, and
     /// actors are told the run is over.
     pub finished: AtomicBool,
@@ -75,6 +80,7 @@ impl Shared {
             run_id,
             env,
             version: AtomicU64::new(0),
+            restarting: AtomicBool::new(false),
             finished: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             accounting: Accounting::default(),
@@ -112,6 +118,22 @@ impl Shared {
 
     pub fn current_version(&self) -> u64 {
         self.version.load(Ordering::Acquire)
+    }
+
+    /// A resumed learner goes on from `checkpoint`'s version and takes its
+    /// predecessor's batches of the versions up to `held` (the newest of this
+    /// run the parameter server has): the actors acted with those weights
+    /// honestly, and their behaviour log-probabilities let the update weigh
+    /// them like any late batch.
+    pub fn resume_at(&self, checkpoint: u64, held: Option<u64>) {
+        let accept = held.map_or(checkpoint, |h| h.max(checkpoint));
+        self.version.store(accept, Ordering::Release);
+        self.restarting.store(true, Ordering::Release);
+    }
+
+    /// Whether a resumed learner has yet to publish.
+    pub fn is_restarting(&self) -> bool {
+        self.restarting.load(Ordering::Acquire)
     }
 
     /// The step budget was reached: the run is over.

@@ -16,7 +16,7 @@ mod game;
 pub struct Rejection {
     pub code: Code,
     /// Counter key: `oversize`, `shape`, `non_finite`, `out_of_range`, `mask`,
-    /// `unknown_actor`, `version`, `spec`.
+    /// `unknown_actor`, `version`, `restart`, `spec`.
     pub reason: &'static str,
     pub message: String,
 }
@@ -41,6 +41,8 @@ pub struct Expect<'a> {
     pub rollout_length: usize,
     pub envs_per_actor: usize,
     pub current_version: u64,
+    /// A resumed learner before its first publish ([`crate::state::Shared::restarting`]).
+    pub restarting: bool,
     /// The run scales rewards: every batch carries `discounted_returns`.
     pub scaled_rewards: bool,
     /// Some seats of a game are played by past versions
@@ -276,11 +278,18 @@ fn check_envelope(b: &TrajectoryBatch, expect: &Expect<'_>) -> Result<(), Reject
         ));
     }
     if b.policy_version > expect.current_version {
+        // A resumed learner cannot know every version its predecessor
+        // published (the parameter server may have restarted too): counted
+        // apart from a client's error.
+        let (reason, whose) = match expect.restarting {
+            true => ("restart", "the learner resumed below it"),
+            false => ("version", "from the future"),
+        };
         return Err(reject(
             Code::InvalidArgument,
-            "version",
+            reason,
             format!(
-                "field `policy_version`: {} is from the future (learner is at {})",
+                "field `policy_version`: {} is {whose} (learner is at {})",
                 b.policy_version, expect.current_version
             ),
         ));

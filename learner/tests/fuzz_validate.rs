@@ -25,6 +25,7 @@ fn expect(env: &EnvSpec) -> Expect<'_> {
         rollout_length: T,
         envs_per_actor: E,
         current_version: VERSION,
+        restarting: false,
         scaled_rewards: false,
         past_selves: false,
     }

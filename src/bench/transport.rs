@@ -62,6 +62,7 @@ impl Learner for Sink {
                     rollout_length: t,
                     envs_per_actor: e,
                     current_version: u64::MAX,
+                    restarting: false,
                     scaled_rewards: false,
                     past_selves: false,
                 };

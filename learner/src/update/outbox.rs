@@ -31,7 +31,10 @@ pub async fn publish(
         let version = weights.version;
         let status = tokio::select! {
             r = publisher.publish(weights.clone(), Duration::from_secs(60)) => match r {
-                Ok(()) => return Ok(version),
+                Ok(()) => {
+                    shared.restarting.store(false, Ordering::Release);
+                    return Ok(version);
+                }
                 Err(status) => status,
             },
             () = stop.cancelled() => {

@@ -20,6 +20,7 @@ fn expect(s: &EnvSpec) -> Expect<'_> {
         rollout_length: 2,
         envs_per_actor: 2,
         current_version: 3,
+        restarting: false,
         scaled_rewards: false,
         past_selves: false,
     }
@@ -32,6 +33,27 @@ fn a_good_batch_decodes() {
     assert_eq!(d.trajectory.final_observations.len(), 4);
     assert_eq!(d.env_steps(), 4);
     assert_eq!(d.trajectory.terminated, [0, 0, 1, 0]);
+}
+
+/// A version beyond the learner's is a client's error, except from a resumed
+/// learner that has not published yet: its predecessor's lost work.
+#[test]
+fn a_version_from_the_future_is_refused_under_its_own_reason() {
+    let s = spec();
+    let mut b = good();
+    b.policy_version = 3;
+    assert!(decode_batch(&b, &expect(&s)).is_ok());
+    b.policy_version = 4;
+    let e = decode_batch(&b, &expect(&s)).unwrap_err();
+    assert_eq!(e.reason, "version");
+    assert!(e.message.contains("`policy_version`"), "{}", e.message);
+    let restarting = Expect {
+        restarting: true,
+        ..expect(&s)
+    };
+    let e = decode_batch(&b, &restarting).unwrap_err();
+    assert_eq!(e.reason, "restart");
+    assert!(e.message.contains("resumed"), "{}", e.message);
 }
 
 #[test]
