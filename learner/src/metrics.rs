@@ -42,6 +42,10 @@ pub fn describe() {
         "sebulba_learner_past_moves_total",
         "A game's moves made by past versions, left out of training (this process)"
     );
+    describe_counter!(
+        "sebulba_learner_non_finite_steps_total",
+        "Minibatch steps skipped for a non-finite loss or gradient (this process)"
+    );
     describe_gauge!("sebulba_learner_version", "Newest published policy version");
     describe_gauge!(
         "sebulba_learner_steps_per_second",
@@ -81,10 +85,17 @@ pub fn progress(updates: u64, version: u64, env_steps: u64, wall_seconds: f64) {
     gauge!("sebulba_learner_steps_per_second").set(env_steps as f64 / wall_seconds.max(1e-9));
 }
 
-/// One update's timings, training episodes and moves of past selves.
-pub fn update(update_seconds: f64, episode_return_mean: Option<f64>, past_moves: u64) {
+/// One update's timings, training episodes, moves of past selves and
+/// minibatch steps skipped for a non-finite loss or gradient.
+pub fn update(
+    update_seconds: f64,
+    episode_return_mean: Option<f64>,
+    past_moves: u64,
+    non_finite_steps: u64,
+) {
     histogram!("sebulba_learner_update_seconds").record(update_seconds);
     counter!("sebulba_learner_past_moves_total").increment(past_moves);
+    counter!("sebulba_learner_non_finite_steps_total").increment(non_finite_steps);
     if let Some(r) = episode_return_mean {
         gauge!("sebulba_learner_episode_return_mean").set(r);
     }

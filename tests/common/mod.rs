@@ -6,6 +6,7 @@
 pub mod compose;
 pub mod numpy;
 pub mod otlp;
+pub mod prometheus;
 pub mod scrape;
 
 use std::path::{Path, PathBuf};

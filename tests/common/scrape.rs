@@ -15,14 +15,8 @@ pub struct Scrape {
 impl Scrape {
     /// `GET http://host:port/metrics`; panics unless it answers 200.
     pub fn get(host: &str, port: u16) -> Scrape {
-        let mut s = std::net::TcpStream::connect((host, port))
-            .unwrap_or_else(|e| panic!("connect to {host}:{port}/metrics: {e}"));
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
-            .unwrap();
-        let mut text = String::new();
-        s.read_to_string(&mut text).expect("read /metrics");
-        let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP response");
+        let (head, body) = http_get(host, port, "/metrics")
+            .unwrap_or_else(|e| panic!("GET {host}:{port}/metrics: {e}"));
         assert!(
             head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
             "{head}"
@@ -81,6 +75,20 @@ impl Scrape {
             .map(str::to_string)
             .collect()
     }
+}
+
+/// `GET path` over HTTP/1.0 (so the answer is neither chunked nor kept
+/// alive): the response's head and body.
+pub fn http_get(host: &str, port: u16, path: &str) -> std::io::Result<(String, String)> {
+    let mut s = std::net::TcpStream::connect((host, port))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)?;
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| std::io::Error::other(format!("not an HTTP response: {text}")))?;
+    Ok((head.to_string(), body.to_string()))
 }
 
 fn key(name: &str, labels: BTreeMap<String, String>) -> String {

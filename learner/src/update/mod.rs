@@ -341,6 +341,7 @@ impl UpdateLoop {
         self.ctx.live.updates.store(at.updates, Ordering::Relaxed);
         self.checkpoint_if(at, |every, u| u.is_multiple_of(every) || completed);
         let wall = self.ctx.clock.wall_seconds();
+        let skipped = stats.non_finite_steps() as u64;
         let line = MetricsLine::new(
             at,
             wall,
@@ -358,6 +359,7 @@ impl UpdateLoop {
             t0.elapsed().as_secs_f64(),
             line.episode_return_mean(),
             prepared.past_moves,
+            skipped,
         );
         self.ctx
             .metrics
