@@ -6,6 +6,8 @@
 //! engines, which CI runs so that the device script cannot rot.
 
 use super::learner::{conv_layers, synthetic_update};
+use sebulba_algorithms::data::UpdateData;
+use sebulba_algorithms::engine::EngineChoice;
 use sebulba_algorithms::ppo::{self, PpoStats};
 use sebulba_algorithms::trainer::Trainer;
 use sebulba_core::config::{LearnerEngine, RunConfig};
@@ -49,6 +51,12 @@ pub struct Agreement {
     pub relative_diff: f64,
     /// The largest single parameter difference, for the record.
     pub max_param_diff: f32,
+    /// How far the fused engine ends from itself when its start is nudged by
+    /// a few units in the last place ([`nudge`]), as a share of the move:
+    /// what rounding alone does to these updates. Where it is as large as
+    /// `relative_diff`, the updates amplify rounding and no two engines that
+    /// add in different orders can agree more closely.
+    pub rounding_floor: f64,
     /// The most `relative_diff` may be.
     pub tolerance: f64,
     pub agrees: bool,
@@ -84,29 +92,27 @@ pub fn agree(
         max_diff(&start, &burn_start) == 0.0,
         "the two engines start from different weights"
     );
-    let (lr, clip) = (cfg.ppo.learning_rate, cfg.ppo.clip_coef);
+    let mut nudged_state = fused.state()?;
+    nudge(&mut nudged_state.params);
+    let choice = EngineChoice::for_run(&spec, &fused_cfg)?;
+    let mut nudged = Trainer::new(
+        &spec,
+        &nudged_state,
+        &choice,
+        cfg.ppo.adam_eps,
+        cfg.run.seed,
+    )?;
     let side = |t: &mut Trainer, devices: &[String]| -> anyhow::Result<EngineSide> {
-        let t0 = Instant::now();
-        let mut last = PpoStats::default();
-        for _ in 0..updates.max(1) {
-            last = ppo::update(t, &data, &cfg.ppo, lr, clip)?;
-        }
-        Ok(EngineSide {
-            engine: t.engine().to_string(),
-            devices: devices.to_vec(),
-            seconds: t0.elapsed().as_secs_f64(),
-            policy_loss: last.terms.policy_loss,
-            value_loss: last.terms.value_loss,
-            entropy: last.terms.entropy,
-            grad_norm: last.grad_norm,
-        })
+        run_updates(t, devices, &data, cfg, updates)
     };
     let fused_side = side(&mut fused, &fused_cfg.learner.devices)?;
     let burn_side = side(&mut burn, &burn_cfg.learner.devices)?;
+    side(&mut nudged, &fused_cfg.learner.devices)?;
     let (pf, pb) = (fused.state()?.params, burn.state()?.params);
-    let moved = distance(&pf, &start);
+    let moved = distance(&pf, &start).max(f64::MIN_POSITIVE);
     let apart = distance(&pf, &pb);
-    let relative_diff = apart / moved.max(f64::MIN_POSITIVE);
+    let relative_diff = apart / moved;
+    let rounding_floor = distance(&pf, &nudged.state()?.params) / moved;
     let max_param_diff = max_diff(&pf, &pb);
     let finite = pf.iter().chain(&pb).all(|x| x.is_finite());
     Ok(Agreement {
@@ -122,11 +128,47 @@ pub fn agree(
         apart,
         relative_diff,
         max_param_diff,
+        rounding_floor,
         tolerance,
         agrees: finite && moved > 0.0 && relative_diff <= tolerance,
         fused: fused_side,
         burn: burn_side,
     })
+}
+
+/// `updates` PPO updates of `data` on `t`, timed, with the last one's means.
+fn run_updates(
+    t: &mut Trainer,
+    devices: &[String],
+    data: &UpdateData,
+    cfg: &RunConfig,
+    updates: usize,
+) -> anyhow::Result<EngineSide> {
+    let (lr, clip) = (cfg.ppo.learning_rate, cfg.ppo.clip_coef);
+    let t0 = Instant::now();
+    let mut last = PpoStats::default();
+    for _ in 0..updates.max(1) {
+        last = ppo::update(t, data, &cfg.ppo, lr, clip)?;
+    }
+    Ok(EngineSide {
+        engine: t.engine().to_string(),
+        devices: devices.to_vec(),
+        seconds: t0.elapsed().as_secs_f64(),
+        policy_loss: last.terms.policy_loss,
+        value_loss: last.terms.value_loss,
+        entropy: last.terms.entropy,
+        grad_norm: last.grad_norm,
+    })
+}
+
+/// Moves every parameter by 4 units in the 24th bit (about 2.4e-7 of its
+/// size), up and down in turn: a change of the size rounding makes.
+fn nudge(params: &mut [f32]) {
+    const SHARE: f32 = 4.0 / (1 << 24) as f32;
+    for (i, p) in params.iter_mut().enumerate() {
+        let sign = if i % 2 == 0 { 1.0 } else { -1.0 };
+        *p *= 1.0 + sign * SHARE;
+    }
 }
 
 /// The Euclidean distance, in f64 (NaN when either holds one).

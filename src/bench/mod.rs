@@ -174,7 +174,7 @@ fn bench_agree(args: cli::BenchAgreeArgs) -> anyhow::Result<()> {
         args.tolerance,
     )?;
     println!(
-        "engines agree {}: {} conv {:?} hidden {:?}, {} update(s) of {} samples: fused {:.2} s, burn on {:?} {:.2} s; parameters moved {:.3e} (L2), apart by {:.3e} ({:.2e} of the move, tolerance {:.2e}; largest single difference {:.2e})",
+        "engines agree {}: {} conv {:?} hidden {:?}, {} update(s) of {} samples: fused {:.2} s, burn on {:?} {:.2} s; parameters moved {:.3e} (L2), apart by {:.3e} ({:.2e} of the move, tolerance {:.2e}; rounding alone {:.2e}; largest single difference {:.2e})",
         if r.agrees { "yes" } else { "NO" },
         r.env_id,
         r.conv,
@@ -188,12 +188,23 @@ fn bench_agree(args: cli::BenchAgreeArgs) -> anyhow::Result<()> {
         r.apart,
         r.relative_diff,
         r.tolerance,
+        r.rounding_floor,
         r.max_param_diff
     );
     emit_json(&r, args.json.as_deref())?;
+    // Where rounding alone parts the engine from itself as far, the
+    // difference says nothing about either engine.
+    let chaotic = r.rounding_floor >= 0.5 * r.relative_diff;
+    let hint = match chaotic {
+        true => format!(
+            "; but rounding alone moves these updates {:.2e} of the move: they amplify it, so compare fewer minibatch steps (--set ppo.epochs=1)",
+            r.rounding_floor
+        ),
+        false => String::new(),
+    };
     anyhow::ensure!(
         r.agrees,
-        "the fused engine and burn on {:?} disagree: parameters apart by {:.3e} (L2) after moving {:.3e}",
+        "the fused engine and burn on {:?} disagree: parameters apart by {:.3e} (L2) after moving {:.3e}{hint}",
         r.burn.devices,
         r.apart,
         r.moved
