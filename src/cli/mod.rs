@@ -130,6 +130,29 @@ pub struct SecurityArgs {
 }
 
 impl SecurityArgs {
+    /// These settings as the environment of a child process of the same
+    /// binary (not as flags: tokens on a command line are in `ps`).
+    pub fn to_env(&self) -> Vec<(&'static str, std::ffi::OsString)> {
+        let text = [
+            ("SEBULBA_ACTOR_TOKEN", &self.actor_token),
+            ("SEBULBA_LEARNER_TOKEN", &self.learner_token),
+            ("SEBULBA_READ_TOKEN", &self.read_token),
+            ("SEBULBA_TLS_DOMAIN", &self.tls_domain),
+        ];
+        let paths = [
+            ("SEBULBA_TLS_CERT", &self.tls_cert),
+            ("SEBULBA_TLS_KEY", &self.tls_key),
+            ("SEBULBA_TLS_CA", &self.tls_ca),
+        ];
+        let text = text
+            .into_iter()
+            .filter_map(|(k, v)| v.as_ref().map(|v| (k, v.into())));
+        let paths = paths
+            .into_iter()
+            .filter_map(|(k, v)| v.as_ref().map(|v| (k, v.into())));
+        text.chain(paths).collect()
+    }
+
     pub fn load(&self) -> anyhow::Result<Security> {
         let non_empty = |t: &Option<String>| t.clone().filter(|t| !t.is_empty());
         let tokens = Tokens {

@@ -44,6 +44,7 @@ impl RunConfig {
                 total_steps: 1_000_000,
                 seed: 1,
                 local_actors: 2,
+                local_actors_as: ActorHosting::Auto,
                 deterministic: false,
                 forced_lag: 0,
                 algorithm: Algorithm::Ppo,

@@ -38,6 +38,14 @@ pub struct RunSection {
     pub seed: u64,
     /// Actors started by `sebulba local`.
     pub local_actors: usize,
+    /// How `sebulba local` hosts its actors: `threads` of its own process,
+    /// `processes` (children of the same binary over loopback gRPC, as a
+    /// cluster's: each has its own Python interpreter, so Python envs do not
+    /// share one GIL), or `auto` (default): processes for Gymnasium and
+    /// `py:` envs, threads for native ones and ALE's (which steps its
+    /// emulators outside the GIL).
+    #[serde(default)]
+    pub local_actors_as: ActorHosting,
     /// A deterministic run: `sebulba local` repeats bit for bit for its seed
     /// (default false). Every update takes one batch per actor lane in a fixed
     /// order, each acted with the version the update starts from (lag 0), and
@@ -56,6 +64,27 @@ pub struct RunSection {
     /// section; discrete single-player envs).
     #[serde(default)]
     pub algorithm: Algorithm,
+}
+
+/// Where `sebulba local` runs its actors (`run.local_actors_as`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ActorHosting {
+    #[default]
+    Auto,
+    Threads,
+    Processes,
+}
+
+impl ActorHosting {
+    /// Whether the actors of a run on `env_id` are child processes.
+    pub fn processes_for(self, env_id: &str) -> bool {
+        match self {
+            ActorHosting::Threads => false,
+            ActorHosting::Processes => true,
+            ActorHosting::Auto => env_id.starts_with("gym:") || env_id.starts_with("py:"),
+        }
+    }
 }
 
 /// The learning algorithm of a run.

@@ -267,3 +267,23 @@ fn gymnasium_copies_of_native_envs_get_their_twins_presets() {
         RunConfig::preset("py:x:Y").unwrap().run.total_steps
     );
 }
+
+/// `run.local_actors_as`: processes for Python envs by default, threads for
+/// native and ALE envs; either on request; anything else refused by name.
+#[test]
+fn local_actors_are_processes_for_python_envs_by_default() {
+    let resolve = |id: &str, sets: &[&str]| {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        RunConfig::resolve(Some(id), None, &sets)
+    };
+    let hosting = |id: &str| RunConfig::preset(id).unwrap().run.local_actors_as;
+    assert!(hosting("gym:HalfCheetah-v5").processes_for("gym:HalfCheetah-v5"));
+    assert!(hosting("py:m:E").processes_for("py:m:E"));
+    assert!(!hosting("CartPole-v1").processes_for("CartPole-v1"));
+    assert!(!hosting("ale:Breakout").processes_for("ale:Breakout"));
+    assert!(!ActorHosting::Threads.processes_for("gym:Hopper-v5"));
+    let c = resolve("CartPole-v1", &["run.local_actors_as=\"processes\""]).unwrap();
+    assert!(c.run.local_actors_as.processes_for("CartPole-v1"));
+    let e = resolve("CartPole-v1", &["run.local_actors_as=\"fibers\""]).unwrap_err();
+    assert!(e.to_string().contains("local_actors_as"), "{e}");
+}

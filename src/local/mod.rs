@@ -1,5 +1,8 @@
 //! `sebulba local`: param-server, learner, N actors and the evaluator in one
-//! process, talking real gRPC over loopback on free ports.
+//! process, talking real gRPC over loopback on free ports; or the actors as
+//! child processes ([`children`], `run.local_actors_as`).
+
+mod children;
 
 use crate::cli::LocalArgs;
 use crate::progress;
@@ -36,7 +39,11 @@ pub async fn run(
         .context("binding the learner")?;
     let ps_url = format!("{scheme}://{}", ps_listener.local_addr()?);
     let learner_url = format!("{scheme}://{}", learner_listener.local_addr()?);
-    info!(env = %config.env.id, seed = config.run.seed, actors, run_dir = %run_dir.display(), "local run");
+    let hosting = match config.run.local_actors_as.processes_for(&config.env.id) {
+        true => "processes",
+        false => "threads",
+    };
+    info!(env = %config.env.id, seed = config.run.seed, actors, actors_as = hosting, run_dir = %run_dir.display(), "local run");
 
     // Roles stop on `roles`; the learner decides when training is over.
     let roles = shutdown.child_token();
@@ -46,7 +53,18 @@ pub async fn run(
         security: &security,
         roles: &roles,
     };
-    let mut tasks = spawn_roles(&peers, ps_listener, &config, &run_dir, actors);
+    let mut tasks = spawn_roles(&peers, ps_listener, &config, &run_dir);
+    if config.run.local_actors_as.processes_for(&config.env.id) {
+        let child_args = children::ChildArgs {
+            learner_url: learner_url.clone(),
+            ps_url: ps_url.clone(),
+            send_queue: config.actor.send_queue,
+            security: args.security.to_env(),
+        };
+        spawn_actor_processes(&mut tasks, child_args, actors, roles.clone());
+    } else {
+        spawn_actor_threads(&mut tasks, &peers, &config, actors);
+    }
 
     let deterministic_actors = if config.run.deterministic {
         (0..actors).map(actor_name).collect()
@@ -91,13 +109,12 @@ struct Peers<'a> {
 
 type Roles = tokio::task::JoinSet<anyhow::Result<()>>;
 
-/// The param-server, the evaluator and `actors` actors, each on a task.
+/// The param-server and the evaluator, each on a task.
 fn spawn_roles(
     p: &Peers<'_>,
     ps_listener: TcpListener,
     config: &sebulba_core::config::RunConfig,
     run_dir: &std::path::Path,
-    actors: usize,
 ) -> Roles {
     let mut tasks = Roles::new();
     {
@@ -130,6 +147,16 @@ fn spawn_roles(
                 .context("evaluator")
         });
     }
+    tasks
+}
+
+/// `actors` actors, each on a task of this process.
+fn spawn_actor_threads(
+    tasks: &mut Roles,
+    p: &Peers<'_>,
+    config: &sebulba_core::config::RunConfig,
+    actors: usize,
+) {
     for i in 0..actors {
         let opts = sebulba_actor::ActorOptions {
             learner: p.learner_url.to_string(),
@@ -148,8 +175,26 @@ fn spawn_roles(
                 .with_context(|| format!("actor {i}"))
         });
     }
+}
 
-    tasks
+/// `actors` actor processes, watched from a thread of their own until they
+/// finish or `roles` stops them.
+fn spawn_actor_processes(
+    tasks: &mut Roles,
+    args: children::ChildArgs,
+    actors: usize,
+    roles: CancellationToken,
+) {
+    let names: Vec<String> = (0..actors).map(actor_name).collect();
+    tasks.spawn_blocking(move || {
+        let records = children::supervise(args, &names, roles);
+        let restarts: u32 = records.iter().map(|r| r.restarts).sum();
+        info!(
+            processes = records.len(),
+            restarts, "actor processes stopped"
+        );
+        Ok(())
+    });
 }
 
 /// The name of local actor `i` (its lane in a deterministic run).
