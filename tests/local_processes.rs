@@ -123,6 +123,13 @@ fn actor_processes_train_to_the_end_and_a_killed_one_is_started_again() {
             "{id} trained nothing: {c}"
         );
     }
+    // Each process's env steps, which add up to the run's.
+    let steps: u64 = per
+        .values()
+        .map(|c| c["env_steps_used"].as_u64().expect("env_steps_used"))
+        .sum();
+    assert_eq!(Some(steps), summary["env_steps"].as_u64(), "{summary}");
+    assert!(log.contains("per_actor=\"local-0="), "{log}");
     assert!(
         summary["batches"]["streams_broken"].as_u64().unwrap_or(0) >= 1,
         "the killed child's stream is counted: {summary}"

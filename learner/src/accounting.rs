@@ -19,6 +19,10 @@ pub struct BatchCounts {
     pub rejected_by_reason: BTreeMap<String, u64>,
     /// Accepted and waiting in the pipeline.
     pub queued: u64,
+    /// The env steps of the `used` batches: what the actor (in local mode
+    /// with `run.local_actors_as = "processes"`, its process) contributed.
+    #[serde(default)]
+    pub env_steps_used: u64,
     /// Streams that broke mid-flight (an actor killed or cut off while sending).
     /// A half-sent batch is never received, so it is outside the identity.
     pub streams_broken: u64,
@@ -85,7 +89,8 @@ pub struct Saved {
 
 #[derive(Clone, Copy, Debug)]
 pub enum Outcome {
-    Used,
+    /// Trained on: a batch of this many env steps.
+    Used(u64),
     DroppedStale,
     DroppedShutdown,
 }
@@ -182,7 +187,10 @@ impl Accounting {
             s.both(actor, |c| {
                 c.queued = c.queued.saturating_sub(1);
                 match outcome {
-                    Outcome::Used => c.used += 1,
+                    Outcome::Used(steps) => {
+                        c.used += 1;
+                        c.env_steps_used = c.env_steps_used.saturating_add(steps);
+                    }
                     Outcome::DroppedStale => c.dropped_stale += 1,
                     Outcome::DroppedShutdown => c.dropped_shutdown += 1,
                 }
@@ -235,7 +243,7 @@ mod tests {
         a.queued("b");
         a.rejected("b", "shape");
         a.arrived_after_finish("b");
-        a.dequeued("a", Outcome::Used);
+        a.dequeued("a", Outcome::Used(256));
         a.dequeued("a", Outcome::DroppedStale);
         let (t, per) = a.snapshot();
         assert!(t.balanced(), "{t:?}");
@@ -251,6 +259,8 @@ mod tests {
             (5, 1, 1, 1, 1, 1)
         );
         assert_eq!(per["b"].rejected_by_reason["shape"], 1);
+        assert_eq!((t.env_steps_used, per["a"].env_steps_used), (256, 256));
+        assert_eq!(per["b"].env_steps_used, 0);
         assert!(per.values().all(BatchCounts::balanced));
         // A resumed run goes on from the saved counts; what was queued died.
         let resumed = Accounting::default();

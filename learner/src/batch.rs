@@ -48,6 +48,7 @@ impl DecodedBatch {
     /// update span's links.
     pub fn into_parts(self) -> (BatchOrigin, Trajectory) {
         let origin = BatchOrigin {
+            env_steps: self.trajectory.env_steps(),
             actor_id: self.actor_id,
             sequence: self.sequence,
             ingest: self.trace.ingest,
@@ -61,6 +62,8 @@ impl DecodedBatch {
 #[derive(Debug, Clone)]
 pub struct BatchOrigin {
     pub actor_id: String,
+    /// The env steps of the batch (for the per-actor throughput).
+    pub env_steps: u64,
     pub sequence: u64,
     pub ingest: std::collections::HashMap<String, String>,
 }

@@ -169,7 +169,9 @@ impl UpdateLoop {
             let t0 = Instant::now();
             let (prepared, stats) = self.train(&mut rule, &taken, at, steps_before)?;
             for b in &taken.origins {
-                shared.accounting.dequeued(&b.actor_id, Outcome::Used);
+                shared
+                    .accounting
+                    .dequeued(&b.actor_id, Outcome::Used(b.env_steps));
             }
             non_finite_run =
                 non_finite_guard(&taken.origins, &stats, at.updates + 1, non_finite_run);
