@@ -39,7 +39,8 @@ pub struct Summary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stopped_by_error: Option<String>,
     /// Peak resident memory of the learner's process (in local mode: every
-    /// role together), MiB; None where the OS does not say.
+    /// role in it, not actor child processes), MiB; None where the OS does
+    /// not say.
     pub peak_rss_mib: Option<f64>,
     /// The fused kernels' instruction-set path (`SEBULBA_KERNELS`): runs give
     /// the same bits across machines only on the same path.
