@@ -39,10 +39,8 @@ pub async fn run(
         .context("binding the learner")?;
     let ps_url = format!("{scheme}://{}", ps_listener.local_addr()?);
     let learner_url = format!("{scheme}://{}", learner_listener.local_addr()?);
-    let hosting = match config.run.local_actors_as.processes_for(&config.env.id) {
-        true => "processes",
-        false => "threads",
-    };
+    let as_processes = config.run.local_actors_as.processes_for(&config.env.id);
+    let hosting = if as_processes { "processes" } else { "threads" };
     info!(env = %config.env.id, seed = config.run.seed, actors, actors_as = hosting, run_dir = %run_dir.display(), "local run");
 
     // Roles stop on `roles`; the learner decides when training is over.
@@ -54,7 +52,7 @@ pub async fn run(
         roles: &roles,
     };
     let mut tasks = spawn_roles(&peers, ps_listener, &config, &run_dir);
-    if config.run.local_actors_as.processes_for(&config.env.id) {
+    if as_processes {
         let child_args = children::ChildArgs {
             learner_url: learner_url.clone(),
             ps_url: ps_url.clone(),
