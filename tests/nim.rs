@@ -37,7 +37,20 @@ fn winnable_positions() -> Vec<(Nim, Vec<usize>, usize)> {
 
 #[test]
 fn self_play_learns_bouton_moves_in_nim() {
-    let run = run_local("local-nim", &["--env", "Nim-v0", "--seed", "1"]);
+    // Deterministic: the outcome depends on the seed (and the CPU's kernel
+    // path), not on how busy the machine is. Free-running, seed 1 learned
+    // 69% on a loaded CI machine.
+    let run = run_local(
+        "local-nim",
+        &[
+            "--env",
+            "Nim-v0",
+            "--seed",
+            "1",
+            "--set",
+            "run.deterministic=true",
+        ],
+    );
     let summary = read_json(&run.join("summary.json"));
     assert_accounted(&summary);
 
@@ -72,7 +85,8 @@ fn self_play_learns_bouton_moves_in_nim() {
         100.0 * rate,
         100.0 * chance / n as f64
     );
-    // Seeds 1-3 of the preset: 86-87%.
+    // This deterministic run: 86.9% (292/336) on the AVX-512 and the AVX2
+    // kernel paths; free-running seeds 1-3 learned 69-87%.
     assert!(rate >= 0.7, "only {:.1}% optimal", 100.0 * rate);
 
     // The evaluator's matches: 1,000 games against each opponent, win rates
