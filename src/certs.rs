@@ -1,7 +1,9 @@
 //! `sebulba certs`: a private CA and one server certificate for every role's
 //! servers, so TLS can be turned on without openssl, and the three role tokens
 //! in `tokens.env`, which every compose command of a secured cluster reads
-//! (`--env-file`). The CA key is not kept: to add a name, make a new set.
+//! (`--env-file`), and again one per file (`actor.token`, `learner.token`,
+//! `read.token`) for Swarm secrets. The CA key is not kept: to add a name,
+//! make a new set.
 
 use anyhow::Context;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
@@ -43,38 +45,42 @@ pub fn write(out: &Path, names: &[String]) -> anyhow::Result<()> {
     write("ca.pem", ca.pem(), false)?;
     write("server.pem", server.pem(), false)?;
     write("server.key", key.serialize_pem(), true)?;
-    write("tokens.env", tokens_env(), true)?;
-    info!(out = %out.display(), ?names, "wrote ca.pem, server.pem, server.key, tokens.env");
+    let tokens = tokens();
+    let env: String = tokens
+        .iter()
+        .map(|(var, _, t)| format!("{var}={t}\n"))
+        .collect();
+    write("tokens.env", env, true)?;
+    for (_, file, t) in tokens {
+        write(file, t, true)?;
+    }
+    info!(
+        out = %out.display(),
+        ?names,
+        "wrote ca.pem, server.pem, server.key, tokens.env, actor.token, learner.token, read.token"
+    );
     Ok(())
 }
 
-/// The three role tokens, 192 random bits each (hex), as an env file.
-fn tokens_env() -> String {
+/// The three role tokens, 192 random bits each (hex): (variable, file, token).
+fn tokens() -> [(&'static str, &'static str, String); 3] {
     use rand::Rng;
     let token = || {
         let bytes: [u8; 24] = rand::rng().random();
         bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
     };
     [
-        "SEBULBA_ACTOR_TOKEN",
-        "SEBULBA_LEARNER_TOKEN",
-        "SEBULBA_READ_TOKEN",
+        ("SEBULBA_ACTOR_TOKEN", "actor.token", token()),
+        ("SEBULBA_LEARNER_TOKEN", "learner.token", token()),
+        ("SEBULBA_READ_TOKEN", "read.token", token()),
     ]
-    .iter()
-    .map(|k| format!("{k}={}\n", token()))
-    .collect()
 }
 
 #[cfg(test)]
 mod tests {
     #[test]
-    fn tokens_env_holds_three_distinct_long_tokens() {
-        let text = super::tokens_env();
-        let tokens: Vec<&str> = text
-            .lines()
-            .map(|l| l.split_once('=').expect("KEY=value").1)
-            .collect();
-        assert_eq!(tokens.len(), 3, "{text}");
+    fn three_distinct_long_tokens() {
+        let tokens: Vec<String> = super::tokens().into_iter().map(|(_, _, t)| t).collect();
         for t in &tokens {
             assert_eq!(t.len(), 48);
             assert!(t.chars().all(|c| c.is_ascii_hexdigit()));

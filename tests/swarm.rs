@@ -3,7 +3,10 @@
 //! runs, `docker stack deploy -c deploy/docker-stack.yml`, actors scaled from
 //! 2 to 3 while training runs, the learner's task `Complete` at its budget,
 //! and the summary read from the stack's `runs` volume with every actor's
-//! batches used and accounted for.
+//! batches used and accounted for. Then again secured, with the overlay
+//! `deploy/docker-stack.secure.yml`: certificates and tokens from
+//! `sebulba certs` as Swarm secrets, every call over TLS with a token, and
+//! no token in any service's environment.
 //!
 //! A machine not yet in a swarm is made a single-node one for the test and
 //! leaves it afterwards; one already in a swarm keeps it (the stack and the
@@ -16,8 +19,13 @@
 mod common;
 use common::compose::*;
 use common::*;
+use std::path::PathBuf;
 use std::process::Command;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+/// One stack at a time: both tests join (and may leave) the same swarm.
+static ONE_SWARM: Mutex<()> = Mutex::new(());
 
 const TOTAL_STEPS: u64 = 80_000;
 
@@ -29,7 +37,8 @@ struct Swarm {
 }
 
 impl Swarm {
-    fn join() -> Self {
+    /// Joins (or makes) the swarm for a stack named after `name`.
+    fn join(name: &str) -> Self {
         let state =
             stdout(Command::new("docker").args(["info", "-f", "{{.Swarm.LocalNodeState}}"]));
         let left_after = state != "active";
@@ -45,7 +54,7 @@ impl Swarm {
             &node,
         ]));
         Swarm {
-            stack: format!("sebulba-swarm-{}", std::process::id()),
+            stack: format!("sebulba-{name}-{}", std::process::id()),
             node,
             left_after,
         }
@@ -113,16 +122,66 @@ fn swarm_stack_scales_actors_and_finishes() {
     if compose_or_skip().is_none() {
         return;
     }
+    let _one = ONE_SWARM.lock().unwrap_or_else(|e| e.into_inner());
+    deploy_scale_and_finish("swarm", &["deploy/docker-stack.yml"], &[]);
+}
+
+#[test]
+fn secured_swarm_stack_takes_its_tokens_and_tls_from_secrets() {
+    if compose_or_skip().is_none() {
+        return;
+    }
+    let _one = ONE_SWARM.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = run_dir("swarm-secure-certs");
+    let certs = dir.join("certs");
+    run(Command::new(env!("CARGO_BIN_EXE_sebulba"))
+        .args(["certs", "--out"])
+        .arg(&certs));
+    let tokens: Vec<String> = ["actor", "learner", "read"]
+        .iter()
+        .map(|t| std::fs::read_to_string(certs.join(format!("{t}.token"))).expect("token file"))
+        .collect();
+    let swarm = deploy_scale_and_finish(
+        "swarm-secure",
+        &["deploy/docker-stack.yml", "deploy/docker-stack.secure.yml"],
+        &[("SEBULBA_CERTS", certs)],
+    );
+    let logs = swarm.logs("learner") + &swarm.logs("param-server");
+    assert!(
+        logs.contains("tls=true") && logs.contains("auth=true"),
+        "servers not secured:\n{logs}"
+    );
+    for service in ["param-server", "learner", "actor", "evaluator"] {
+        let spec =
+            stdout(Command::new("docker").args(["service", "inspect", &swarm.service(service)]));
+        assert!(
+            spec.contains("/run/secrets/"),
+            "{service} takes no secret: {spec}"
+        );
+        for t in &tokens {
+            assert!(!spec.contains(t.as_str()), "a token in {service}'s spec");
+        }
+    }
+}
+
+/// Deploys the stack from `files` (with `env` beside the usual settings),
+/// scales the actors from 2 to 3, waits for the learner's task to complete
+/// and checks the run; returns the swarm (still up) for further checks.
+fn deploy_scale_and_finish(name: &str, files: &[&str], env: &[(&str, PathBuf)]) -> Swarm {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let tag = format!("sebulba:swarm-{}", std::process::id());
+    let tag = format!("sebulba:{name}-{}", std::process::id());
     let t0 = Instant::now();
     let _image = build_image(&tag);
-    let swarm = Swarm::join();
-    let dir = run_dir("swarm");
-    run(Command::new("docker")
-        .args(["stack", "deploy", "-c"])
-        .arg(root.join("deploy/docker-stack.yml"))
+    let swarm = Swarm::join(name);
+    let dir = run_dir(name);
+    let mut deploy = Command::new("docker");
+    deploy.args(["stack", "deploy"]);
+    for f in files {
+        deploy.arg("-c").arg(root.join(f));
+    }
+    run(deploy
         .arg(&swarm.stack)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .env("SEBULBA_IMAGE", &tag)
         .env("SEBULBA_TOTAL_STEPS", TOTAL_STEPS.to_string())
         .env("SEBULBA_SEED", "5"));
@@ -195,4 +254,5 @@ fn swarm_stack_scales_actors_and_finishes() {
         per.len(),
         summary["final_eval_return_mean"],
     );
+    swarm
 }

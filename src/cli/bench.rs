@@ -23,7 +23,7 @@ pub enum BenchCommand {
     Transport(BenchTransportArgs),
     /// The end-to-end local run (every role in one process): env steps/s,
     /// wall time, final evaluation and peak memory.
-    Local(BenchLocalArgs),
+    Local(Box<BenchLocalArgs>),
 }
 
 #[derive(Args, Debug)]

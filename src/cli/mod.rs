@@ -5,12 +5,13 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use sebulba_core::config::RunConfig;
 use sebulba_core::devices::DeviceKind;
-use sebulba_transport::security::{Security, Tls, Tokens};
 use std::path::PathBuf;
 
 mod bench;
+mod security;
 mod tools;
 pub use bench::{BenchAgreeArgs, BenchCommand, BenchLearnerArgs};
+pub use security::SecurityArgs;
 pub use tools::{CertsArgs, HealthArgs, PlotArgs, StatusArgs};
 
 #[derive(Parser, Debug)]
@@ -98,75 +99,6 @@ impl Command {
             Command::Status(_) => Some("status"),
             other => other.role(),
         }
-    }
-}
-
-/// Tokens and TLS, shared by every networked command. A server accepts the
-/// classes whose tokens it is given (any given: the rest are refused); a client
-/// sends its own class's token. Secrets come best from the environment.
-#[derive(Args, Debug, Clone, Default)]
-pub struct SecurityArgs {
-    /// Token actors present (the learner and param-server accept it; actors send it).
-    #[arg(long, env = "SEBULBA_ACTOR_TOKEN", hide_env_values = true)]
-    pub actor_token: Option<String>,
-    /// Token the learner presents to publish weights (the param-server accepts it).
-    #[arg(long, env = "SEBULBA_LEARNER_TOKEN", hide_env_values = true)]
-    pub learner_token: Option<String>,
-    /// Read-only token: the evaluator and dashboards (read weights, file scores).
-    #[arg(long, env = "SEBULBA_READ_TOKEN", hide_env_values = true)]
-    pub read_token: Option<String>,
-    /// Server certificate chain (PEM): this role's servers speak TLS.
-    #[arg(long, env = "SEBULBA_TLS_CERT")]
-    pub tls_cert: Option<PathBuf>,
-    /// Private key of `--tls-cert` (PEM).
-    #[arg(long, env = "SEBULBA_TLS_KEY")]
-    pub tls_key: Option<PathBuf>,
-    /// CA certificate (PEM) to verify servers with: this role's clients speak TLS.
-    #[arg(long, env = "SEBULBA_TLS_CA")]
-    pub tls_ca: Option<PathBuf>,
-    /// Server name to verify instead of each URL's host.
-    #[arg(long, env = "SEBULBA_TLS_DOMAIN")]
-    pub tls_domain: Option<String>,
-}
-
-impl SecurityArgs {
-    /// These settings as the environment of a child process of the same
-    /// binary (not as flags: tokens on a command line are in `ps`).
-    pub fn to_env(&self) -> Vec<(&'static str, std::ffi::OsString)> {
-        let text = [
-            ("SEBULBA_ACTOR_TOKEN", &self.actor_token),
-            ("SEBULBA_LEARNER_TOKEN", &self.learner_token),
-            ("SEBULBA_READ_TOKEN", &self.read_token),
-            ("SEBULBA_TLS_DOMAIN", &self.tls_domain),
-        ];
-        let paths = [
-            ("SEBULBA_TLS_CERT", &self.tls_cert),
-            ("SEBULBA_TLS_KEY", &self.tls_key),
-            ("SEBULBA_TLS_CA", &self.tls_ca),
-        ];
-        let text = text
-            .into_iter()
-            .filter_map(|(k, v)| v.as_ref().map(|v| (k, v.into())));
-        let paths = paths
-            .into_iter()
-            .filter_map(|(k, v)| v.as_ref().map(|v| (k, v.into())));
-        text.chain(paths).collect()
-    }
-
-    pub fn load(&self) -> anyhow::Result<Security> {
-        let non_empty = |t: &Option<String>| t.clone().filter(|t| !t.is_empty());
-        let tokens = Tokens {
-            actor: non_empty(&self.actor_token),
-            learner: non_empty(&self.learner_token),
-            read_only: non_empty(&self.read_token),
-        };
-        let tls = Tls::load(
-            self.tls_cert.as_deref(),
-            self.tls_key.as_deref(),
-            self.tls_ca.as_deref(),
-            self.tls_domain.clone(),
-        )?;
-        Ok(Security::new(tokens, tls)?)
     }
 }
 
