@@ -216,6 +216,10 @@ fn a_run_under_random_faults_finishes_with_nothing_lost() {
         std::thread::sleep(pause);
     }
     let faults: u32 = done.values().sum();
+    // A stopped learner checkpoints as it goes, so its segment always counts;
+    // one killed before its next checkpoint is resumed from the last one,
+    // which has not counted it yet.
+    let stops = done.get(&Fault::StopLearner).copied().unwrap_or(0);
     let learner_restarts: u32 = done
         .iter()
         .filter(|(f, _)| f.restarts_learner())
@@ -243,10 +247,10 @@ fn a_run_under_random_faults_finishes_with_nothing_lost() {
     runs.copy(&id, &run_dir);
     assert_eq!(summary["completed"], true);
     assert!(summary["env_steps"].as_u64().expect("env_steps") >= total_steps);
-    assert_eq!(
-        summary["segments"].as_u64(),
-        Some(u64::from(1 + learner_restarts)),
-        "a segment per learner start"
+    let segments = summary["segments"].as_u64().expect("segments");
+    assert!(
+        (u64::from(1 + stops)..=u64::from(1 + learner_restarts)).contains(&segments),
+        "{segments} segments: 1 + {stops} stops at least, 1 + {learner_restarts} learner starts at most"
     );
     assert_accounted(&summary);
     assert_eq!(
