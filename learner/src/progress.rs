@@ -1,8 +1,8 @@
 //! The learner's progress line, in every mode (a container's log included):
 //! steps, SPS over the whole run, updates, version, policy lag, the newest
-//! evaluation and each actor's share of the SPS, every `every`. Between lines it reads new evaluation reports
-//! every `EVALS_EVERY`, so a param-server that restarts forgets little the
-//! summary would report.
+//! evaluation and each actor's env steps/s since the last line, every
+//! `every`. Between lines it reads new evaluation reports every `EVALS_EVERY`,
+//! so a param-server that restarts forgets little the summary would report.
 
 use crate::accounting::BatchCounts;
 use crate::publish::Publisher;
@@ -29,6 +29,7 @@ impl ProgressTask {
     /// Logs a line every `every` until `stop` fires.
     pub async fn log_every(self, every: Duration, stop: CancellationToken) {
         let mut last_line = tokio::time::Instant::now();
+        let mut since = (self.per_name_steps(), self.clock.wall_seconds());
         loop {
             tokio::select! {
                 () = tokio::time::sleep(EVALS_EVERY.min(every)) => {}
@@ -41,12 +42,19 @@ impl ProgressTask {
             let _ = tokio::time::timeout(Duration::from_secs(2), read).await;
             if last_line.elapsed() >= every {
                 last_line = tokio::time::Instant::now();
-                self.log_line();
+                since = self.log_line(&since);
             }
         }
     }
 
-    fn log_line(&self) {
+    /// Env steps trained on per actor name so far.
+    fn per_name_steps(&self) -> BTreeMap<String, u64> {
+        per_name_steps(&self.shared.accounting.snapshot().1)
+    }
+
+    /// Logs one line; returns what the next line's per-actor rates start from.
+    fn log_line(&self, since: &(BTreeMap<String, u64>, f64)) -> (BTreeMap<String, u64>, f64) {
+        let now = (self.per_name_steps(), self.clock.wall_seconds());
         let steps = self.live.env_steps.load(Ordering::Relaxed);
         let total = self.shared.config.run.total_steps;
         let latest = self.shared.evals.scores().latest;
@@ -67,34 +75,50 @@ impl ProgressTask {
             train_return = fmt(self.live.last_return()),
             eval_return = latest.as_ref().map_or("-".into(), |r| fmt(r.return_mean)),
             eval_version = latest.map(|r| r.version),
-            per_actor = per_actor_sps(
-                &self.shared.accounting.snapshot().1,
-                self.clock.wall_seconds()
-            ),
+            per_actor = per_actor_sps(&since.0, &now.0, now.1 - since.1),
             "progress"
         );
+        now
     }
 }
 
-/// Env steps/s trained on per actor name (an actor's reconnections and a
-/// restarted process's ids under one name), `name=sps` by name; with more
-/// than [`SHOWN_ACTORS`] names, their count and the slowest and fastest.
-fn per_actor_sps(per_id: &BTreeMap<String, BatchCounts>, wall_seconds: f64) -> String {
-    let mut per_name: BTreeMap<&str, u64> = BTreeMap::new();
+/// Env steps trained on per actor name (an actor's reconnections and a
+/// restarted process's ids under one name).
+fn per_name_steps(per_id: &BTreeMap<String, BatchCounts>) -> BTreeMap<String, u64> {
+    let mut per_name: BTreeMap<String, u64> = BTreeMap::new();
     for (id, c) in per_id {
         let name = id.split_once('#').map_or(id.as_str(), |(n, _)| n);
-        *per_name.entry(name).or_default() += c.env_steps_used;
+        *per_name.entry(name.to_string()).or_default() += c.env_steps_used;
     }
-    let sps = |steps: u64| steps as f64 / wall_seconds.max(1e-9);
-    if per_name.len() > SHOWN_ACTORS {
-        let rates: Vec<f64> = per_name.values().map(|&s| sps(s)).collect();
-        let min = rates.iter().copied().fold(f64::INFINITY, f64::min);
-        let max = rates.iter().copied().fold(0.0, f64::max);
+    per_name
+}
+
+/// Env steps/s trained on per actor name over the `seconds` between `before`
+/// and `now`, `name=sps` by name, of the names that trained in it (an actor
+/// gone before the interval is not shown); with more than [`SHOWN_ACTORS`]
+/// names, their count and the slowest and fastest.
+fn per_actor_sps(
+    before: &BTreeMap<String, u64>,
+    now: &BTreeMap<String, u64>,
+    seconds: f64,
+) -> String {
+    let rates: Vec<(&str, f64)> = now
+        .iter()
+        .map(|(name, &steps)| {
+            let new = steps.saturating_sub(before.get(name).copied().unwrap_or(0));
+            (name.as_str(), new)
+        })
+        .filter(|&(_, new)| new > 0)
+        .map(|(name, new)| (name, new as f64 / seconds.max(1e-9)))
+        .collect();
+    if rates.len() > SHOWN_ACTORS {
+        let min = rates.iter().map(|r| r.1).fold(f64::INFINITY, f64::min);
+        let max = rates.iter().map(|r| r.1).fold(0.0, f64::max);
         return format!("{} actors, {min:.0} to {max:.0}", rates.len());
     }
-    let shown: Vec<String> = per_name
+    let shown: Vec<String> = rates
         .iter()
-        .map(|(name, &steps)| format!("{name}={:.0}", sps(steps)))
+        .map(|(name, sps)| format!("{name}={sps:.0}"))
         .collect();
     shown.join(" ")
 }
@@ -107,7 +131,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn per_actor_rates_sum_an_actors_ids_and_summarise_many() {
+    fn per_actor_rates_sum_an_actors_ids_over_the_interval_and_summarise_many() {
         let counts = |steps| BatchCounts {
             env_steps_used: steps,
             ..Default::default()
@@ -116,12 +140,21 @@ mod tests {
             ("local-0#0.aa".to_string(), counts(300)),
             ("local-0#2.cc".to_string(), counts(100)),
             ("local-1#1.bb".to_string(), counts(200)),
+            ("gone#3.dd".to_string(), counts(500)),
         ]
         .into();
-        assert_eq!(per_actor_sps(&per, 2.0), "local-0=200 local-1=100");
-        let many: BTreeMap<String, BatchCounts> = (0..10)
-            .map(|i| (format!("a{i}#{i}"), counts(100 * (i + 1))))
-            .collect();
-        assert_eq!(per_actor_sps(&many, 1.0), "10 actors, 100 to 1000");
+        let now = per_name_steps(&per);
+        assert_eq!(now["local-0"], 400);
+        let before: BTreeMap<String, u64> =
+            [("local-0".to_string(), 200), ("gone".to_string(), 500)].into();
+        // local-0: 200 new steps in 2 s; local-1 new: 200; gone: none, not shown.
+        assert_eq!(per_actor_sps(&before, &now, 2.0), "local-0=100 local-1=100");
+        let many: BTreeMap<String, u64> =
+            (0..10).map(|i| (format!("a{i}"), 100 * (i + 1))).collect();
+        assert_eq!(
+            per_actor_sps(&BTreeMap::new(), &many, 1.0),
+            "10 actors, 100 to 1000"
+        );
+        assert_eq!(per_actor_sps(&many, &many, 1.0), "");
     }
 }
