@@ -1,12 +1,11 @@
 //! A cluster run's whole life, with the README's commands, on real
-//! containers: one run is started, its learner stopped and started, its
-//! learner's process killed (the restart policy brings it back), its
-//! param-server killed and started, its actors scaled up and down, and it
+//! containers: one run is started, its learner stopped and started, and it
 //! finishes; then a second run in the same compose project, stopped mid-way
 //! with `down`. Each run has its own directory, metrics and summary; each
 //! summary satisfies the accounting identity; the first covers its whole wall
 //! time, all its steps and every actor of every learner segment; the second
-//! has the latest evaluation although the run never finished.
+//! has the latest evaluation although the run never finished. Kills of every
+//! role and scaling are `tests/compose_chaos.rs`'s.
 //!
 //! Needs Docker with Compose. Under CI (`CI` set) a missing Docker fails the
 //! test; elsewhere it is skipped with the reason printed.
@@ -24,8 +23,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// Run 1's step budget: enough for every phase below with room to spare (at
-/// about 17k steps/s on 2 cores, the run takes about a minute).
-const RUN_STEPS: u64 = 1_000_000;
+/// about 7k steps/s on 2 cores, the run takes about a minute).
+const RUN_STEPS: u64 = 400_000;
 
 /// Waits up to `limit` for `done`, polling; panics naming `what`.
 fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
@@ -171,46 +170,6 @@ fn compose_runs_survive_restarts_and_never_mix() {
         updates(&run1) > at_stop + 20
     });
 
-    // --- The learner's process dies (as the OOM killer would kill it): the
-    // restart policy brings it back, and it resumes from its checkpoint.
-    let pid = stdout(Command::new("docker").args(["inspect", "-f", "{{.State.Pid}}", &learner]));
-    run(Command::new("kill").args(["-9", &pid]));
-    let killed = Instant::now();
-    let crashed_at = updates(&run1);
-    wait_for(
-        "the learner's automatic restart",
-        Duration::from_secs(60),
-        || {
-            stdout(Command::new("docker").args(["inspect", "-f", "{{.RestartCount}}", &learner]))
-                != "0"
-                && is_running(&learner)
-        },
-    );
-    let crash_gap = killed.elapsed();
-    wait_for("updates after the crash", Duration::from_secs(90), || {
-        updates(&run1) > crashed_at + 20
-    });
-
-    // --- `kill` and `start` the param-server: it comes back empty; the
-    // learner publishes on, actors and the evaluator follow it again.
-    run(&mut cluster.cmd(&["kill", "param-server"]));
-    std::thread::sleep(Duration::from_secs(2));
-    run(&mut cluster.cmd(&["start", "param-server"]));
-    let at_ps = updates(&run1);
-    wait_for(
-        "updates after the param-server restart",
-        Duration::from_secs(90),
-        || updates(&run1) > at_ps + 20,
-    );
-
-    // --- Scale the actors up, then down.
-    run(&mut cluster.cmd(&["up", "-d", "--scale", "actor=3"]));
-    let at_scale = updates(&run1);
-    wait_for("updates with three actors", Duration::from_secs(90), || {
-        updates(&run1) > at_scale + 20
-    });
-    run(&mut cluster.cmd(&["up", "-d", "--scale", "actor=1"]));
-
     // --- Run 1 finishes.
     let code = stdout(Command::new("docker").args(["wait", &learner]));
     let finished = Instant::now();
@@ -226,10 +185,7 @@ fn compose_runs_survive_restarts_and_never_mix() {
     eprintln!("run 1 summary: {summary1:#}");
     assert_eq!(summary1["run_id"], run1.as_str());
     assert_eq!(summary1["completed"], true);
-    assert_eq!(
-        summary1["segments"], 3,
-        "stop/start and a crash: three segments"
-    );
+    assert_eq!(summary1["segments"], 2, "stop and start: two segments");
     assert!(summary1["env_steps"].as_u64().expect("env_steps") >= RUN_STEPS);
     assert_accounted(&summary1);
     // Every actor of the first segment is still accounted for.
@@ -245,20 +201,19 @@ fn compose_runs_survive_restarts_and_never_mix() {
     }
     // Wall time: all the learner's segments, not the last one alone. The
     // learner ran between `up` and `stop`, and from `start` to its end, less
-    // the crash (from the kill to its restart, and the updates after the
-    // last checkpoint, which it did again). Its clock stops at the summary,
+    // Its clock stops at the summary,
     // before its server drains its streams (up to 3 s) on `stop`.
     let wall = summary1["wall_seconds"].as_f64().expect("wall_seconds");
     let secs = |d: Duration| d.as_secs_f64();
     let most = secs(stopped - started) + secs(finished - restarted);
-    let least = secs(stop_issued - up_returned) + secs(finished - restarted) - secs(crash_gap);
+    let least = secs(stop_issued - up_returned) + secs(finished - restarted);
     eprintln!("run 1: wall_seconds {wall:.1}; the learner ran {least:.1} to {most:.1} s");
     assert!(wall <= most + 1.0, "wall {wall:.1} s > {most:.1} s");
     assert!(
         wall >= least - 5.0,
         "wall {wall:.1} s misses time of the {least:.1} s the learner ran at least"
     );
-    // Metrics: each update once, in order, though the learner stopped and crashed.
+    // Metrics: each update once, in order, though the learner stopped.
     let metrics1 =
         lines(&std::fs::read_to_string(run1_dir.join("metrics.jsonl")).expect("metrics"));
     let numbers: Vec<u64> = metrics1
@@ -271,7 +226,7 @@ fn compose_runs_survive_restarts_and_never_mix() {
         "metrics.jsonl of run 1 is not updates 1..=N once each"
     );
     // Evaluations: each version once; the final one last and in the summary;
-    // the best is the whole run's, though the param-server restarted.
+    // the best is the whole run's.
     let evals1 = lines(&std::fs::read_to_string(run1_dir.join("eval.jsonl")).expect("evals"));
     let v1 = versions(&evals1);
     assert!(v1.windows(2).all(|w| w[0] < w[1]), "eval versions {v1:?}");
