@@ -33,6 +33,27 @@ fn local_mode_learns_acrobot_with_the_dqn_preset() {
     );
     assert_accounted(&summary);
     assert_eq!(summary["batches"]["rejected"], 0);
+    // The memory section: the replay memory holds the run's transitions
+    // (Acrobot: 6 observation floats twice, an action, a reward and a flag:
+    // 57 bytes), up to the buffer's size.
+    let memory = &summary["memory"];
+    let mib = |k: &str| {
+        memory[k]
+            .as_f64()
+            .unwrap_or_else(|| panic!("memory.{k}: {memory}"))
+    };
+    let buffer = summary_config_buffer(&run);
+    let stored = (summary["env_steps"].as_f64().expect("env_steps")).min(buffer);
+    let transitions = mib("replay_mib") * f64::from(1u32 << 20) / 57.0;
+    assert!(
+        transitions <= stored + 1.0 && transitions >= 0.9 * stored,
+        "replay memory of {transitions:.0} transitions for {stored} stored: {memory}"
+    );
+    assert!(mib("engine_mib") > 0.0, "{memory}");
+    assert!(
+        mib("rss_mib") <= summary["peak_rss_mib"].as_f64().expect("peak"),
+        "{memory}"
+    );
 
     let config: toml::Table = std::fs::read_to_string(run.join("config.toml"))
         .expect("config.toml")
@@ -76,4 +97,15 @@ fn local_mode_learns_acrobot_with_the_dqn_preset() {
         metrics.iter().all(|l| num(l, "td_loss").is_finite()),
         "a non-finite TD loss"
     );
+}
+
+/// `dqn.buffer_size` of the run, from its `config.toml`.
+fn summary_config_buffer(run: &std::path::Path) -> f64 {
+    let config: toml::Table = std::fs::read_to_string(run.join("config.toml"))
+        .expect("config.toml")
+        .parse()
+        .expect("config.toml parses");
+    config["dqn"]["buffer_size"]
+        .as_integer()
+        .expect("dqn.buffer_size") as f64
 }

@@ -31,6 +31,15 @@ pub struct UpdateAt {
 }
 
 impl UpdateRule {
+    /// Bytes the rule keeps between updates: DQN's replay memory; nothing
+    /// for PPO.
+    pub fn memory_bytes(&self) -> u64 {
+        match self {
+            UpdateRule::Ppo => 0,
+            UpdateRule::Dqn(d) => d.replay_bytes() as u64,
+        }
+    }
+
     /// The run's rule, starting at `env_steps` (a resumed run's count); a DQN
     /// run's target network starts as `trainer`'s current weights.
     pub fn for_run(

@@ -88,6 +88,11 @@ impl Trainer {
         self.engine.safetensors()
     }
 
+    /// Bytes the engine holds for training ([`UpdateEngine::memory_bytes`]).
+    pub fn memory_bytes(&self) -> u64 {
+        self.engine.memory_bytes()
+    }
+
     /// Threads a minibatch step may use.
     pub fn threads(&self) -> usize {
         self.engine.threads()
@@ -201,5 +206,47 @@ impl Trainer {
     /// Policy-head outputs of `obs` under the target network.
     pub fn target_heads(&mut self, obs: &[f32]) -> Vec<f32> {
         self.engine.target_heads(obs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sebulba_core::config::NetworkConfig;
+    use sebulba_envs::ActionSpace;
+
+    #[test]
+    fn the_fused_engines_memory_counts_its_state_gradients_and_activations() {
+        let spec = ModelSpec {
+            input_scale: 1.0,
+            obs_dim: 4,
+            image: None,
+            action_space: ActionSpace::Discrete { n: 2 },
+            network: NetworkConfig {
+                hidden: vec![64, 64],
+                ..Default::default()
+            },
+        };
+        let choice = EngineChoice::Fused { threads: 2 };
+        let mut t = Trainer::fresh(&spec, 1e-5, 1, &choice).unwrap();
+        let params = t.state().unwrap().params.len() as u64;
+        // Parameters, Adam's two moments and a gradient per thread.
+        let before = t.memory_bytes();
+        assert!(
+            before >= (3 + 2) * params * 4,
+            "{before} for {params} parameters"
+        );
+        // The values of 1,000 rows size the activations: the input and two
+        // hidden layers' outputs at least.
+        let _ = t.values(&vec![0.5; 1000 * 4]);
+        let after = t.memory_bytes();
+        assert!(
+            after >= before + 1000 * (4 + 64 + 64) * 4,
+            "{before} -> {after}"
+        );
+        // The burn engine's estimate: per replica two copies of the
+        // parameters and Adam's two moments.
+        let burn = Trainer::fresh(&spec, 1e-5, 1, &EngineChoice::cpu()).unwrap();
+        assert_eq!(burn.memory_bytes(), 4 * params * 4);
     }
 }

@@ -1,5 +1,6 @@
-//! The process's memory, for summaries and benchmarks: peak resident set size
-//! (`VmHWM`) as the kernel reports it. Linux only; `None` elsewhere.
+//! The process's memory, for summaries and benchmarks: resident set size
+//! (`VmRSS`, `VmHWM`) as the kernel reports it, and the allocator's own
+//! account (glibc's `mallinfo2`). Linux only; `None` elsewhere.
 
 /// Peak resident set size of this process so far, in bytes.
 pub fn peak_rss_bytes() -> Option<u64> {
@@ -9,6 +10,33 @@ pub fn peak_rss_bytes() -> Option<u64> {
 /// Current resident set size of this process, in bytes.
 pub fn rss_bytes() -> Option<u64> {
     status_kib("VmRSS:").map(|k| k * 1024)
+}
+
+/// What the allocator holds: bytes handed out and in use, and bytes freed
+/// but kept (not returned to the kernel, still resident if touched).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Heap {
+    pub in_use: u64,
+    pub free: u64,
+}
+
+/// The allocator's account of this process (glibc's `mallinfo2`: the main
+/// arena's and every thread arena's chunks, and blocks mapped on their own).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub fn heap() -> Option<Heap> {
+    // SAFETY: mallinfo2 takes no arguments and only reads the allocator's
+    // statistics under its own locks.
+    let m = unsafe { libc::mallinfo2() };
+    Some(Heap {
+        in_use: (m.uordblks + m.hblkhd) as u64,
+        free: m.fordblks as u64,
+    })
+}
+
+/// No allocator statistics off glibc.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub fn heap() -> Option<Heap> {
+    None
 }
 
 fn status_kib(key: &str) -> Option<u64> {
@@ -23,6 +51,27 @@ fn status_kib(key: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    fn the_heap_in_use_counts_a_large_allocation_and_its_release() {
+        // 256 MiB, checked against 128: another test's 64 MiB block may
+        // come or go in between.
+        let before = heap().expect("mallinfo2").in_use;
+        let block = vec![1u8; 256 << 20];
+        std::hint::black_box(&block);
+        let during = heap().expect("mallinfo2").in_use;
+        assert!(
+            during >= before + (128 << 20),
+            "256 MiB more in use: {before} -> {during}"
+        );
+        drop(block);
+        let after = heap().expect("mallinfo2").in_use;
+        assert!(
+            after + (128 << 20) <= during,
+            "released: {during} -> {after}"
+        );
+    }
 
     #[test]
     #[cfg(target_os = "linux")]

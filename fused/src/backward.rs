@@ -22,6 +22,16 @@ pub struct Grads {
 }
 
 impl Grads {
+    /// Bytes its buffers hold.
+    pub fn bytes(&self) -> usize {
+        [&self.d_head, &self.d_value]
+            .into_iter()
+            .chain(&self.scratch)
+            .map(conv::f32_bytes)
+            .sum::<usize>()
+            + self.conv.bytes()
+    }
+
     /// Sizes every buffer for `m` rows (allocates only when `m` or the layout grows).
     pub fn resize(&mut self, layout: &Layout, m: usize) {
         self.d_head.resize(m * layout.head_dim, 0.0);

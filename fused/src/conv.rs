@@ -195,6 +195,18 @@ pub struct Scratch {
     dcols: Vec<f32>,
 }
 
+impl Scratch {
+    /// Bytes its buffers hold.
+    pub fn bytes(&self) -> usize {
+        f32_bytes(&self.cols) + f32_bytes(&self.dcols)
+    }
+}
+
+/// Bytes a buffer of floats holds (its capacity, not its length).
+pub fn f32_bytes(v: &Vec<f32>) -> usize {
+    v.capacity() * std::mem::size_of::<f32>()
+}
+
 /// `out` (`[m, out_h, out_w, c_out]`) = the convolution of `x` with weights
 /// `w` plus bias `b`.
 pub fn forward(

@@ -175,6 +175,17 @@ pub struct TorsoWork {
 }
 
 impl TorsoWork {
+    /// Bytes its buffers hold.
+    pub fn bytes(&self) -> usize {
+        let layers: usize = self
+            .stem
+            .iter()
+            .chain(&self.dense)
+            .map(conv::f32_bytes)
+            .sum();
+        layers + self.conv.bytes()
+    }
+
     fn resize(&mut self, t: &Torso, m: usize) {
         self.stem.resize_with(t.stem.len(), Vec::new);
         for (b, c) in self.stem.iter_mut().zip(&t.stem) {
@@ -214,6 +225,16 @@ pub struct Work {
 }
 
 impl Work {
+    /// Bytes its buffers hold.
+    pub fn bytes(&self) -> usize {
+        [&self.x, &self.head, &self.value]
+            .into_iter()
+            .map(conv::f32_bytes)
+            .sum::<usize>()
+            + self.actor.bytes()
+            + self.critic.bytes()
+    }
+
     /// Sizes every buffer for `m` rows (allocates only when `m` or the layout grows).
     pub fn resize(&mut self, layout: &Layout, m: usize) {
         self.m = m;

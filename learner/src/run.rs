@@ -9,7 +9,7 @@ use crate::publish::Publisher;
 use crate::run_dir::RunStart;
 use crate::service::LearnerService;
 use crate::state::{LiveProgress, RunClock, Shared};
-use crate::summary::Summary;
+use crate::summary::{MemoryReport, Summary, mib};
 use crate::update::{LoopContext, LoopOutcome, UpdateLoop};
 use crate::validate::Expect;
 use sebulba_algorithms::{Trainer, prepare};
@@ -182,6 +182,37 @@ fn deterministic_plan(
     ))
 }
 
+/// The largest batch message the run accepts, in bytes.
+fn batch_limit(shared: &Shared) -> usize {
+    Expect {
+        env: &shared.env,
+        rollout_length: shared.config.env.rollout_length,
+        envs_per_actor: shared.config.env.envs_per_actor,
+        current_version: 0,
+        restarting: false,
+        scaled_rewards: shared.config.ppo.scale_rewards,
+        past_selves: shared.config.selfplay.past_fraction > 0.0,
+    }
+    .max_batch_bytes()
+}
+
+/// Where the process's memory goes at the end of the run.
+fn memory_report(outcome: &LoopOutcome, shared: &Shared) -> MemoryReport {
+    let heap = sebulba_core::memory::heap();
+    let limit = batch_limit(shared) as u64;
+    let m = &outcome.memory;
+    MemoryReport {
+        rss_mib: sebulba_core::memory::rss_bytes().map(mib),
+        heap_in_use_mib: heap.map(|h| mib(h.in_use)),
+        heap_free_mib: heap.map(|h| mib(h.free)),
+        engine_mib: mib(m.engine),
+        replay_mib: mib(m.replay),
+        held_versions_mib: mib(m.held_versions),
+        batch_limit_mib: mib(limit),
+        queue_bound_mib: mib(limit * shared.config.learner.queue_capacity as u64),
+    }
+}
+
 /// Starts the gRPC server (health, reflection, `Learner`) on `listener`.
 async fn serve(
     listener: TcpListener,
@@ -192,16 +223,7 @@ async fn serve(
 ) -> Result<JoinHandle<Result<(), tonic::transport::Error>>, LearnerError> {
     let gate = security.gate();
     // The run's own limit, checked on the length prefix before a byte is read.
-    let limit = Expect {
-        env: &shared.env,
-        rollout_length: shared.config.env.rollout_length,
-        envs_per_actor: shared.config.env.envs_per_actor,
-        current_version: 0,
-        restarting: false,
-        scaled_rewards: shared.config.ppo.scale_rewards,
-        past_selves: shared.config.selfplay.past_fraction > 0.0,
-    }
-    .max_batch_bytes();
+    let limit = batch_limit(shared);
     let service = LearnerService {
         shared: shared.clone(),
         queue,
@@ -360,7 +382,8 @@ fn summarize(outcome: &LoopOutcome, clock: RunClock, shared: &Shared) -> Summary
         batches,
         batches_per_actor,
         stopped_by_error: outcome.failure.clone(),
-        peak_rss_mib: sebulba_core::memory::peak_rss_bytes().map(|b| b as f64 / (1 << 20) as f64),
+        peak_rss_mib: sebulba_core::memory::peak_rss_bytes().map(mib),
+        memory: memory_report(outcome, shared),
         kernels: sebulba_fused::kernels::active().name(),
     }
 }

@@ -42,9 +42,41 @@ pub struct Summary {
     /// role in it, not actor child processes), MiB; None where the OS does
     /// not say.
     pub peak_rss_mib: Option<f64>,
+    /// Where the learner's process memory goes at the run's end.
+    pub memory: MemoryReport,
     /// The fused kernels' instruction-set path (`SEBULBA_KERNELS`): runs give
     /// the same bits across machines only on the same path.
     pub kernels: &'static str,
+}
+
+/// Where the learner process's memory goes, at the end of the run, in MiB.
+/// The parts named are the ones that grow with the run's settings; the rest
+/// of the heap is the runtime's, the transport's and the code's own.
+#[derive(Debug, Clone, Serialize)]
+pub struct MemoryReport {
+    /// Resident now (the whole process); None where the OS does not say.
+    pub rss_mib: Option<f64>,
+    /// The allocator's account (glibc): bytes in use, and bytes freed but
+    /// kept for reuse; None off glibc.
+    pub heap_in_use_mib: Option<f64>,
+    pub heap_free_mib: Option<f64>,
+    /// The update engine: parameters, Adam's moments, each thread's gradient
+    /// and activations (burn: an estimate from the parameter count).
+    pub engine_mib: f64,
+    /// DQN's replay memory (bounded by `dqn.buffer_size`); 0 for PPO.
+    pub replay_mib: f64,
+    /// Versions held back by `run.forced_lag`.
+    pub held_versions_mib: f64,
+    /// The largest batch message the run accepts (its transport limit).
+    pub batch_limit_mib: f64,
+    /// The batch queue's bound: `learner.queue_capacity` batches of at most
+    /// `batch_limit_mib` each, decoded.
+    pub queue_bound_mib: f64,
+}
+
+/// Bytes as MiB, to the nearest thousandth (about a KiB).
+pub fn mib(bytes: u64) -> f64 {
+    (bytes as f64 / f64::from(1u32 << 20) * 1000.0).round() / 1000.0
 }
 
 /// A return for a log line: the number, or `none` (never Rust's `Some(..)`).
@@ -54,6 +86,14 @@ pub fn shown(value: Option<f64>) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn mib_is_mebibytes_to_a_thousandth() {
+        assert_eq!(super::mib(1 << 20), 1.0);
+        assert_eq!(super::mib(3 << 19), 1.5);
+        assert_eq!(super::mib(1_000_000), 0.954);
+        assert_eq!(super::mib(0), 0.0);
+    }
+
     #[test]
     fn shown_is_a_plain_number_or_none() {
         assert_eq!(super::shown(Some(500.0)), "500.00");

@@ -65,6 +65,13 @@ impl Replay {
         self.actions.is_empty()
     }
 
+    /// Bytes the stored transitions take (observations in their own dtype);
+    /// at most `capacity` transitions' worth (`dqn.buffer_size`).
+    pub fn bytes(&self) -> usize {
+        let per = std::mem::size_of::<i32>() + std::mem::size_of::<f32>() + 1;
+        self.obs.bytes() + self.next_obs.bytes() + self.len() * per
+    }
+
     /// Stores batch `b`'s T x E transitions in (t, e) order; returns how many
     /// (0 for continuous actions, which DQN's config refuses).
     pub fn push_batch(&mut self, b: &Trajectory) -> usize {

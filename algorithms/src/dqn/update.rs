@@ -69,6 +69,11 @@ pub struct DqnLearner {
 }
 
 impl DqnLearner {
+    /// Bytes the replay memory holds.
+    pub fn replay_bytes(&self) -> usize {
+        self.replay.bytes()
+    }
+
     /// An empty memory at the run's `env_steps` (a resumed run's count);
     /// `trainer`'s current weights become the target network.
     pub fn new(cfg: &DqnConfig, spec: &ModelSpec, env_steps: u64, trainer: &mut Trainer) -> Self {

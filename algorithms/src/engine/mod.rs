@@ -109,6 +109,16 @@ pub trait UpdateEngine: Send {
     fn devices(&self) -> usize {
         1
     }
+    /// Bytes the engine holds for training (host memory on a CPU device).
+    /// By default an estimate from the parameter count: per replica the
+    /// parameters, Adam's two moments and a gradient (burn's activations,
+    /// freed after each step, are not in it).
+    fn memory_bytes(&self) -> u64 {
+        self.save().map_or(0, |s| {
+            let floats = 2 * s.params.len() + s.m1.len() + s.m2.len();
+            (floats * 4 * self.devices()) as u64
+        })
+    }
     /// State values of observation rows `obs` (`[rows * obs_dim]`).
     fn values(&mut self, obs: &[f32]) -> Vec<f32>;
     /// Policy-head outputs of observation rows `obs` (`[rows * head_dim]`):

@@ -15,6 +15,7 @@ use crate::batch::{BatchOrigin, DecodedBatch};
 use crate::checkpoint::{Checkpoint, Meta};
 use crate::publish::Publisher;
 use crate::state::{LiveProgress, Shared};
+use prost::Message as _;
 use record::{MetricsLine, Progress};
 use sebulba_algorithms::prepare::{Normalizers, Prepared};
 use sebulba_algorithms::trainer::Trainer;
@@ -69,6 +70,19 @@ pub struct LoopOutcome {
     /// Why training stopped before the budget, when it could not go on
     /// (updates that found nothing finite to step on).
     pub failure: Option<String>,
+    /// What the loop held at its end, in bytes.
+    pub memory: LoopMemory,
+}
+
+/// Bytes the update loop holds (the summary's `memory` section).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LoopMemory {
+    /// The engine: parameters, Adam's moments, gradients and activations.
+    pub engine: u64,
+    /// The rule's own: DQN's replay memory.
+    pub replay: u64,
+    /// Versions held back by `run.forced_lag`.
+    pub held_versions: u64,
 }
 
 /// A checkpoint's observation statistics fit `spec`'s network: present when
@@ -210,6 +224,7 @@ impl UpdateLoop {
             final_version: at.version,
             completed,
             failure,
+            memory: self.memory(&rule),
         })
     }
 
@@ -251,6 +266,15 @@ impl UpdateLoop {
             "resumed from checkpoint"
         );
         Ok(at)
+    }
+
+    /// What the loop holds now, in bytes.
+    fn memory(&self, rule: &UpdateRule) -> LoopMemory {
+        LoopMemory {
+            engine: self.trainer.memory_bytes(),
+            replay: rule.memory_bytes(),
+            held_versions: self.held.iter().map(|w| w.encoded_len() as u64).sum(),
+        }
     }
 
     /// One update on the taken batches by the run's rule. Each update is its

@@ -66,6 +66,15 @@ impl Fused {
         &self.layout
     }
 
+    /// Bytes held: parameters, Adam's moments, and each thread's gradient and
+    /// activations.
+    pub fn bytes(&self) -> usize {
+        use sebulba_fused::conv::f32_bytes;
+        let s = &self.state;
+        let state = f32_bytes(&s.params) + f32_bytes(&s.m1) + f32_bytes(&s.m2);
+        state + self.shards.iter().map(Shard::bytes).sum::<usize>()
+    }
+
     /// Threads a minibatch step may use.
     pub fn threads(&self) -> usize {
         self.shards.len()

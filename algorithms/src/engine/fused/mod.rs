@@ -93,6 +93,11 @@ impl UpdateEngine for FusedEngine {
         self.cpu.threads()
     }
 
+    fn memory_bytes(&self) -> u64 {
+        let target = self.target.as_ref().map_or(0, |(p, _)| p.capacity() * 4);
+        (self.cpu.bytes() + target) as u64
+    }
+
     fn values(&mut self, obs: &[f32]) -> Vec<f32> {
         self.cpu.values(obs)
     }

@@ -41,6 +41,18 @@ pub struct Shard {
 }
 
 impl Shard {
+    /// Bytes its buffers hold: the gradient, the forward pass's activations
+    /// and the backward pass's, sized by the largest minibatch so far.
+    pub fn bytes(&self) -> usize {
+        use sebulba_fused::conv::f32_bytes;
+        let f64s = (self.d_logp.capacity() + self.d_ent.capacity()) * 8;
+        self.work.bytes()
+            + self.grad_work.bytes()
+            + f32_bytes(&self.grads)
+            + f32_bytes(&self.zeros)
+            + f64s
+    }
+
     pub fn new(layout: &Layout) -> Self {
         let width = layout.head_dim;
         Self {
