@@ -5,7 +5,9 @@
 //! `SEBULBA_SOAK_OUT` when set) and printing warm-up, peak and final RSS and
 //! the slope after warm-up per role. With `SEBULBA_SOAK_ATTACK=1` a hostile
 //! client joins the learner every 5 s under a new id and streams a malformed
-//! batch of every kind, over and over (the attacked learner). Fails if a role's
+//! batch of every kind, over and over (the attacked learner);
+//! `SEBULBA_SOAK_SET="key=value key=value"` passes `--set`s to the learner.
+//! Fails if a role's
 //! memory keeps growing (final more than 1.5x its value after warm-up, plus
 //! 64 MiB); the slopes are the figures to read.
 //!
@@ -180,12 +182,16 @@ fn every_role_for_thirty_minutes_without_memory_growth() {
     let run = dir.join("run");
     let (ps, ps_port) = param_server(&dir, "param-server", "127.0.0.1:0", |_| {});
     let ps_url = format!("http://127.0.0.1:{ps_port}");
-    let args = [
+    let extra = env_var("SEBULBA_SOAK_SET").unwrap_or_default();
+    let mut args = vec![
         "--env",
         env_id.as_str(),
         "--set",
         "run.total_steps=1000000000000",
     ];
+    for kv in extra.split_whitespace() {
+        args.extend(["--set", kv]);
+    }
     let (mut learner, port) = learner(&dir, "learner", "127.0.0.1:0", &ps_url, &run, &args, |_| {});
     let learner_url = format!("http://127.0.0.1:{port}");
     let evaluator = evaluator(&dir, &ps_url, &run, |_| {});
