@@ -196,15 +196,14 @@ fn batch_limit(shared: &Shared) -> usize {
     .max_batch_bytes()
 }
 
-/// Where the process's memory goes at the end of the run.
+/// Where the process's memory goes as the update loop ends.
 fn memory_report(outcome: &LoopOutcome, shared: &Shared) -> MemoryReport {
-    let heap = sebulba_core::memory::heap();
     let limit = batch_limit(shared) as u64;
     let m = &outcome.memory;
     MemoryReport {
-        rss_mib: sebulba_core::memory::rss_bytes().map(mib),
-        heap_in_use_mib: heap.map(|h| mib(h.in_use)),
-        heap_free_mib: heap.map(|h| mib(h.free)),
+        rss_mib: m.rss.map(mib),
+        heap_in_use_mib: m.heap.map(|h| mib(h.in_use)),
+        heap_free_mib: m.heap.map(|h| mib(h.free)),
         engine_mib: mib(m.engine),
         replay_mib: mib(m.replay),
         held_versions_mib: mib(m.held_versions),

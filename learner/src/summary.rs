@@ -42,14 +42,14 @@ pub struct Summary {
     /// role in it, not actor child processes), MiB; None where the OS does
     /// not say.
     pub peak_rss_mib: Option<f64>,
-    /// Where the learner's process memory goes at the run's end.
+    /// Where the learner's process memory goes as training ends.
     pub memory: MemoryReport,
     /// The fused kernels' instruction-set path (`SEBULBA_KERNELS`): runs give
     /// the same bits across machines only on the same path.
     pub kernels: &'static str,
 }
 
-/// Where the learner process's memory goes, at the end of the run, in MiB.
+/// Where the learner process's memory goes as its update loop ends, in MiB.
 /// The parts named are the ones that grow with the run's settings; the rest
 /// of the heap is the runtime's, the transport's and the code's own.
 #[derive(Debug, Clone, Serialize)]

@@ -74,9 +74,14 @@ pub struct LoopOutcome {
     pub memory: LoopMemory,
 }
 
-/// Bytes the update loop holds (the summary's `memory` section).
+/// Bytes the update loop holds (the summary's `memory` section), and the
+/// process's as the loop ends (its engine still allocated).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LoopMemory {
+    /// Resident bytes of the process.
+    pub rss: Option<u64>,
+    /// The allocator's account of the process.
+    pub heap: Option<sebulba_core::memory::Heap>,
     /// The engine: parameters, Adam's moments, gradients and activations.
     pub engine: u64,
     /// The rule's own: DQN's replay memory.
@@ -271,6 +276,8 @@ impl UpdateLoop {
     /// What the loop holds now, in bytes.
     fn memory(&self, rule: &UpdateRule) -> LoopMemory {
         LoopMemory {
+            rss: sebulba_core::memory::rss_bytes(),
+            heap: sebulba_core::memory::heap(),
             engine: self.trainer.memory_bytes(),
             replay: rule.memory_bytes(),
             held_versions: self.held.iter().map(|w| w.encoded_len() as u64).sum(),
