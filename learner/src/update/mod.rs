@@ -5,6 +5,7 @@
 //! due and a metrics line ([`record`]).
 
 mod collect;
+mod memory;
 mod outbox;
 mod publishing;
 mod record;
@@ -15,7 +16,7 @@ use crate::batch::{BatchOrigin, DecodedBatch};
 use crate::checkpoint::{Checkpoint, Meta};
 use crate::publish::Publisher;
 use crate::state::{LiveProgress, Shared};
-use prost::Message as _;
+pub use memory::LoopMemory;
 use record::{MetricsLine, Progress};
 use sebulba_algorithms::prepare::{Normalizers, Prepared};
 use sebulba_algorithms::trainer::Trainer;
@@ -72,22 +73,6 @@ pub struct LoopOutcome {
     pub failure: Option<String>,
     /// What the loop held at its end, in bytes.
     pub memory: LoopMemory,
-}
-
-/// Bytes the update loop holds (the summary's `memory` section), and the
-/// process's as the loop ends (its engine still allocated).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct LoopMemory {
-    /// Resident bytes of the process.
-    pub rss: Option<u64>,
-    /// The allocator's account of the process.
-    pub heap: Option<sebulba_core::memory::Heap>,
-    /// The engine: parameters, Adam's moments, gradients and activations.
-    pub engine: u64,
-    /// The rule's own: DQN's replay memory.
-    pub replay: u64,
-    /// Versions held back by `run.forced_lag`.
-    pub held_versions: u64,
 }
 
 /// A checkpoint's observation statistics fit `spec`'s network: present when
@@ -271,17 +256,6 @@ impl UpdateLoop {
             "resumed from checkpoint"
         );
         Ok(at)
-    }
-
-    /// What the loop holds now, in bytes.
-    fn memory(&self, rule: &UpdateRule) -> LoopMemory {
-        LoopMemory {
-            rss: sebulba_core::memory::rss_bytes(),
-            heap: sebulba_core::memory::heap(),
-            engine: self.trainer.memory_bytes(),
-            replay: rule.memory_bytes(),
-            held_versions: self.held.iter().map(|w| w.encoded_len() as u64).sum(),
-        }
     }
 
     /// One update on the taken batches by the run's rule. Each update is its
