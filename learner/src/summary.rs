@@ -70,7 +70,7 @@ pub struct MemoryReport {
     /// The largest batch message the run accepts (its transport limit).
     pub batch_limit_mib: f64,
     /// The batch queue's bound: `learner.queue_capacity` batches of at most
-    /// `batch_limit_mib` each, decoded.
+    /// `batch_limit_mib` each (their messages' size; decoded, about the same).
     pub queue_bound_mib: f64,
 }
 
