@@ -82,7 +82,9 @@ fn wait_for_children(p: &mut Proc, n: usize) -> Vec<u32> {
 fn actor_processes_train_to_the_end_and_a_killed_one_is_started_again() {
     let dir = run_dir("local-processes");
     let run = dir.join("run");
-    let mut p = local_with_processes(&dir, &run, 120_000);
+    // Long enough for a progress line (every 10 s) at 14k steps/s: 120k
+    // steps ended in 8.5 s on a CI machine, before its first line.
+    let mut p = local_with_processes(&dir, &run, 300_000);
     let kids = wait_for_children(&mut p, 2);
     assert_eq!(kids.len(), 2, "two actor processes, nothing else: {kids:?}");
     let deadline = Instant::now() + Duration::from_secs(120);
