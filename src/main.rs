@@ -168,6 +168,7 @@ async fn run_command(cli: Cli, shutdown: CancellationToken) -> anyhow::Result<()
                 interval: args.interval,
                 episodes: args.episodes,
                 final_episodes: args.final_episodes,
+                earlier_versions: args.earlier_versions,
                 seed: args.seed,
                 device: args.device,
                 security: args.security.load()?,

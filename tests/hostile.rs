@@ -470,6 +470,10 @@ fn out_of_range_config_values_are_refused_by_name_without_a_panic() {
             ["evaluator", "--episodes", "0", "--run-dir", "r"],
             "eval.episodes",
         ),
+        (
+            ["evaluator", "--earlier-versions", "1", "--run-dir", "r"],
+            "eval.earlier_versions",
+        ),
     ] {
         let out = bin()
             .args(args)

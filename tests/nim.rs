@@ -49,6 +49,10 @@ fn self_play_learns_bouton_moves_in_nim() {
             "1",
             "--set",
             "run.deterministic=true",
+            // The evaluator keeps 2 earlier versions: the first and the
+            // newest it evaluated (checked below).
+            "--set",
+            "eval.earlier_versions=2",
         ],
     );
     let summary = read_json(&run.join("summary.json"));
@@ -101,6 +105,22 @@ fn self_play_learns_bouton_moves_in_nim() {
         .collect();
     assert_eq!(names[..2], ["random", "greedy"], "{names:?}");
     assert!(names[2].starts_with("checkpoint-"), "{names:?}");
+    // `eval.earlier_versions = 2`: each evaluation's checkpoint opponent is
+    // the first evaluated version or the one evaluated just before.
+    for (i, e) in evals.iter().enumerate().skip(1) {
+        let opponent = e["matches"]
+            .as_array()
+            .and_then(|m| {
+                m.iter()
+                    .find_map(|m| m["opponent"].as_str()?.strip_prefix("checkpoint-"))
+            })
+            .map(|v| v.parse::<u64>().expect("a version"));
+        let kept = [&evals[0]["version"], &evals[i - 1]["version"]].map(|v| v.as_u64());
+        assert!(
+            opponent.is_some() && kept.contains(&opponent),
+            "evaluation {i}: opponent {opponent:?}, kept {kept:?}"
+        );
+    }
     for m in matches {
         assert_eq!(m["games"], 1000, "{m}");
         let (lo, rate, hi) = (

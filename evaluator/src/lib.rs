@@ -48,6 +48,9 @@ pub struct EvaluatorOptions {
     pub episodes: Option<usize>,
     /// Episodes for the run's final version.
     pub final_episodes: Option<usize>,
+    /// A game's earlier versions kept as opponents (`None`: 16); each holds
+    /// one copy of the weights.
+    pub earlier_versions: Option<usize>,
     /// The run seed; evaluation envs use `eval_seed(seed)`, the same start states for every version.
     pub seed: u64,
     /// Inference device (`cpu`, or `cuda:N` with the `cuda` feature).
@@ -96,6 +99,11 @@ impl EvaluatorOptions {
             episodes: self.episodes.unwrap_or(d.episodes),
             final_episodes: self.final_episodes.unwrap_or(d.final_episodes),
         }
+    }
+
+    /// How many earlier versions a game's evaluation keeps.
+    pub fn earlier_versions(&self) -> usize {
+        self.earlier_versions.unwrap_or(versions::DEFAULT_KEEP)
     }
 }
 
@@ -249,7 +257,7 @@ impl<'a> Evaluator<'a> {
             out: None,
             client,
             policy: None,
-            earlier: Default::default(),
+            earlier: versions::Earlier::new(opts.earlier_versions()),
             run: String::new(),
             last: None,
             best: f64::NEG_INFINITY,
@@ -279,7 +287,7 @@ impl<'a> Evaluator<'a> {
         info!(run = %run_id, dir = %dir.display(), ?last, "following run");
         self.out = Some((out, dir));
         (self.run, self.last, self.best) = (run_id.to_string(), last, best);
-        self.earlier = Default::default();
+        self.earlier = versions::Earlier::new(self.opts.earlier_versions());
         Ok(true)
     }
 
@@ -467,6 +475,7 @@ mod tests {
             interval: None,
             episodes,
             final_episodes: None,
+            earlier_versions: None,
             seed: 1,
             device: sebulba_core::devices::DeviceKind::Cpu,
             security: Security::default(),
@@ -482,5 +491,6 @@ mod tests {
             (10, 10, 100)
         );
         assert_eq!(opts(Some(3)).schedule("Nim-v0").episodes, 3);
+        assert_eq!(opts(None).earlier_versions(), 16);
     }
 }

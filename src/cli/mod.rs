@@ -284,6 +284,10 @@ pub struct EvaluatorArgs {
     /// 1,000 for a turn-based game.
     #[arg(long, env = "SEBULBA_EVAL_FINAL_EPISODES", value_parser = within::<usize>("eval.final_episodes"))]
     pub final_episodes: Option<usize>,
+    /// A game's earlier versions kept as opponents (each one copy of the
+    /// weights: about 2 MB for Big Two). Default 16.
+    #[arg(long, env = "SEBULBA_EVAL_EARLIER_VERSIONS", value_parser = within::<usize>("eval.earlier_versions"))]
+    pub earlier_versions: Option<usize>,
     /// The run seed (evaluation envs derive theirs from it).
     #[arg(long, env = "SEBULBA_SEED", default_value_t = 1)]
     pub seed: u64,

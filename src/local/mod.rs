@@ -132,6 +132,7 @@ fn spawn_roles(
             interval: Some(config.eval.interval),
             episodes: Some(config.eval.episodes),
             final_episodes: Some(config.eval.final_episodes),
+            earlier_versions: Some(config.eval.earlier_versions),
             seed: config.run.seed,
             device: sebulba_core::devices::DeviceKind::Cpu,
             security: p.security.clone(),

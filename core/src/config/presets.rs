@@ -66,6 +66,7 @@ impl RunConfig {
                 interval: 10,
                 episodes: 10,
                 final_episodes: 100,
+                earlier_versions: 16,
             },
             selfplay: SelfPlayConfig::default(),
             dqn: DqnConfig::default(),

@@ -95,6 +95,7 @@ pub const RANGES: &[Range] = &[
     int("eval.interval", 1.0, 1e6),
     int("eval.episodes", 1.0, 10_000.0),
     int("eval.final_episodes", 1.0, 10_000.0),
+    int("eval.earlier_versions", 2.0, 256.0),
     closed("selfplay.past_fraction", 0.0, 1.0),
     int("selfplay.past_versions", 1.0, 32.0),
     int("selfplay.past_stride", 1.0, 1e6),
@@ -224,6 +225,7 @@ pub fn check(c: &RunConfig) -> Result<(), ConfigError> {
     int("eval.interval", c.eval.interval)?;
     int("eval.episodes", c.eval.episodes as u64)?;
     int("eval.final_episodes", c.eval.final_episodes as u64)?;
+    int("eval.earlier_versions", c.eval.earlier_versions as u64)?;
     real("selfplay.past_fraction", c.selfplay.past_fraction)?;
     int(
         "selfplay.past_versions",

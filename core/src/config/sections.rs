@@ -352,10 +352,19 @@ pub struct EvalConfig {
     /// along the way (10 episodes of Acrobot leave about +-4 of noise).
     #[serde(default = "hundred")]
     pub final_episodes: usize,
+    /// A game's earlier versions the evaluator keeps as opponents (default
+    /// 16), spread over the run: each is one copy of the weights in the
+    /// evaluator's memory.
+    #[serde(default = "sixteen")]
+    pub earlier_versions: usize,
 }
 
 fn hundred() -> usize {
     100
+}
+
+fn sixteen() -> usize {
+    16
 }
 
 /// DQN (`run.algorithm = "dqn"`). Its defaults are the tuned
