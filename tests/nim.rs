@@ -35,6 +35,26 @@ fn winnable_positions() -> Vec<(Nim, Vec<usize>, usize)> {
     out
 }
 
+/// `eval.earlier_versions = 2`: each evaluation's checkpoint opponent is
+/// the first evaluated version or the one evaluated just before (the
+/// default 16 would pick versions near half of each).
+fn earlier_versions_are_the_first_and_the_last(evals: &[serde_json::Value]) {
+    for (i, e) in evals.iter().enumerate().skip(1) {
+        let opponent = e["matches"]
+            .as_array()
+            .and_then(|m| {
+                m.iter()
+                    .find_map(|m| m["opponent"].as_str()?.strip_prefix("checkpoint-"))
+            })
+            .map(|v| v.parse::<u64>().expect("a version"));
+        let kept = [&evals[0]["version"], &evals[i - 1]["version"]].map(|v| v.as_u64());
+        assert!(
+            opponent.is_some() && kept.contains(&opponent),
+            "evaluation {i}: opponent {opponent:?}, kept {kept:?}"
+        );
+    }
+}
+
 #[test]
 fn self_play_learns_bouton_moves_in_nim() {
     // Deterministic: the outcome depends on the seed (and the CPU's kernel
@@ -105,22 +125,7 @@ fn self_play_learns_bouton_moves_in_nim() {
         .collect();
     assert_eq!(names[..2], ["random", "greedy"], "{names:?}");
     assert!(names[2].starts_with("checkpoint-"), "{names:?}");
-    // `eval.earlier_versions = 2`: each evaluation's checkpoint opponent is
-    // the first evaluated version or the one evaluated just before.
-    for (i, e) in evals.iter().enumerate().skip(1) {
-        let opponent = e["matches"]
-            .as_array()
-            .and_then(|m| {
-                m.iter()
-                    .find_map(|m| m["opponent"].as_str()?.strip_prefix("checkpoint-"))
-            })
-            .map(|v| v.parse::<u64>().expect("a version"));
-        let kept = [&evals[0]["version"], &evals[i - 1]["version"]].map(|v| v.as_u64());
-        assert!(
-            opponent.is_some() && kept.contains(&opponent),
-            "evaluation {i}: opponent {opponent:?}, kept {kept:?}"
-        );
-    }
+    earlier_versions_are_the_first_and_the_last(&evals);
     for m in matches {
         assert_eq!(m["games"], 1000, "{m}");
         let (lo, rate, hi) = (
