@@ -6,7 +6,7 @@
 use crate::LearnerError;
 use crate::checkpoint::{self, Checkpoint};
 use sebulba_core::config::RunConfig;
-use sebulba_runfiles::files::write_atomic;
+use sebulba_runfiles::files::{each_json_line, write_atomic, write_atomic_with};
 use std::path::{Path, PathBuf};
 use tracing::info;
 
@@ -115,24 +115,21 @@ fn resume_from(run_dir: &Path, cfg: &RunConfig) -> Result<Checkpoint, LearnerErr
     Ok(ck)
 }
 
-/// Keeps the lines of `metrics.jsonl` up to update `updates` (atomically).
+/// Keeps the lines of `metrics.jsonl` up to update `updates` (atomically,
+/// a line at a time: a long run's file is never held whole).
 fn trim_metrics(path: &Path, updates: u64) -> std::io::Result<()> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    let kept: String = text
-        .lines()
-        .filter(|l| {
-            serde_json::from_str::<serde_json::Value>(l)
-                .ok()
-                .and_then(|v| v["update"].as_u64())
-                .is_some_and(|u| u <= updates)
+    if !path.exists() {
+        return Ok(());
+    }
+    write_atomic_with(path, |out| {
+        each_json_line(path, |line, v| {
+            if v["update"].as_u64().is_some_and(|u| u <= updates) {
+                out.write_all(line.as_bytes())?;
+                out.write_all(b"\n")?;
+            }
+            Ok(())
         })
-        .flat_map(|l| [l, "\n"])
-        .collect();
-    write_atomic(path, kept.as_bytes())
+    })
 }
 
 /// Where a learner under `root` runs: the unfinished run of this
@@ -168,4 +165,30 @@ fn unfinished(root: &Path, env_id: &str) -> Option<PathBuf> {
         })
         .max_by_key(|(modified, _)| *modified)
         .map(|(_, dir)| dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trimming_keeps_the_updates_up_to_the_checkpoint_and_drops_torn_lines() {
+        let dir = std::env::temp_dir().join(format!("sebulba-trim-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let p = dir.join("metrics.jsonl");
+        let mut text: String = (1..=5)
+            .map(|u| format!("{{\"update\":{u},\"loss\":0.5}}\n"))
+            .collect();
+        text.push_str("{\"update\":6,\"lo");
+        std::fs::write(&p, text).expect("write");
+        trim_metrics(&p, 3).expect("trim");
+        assert_eq!(
+            std::fs::read_to_string(&p).expect("read"),
+            "{\"update\":1,\"loss\":0.5}\n{\"update\":2,\"loss\":0.5}\n{\"update\":3,\"loss\":0.5}\n"
+        );
+        // No file, nothing to trim (and none made).
+        trim_metrics(&dir.join("none.jsonl"), 3).expect("no file");
+        assert!(!dir.join("none.jsonl").exists());
+        std::fs::remove_dir_all(&dir).expect("clean");
+    }
 }

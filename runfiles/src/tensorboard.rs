@@ -14,7 +14,7 @@
 //! longer hold; it keeps a single event file per directory, because TensorBoard
 //! stops reading a file once a newer one appears beside it.
 
-use crate::files::{JsonLines, json_lines};
+use crate::files::{JsonLines, each_json_line};
 use prost::Message;
 use serde::Serialize;
 use serde_json::Value;
@@ -121,7 +121,13 @@ impl MirroredLines {
     /// Appends to `jsonl` and (re)writes the event file in `events_dir` from
     /// the lines it already holds; tags are `prefix/field`.
     pub fn open(jsonl: &Path, events_dir: &Path, prefix: &str) -> std::io::Result<Self> {
-        let held = existing_lines(jsonl)?;
+        // Two passes over the file, a line at a time (a long run's
+        // metrics are never held whole): the newest time, then the events.
+        let mut last = 0.0f64;
+        each_object(jsonl, |line| {
+            last = wall_seconds(&line).map_or(last, |s| last.max(s));
+            Ok(())
+        })?;
         let lines = JsonLines::append_to(jsonl)?;
         std::fs::create_dir_all(events_dir)?;
         for entry in std::fs::read_dir(events_dir)? {
@@ -143,7 +149,6 @@ impl MirroredLines {
             summary: None,
         };
         events.write_all(&record(&version.encode_to_vec()))?;
-        let last = held.iter().filter_map(wall_seconds).fold(0.0, f64::max);
         let mut me = Self {
             lines,
             events,
@@ -151,9 +156,7 @@ impl MirroredLines {
             prefix: prefix.to_owned(),
             origin: now - last,
         };
-        for line in &held {
-            me.event(line)?;
-        }
+        each_object(jsonl, |line| me.event(&line))?;
         Ok(me)
     }
 
@@ -200,13 +203,13 @@ fn unix_now() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
-/// The JSON objects a JSON-lines file holds (none when it does not exist).
-fn existing_lines(path: &Path) -> std::io::Result<Vec<Value>> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => Ok(json_lines(&text).filter(Value::is_object).collect()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-        Err(e) => Err(e),
-    }
+/// Each JSON object of a JSON-lines file, a line at a time (none when it
+/// does not exist).
+fn each_object(
+    path: &Path,
+    mut each: impl FnMut(Value) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    each_json_line(path, |_, v| if v.is_object() { each(v) } else { Ok(()) })
 }
 
 #[cfg(test)]
