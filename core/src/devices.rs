@@ -1,7 +1,11 @@
-//! Device names as users write them (`cpu`, `cuda:0`): the learner's replicas
-//! (`learner.devices`) and the actors' and evaluator's inference device.
+//! Device names as users write them (`cpu`, `cuda:0`, and `auto` for the
+//! learner): the learner's replicas (`learner.devices`) and the actors' and
+//! evaluator's inference device.
 
 use std::fmt;
+
+/// `learner.devices = ["auto"]`: the learner picks its device as it starts.
+pub const AUTO: &str = "auto";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DeviceKind {
@@ -39,7 +43,15 @@ pub enum LearnerDevices {
 }
 
 impl LearnerDevices {
+    /// Concrete device names (`auto` is resolved first:
+    /// [`crate::device_choice::choose`]).
     pub fn parse(names: &[String]) -> Result<Self, String> {
+        if is_auto(names) {
+            return Err("`auto` is resolved as the learner starts (device_choice::choose)".into());
+        }
+        if names.iter().any(|n| n.trim() == AUTO) {
+            return Err("`auto` stands alone: [\"auto\"] picks one device".into());
+        }
         let kinds = names
             .iter()
             .map(|n| {
@@ -80,6 +92,38 @@ impl LearnerDevices {
     }
 }
 
+/// Whether `names` is `["auto"]`.
+pub fn is_auto(names: &[String]) -> bool {
+    matches!(names, [one] if one.trim() == AUTO)
+}
+
+/// How many CUDA devices answer, loading the driver and NVRTC the way
+/// burn-cuda will (by name, at run time), so that a missing library is one
+/// clear reason here rather than a panic inside the first update.
+#[cfg(feature = "cuda")]
+pub fn cuda_devices() -> Result<usize, String> {
+    // SAFETY: these only try to open shared libraries by name.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Err("no CUDA driver library (libcuda.so.1) on the loader's path".into());
+    }
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return Err(
+            "no NVRTC (libnvrtc.so) on the loader's path: burn-cuda compiles its kernels with it"
+                .into(),
+        );
+    }
+    cudarc::driver::result::init().map_err(|e| format!("the CUDA driver did not start: {e}"))?;
+    let n = cudarc::driver::result::device::get_count()
+        .map_err(|e| format!("the CUDA driver could not count devices: {e}"))?;
+    Ok(usize::try_from(n).unwrap_or(0))
+}
+
+/// Without the `cuda` feature there is nothing to find.
+#[cfg(not(feature = "cuda"))]
+pub fn cuda_devices() -> Result<usize, String> {
+    Err("this binary was built without `--features cuda`".into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,5 +150,18 @@ mod tests {
                 .contains("`gpu`")
         );
         assert!(LearnerDevices::parse(&[]).is_err());
+        assert!(LearnerDevices::parse(&names(&["auto"])).is_err());
+        assert!(
+            LearnerDevices::parse(&names(&["auto", "cpu"]))
+                .unwrap_err()
+                .contains("stands alone")
+        );
+    }
+
+    #[cfg(not(feature = "cuda"))]
+    #[test]
+    fn without_the_cuda_feature_no_device_is_found() {
+        let e = cuda_devices().unwrap_err();
+        assert!(e.contains("--features cuda"), "{e}");
     }
 }

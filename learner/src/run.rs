@@ -14,6 +14,7 @@ use crate::update::{LoopContext, LoopOutcome, UpdateLoop};
 use crate::validate::Expect;
 use sebulba_algorithms::{Trainer, prepare};
 use sebulba_core::config::RunConfig;
+use sebulba_core::device_choice::DeviceChoice;
 use sebulba_core::model::ModelSpec;
 use sebulba_proto::learner_server::LearnerServer;
 use sebulba_runfiles::files::{write_atomic, write_json_atomic};
@@ -59,12 +60,15 @@ pub async fn run(
     opts: LearnerOptions,
     shutdown: CancellationToken,
 ) -> Result<Summary, LearnerError> {
-    let cfg = opts.config;
+    let mut cfg = opts.config;
     cfg.validate()?;
     let env = sebulba_envs::env_spec_with(&cfg.env.id, &cfg.env.kwargs_json())?;
     let model_spec = ModelSpec::new(&env, &cfg.network)?;
     let run_dir = opts.run_dir;
+    // config.toml keeps `auto`: a resume on another machine chooses again.
     let resume = crate::run_dir::open(&run_dir, &cfg, opts.start)?;
+    let device_choice: DeviceChoice = sebulba_core::device_choice::resolve(&mut cfg);
+    info!(devices = ?device_choice.devices, reason = %device_choice.reason, "learner devices");
     let run_id = match (&resume, opts.run_name) {
         (Some(ck), _) => ck.meta.run_id.clone(),
         (None, Some(name)) => name,
@@ -119,7 +123,7 @@ pub async fn run(
         }
     };
     final_evals(&publisher, &shared, &outcome, &shutdown).await;
-    let summary = write_summary(&run_dir, &outcome, clock, &shared)?;
+    let summary = write_summary(&run_dir, &outcome, clock, &shared, &device_choice)?;
     shared.streams_end.cancel();
     server_stop.cancel();
     match tokio::time::timeout(Duration::from_secs(5), server).await {
@@ -276,7 +280,6 @@ fn spawn_loop(
     resume: Option<Checkpoint>,
 ) -> Result<oneshot::Receiver<Result<LoopOutcome, LearnerError>>, LearnerError> {
     let cfg = &ctx.shared.config;
-    info!(devices = ?cfg.learner.devices, "learner devices");
     let trainer = Trainer::for_run(&ctx.model_spec, cfg)?;
     info!(
         engine = trainer.engine(),
@@ -351,8 +354,9 @@ fn write_summary(
     outcome: &LoopOutcome,
     clock: RunClock,
     shared: &Shared,
+    devices: &DeviceChoice,
 ) -> Result<Summary, LearnerError> {
-    let summary = summarize(outcome, clock, shared);
+    let summary = summarize(outcome, clock, shared, devices);
     write_json_atomic(&run_dir.join("summary.json"), &summary)
         .map_err(|e| LearnerError::Io("summary.json".into(), e))?;
     info!(
@@ -364,7 +368,12 @@ fn write_summary(
     Ok(summary)
 }
 
-fn summarize(outcome: &LoopOutcome, clock: RunClock, shared: &Shared) -> Summary {
+fn summarize(
+    outcome: &LoopOutcome,
+    clock: RunClock,
+    shared: &Shared,
+    devices: &DeviceChoice,
+) -> Summary {
     let cfg = &shared.config;
     let wall = clock.wall_seconds();
     let scores = shared.evals.scores();
@@ -396,5 +405,12 @@ fn summarize(outcome: &LoopOutcome, clock: RunClock, shared: &Shared) -> Summary
         peak_rss_mib: peak_rss(outcome).map(mib),
         memory: memory_report(outcome, shared),
         kernels: sebulba_fused::kernels::active().name(),
+        engine: if cfg.learner.engine.use_fused(&devices.devices, &cfg.network) {
+            "fused"
+        } else {
+            "burn"
+        },
+        learner_devices: devices.devices.clone(),
+        device_choice: devices.reason.clone(),
     }
 }

@@ -47,6 +47,12 @@ pub struct Summary {
     /// The fused kernels' instruction-set path (`SEBULBA_KERNELS`): runs give
     /// the same bits across machines only on the same path.
     pub kernels: &'static str,
+    /// What took the update steps: `fused` or `burn`.
+    pub engine: &'static str,
+    /// The learner's replicas as run (`learner.devices` with `auto`
+    /// resolved), and why those (`as configured`, or what `auto` found).
+    pub learner_devices: Vec<String>,
+    pub device_choice: String,
 }
 
 /// Where the learner process's memory goes as its update loop ends, in MiB.

@@ -80,6 +80,7 @@ pub fn agree(
     fused_cfg.learner.devices = vec!["cpu".into()];
     let mut burn_cfg = cfg.clone();
     burn_cfg.learner.engine = LearnerEngine::Burn;
+    sebulba_core::device_choice::resolve(&mut burn_cfg);
     let mut fused = Trainer::for_run(&spec, &fused_cfg)?;
     anyhow::ensure!(
         fused.engine() == "fused",

@@ -45,6 +45,9 @@ pub fn bench_learner(
     samples: usize,
     updates: usize,
 ) -> anyhow::Result<LearnerBench> {
+    let mut cfg = cfg.clone();
+    let cfg = &mut cfg;
+    sebulba_core::device_choice::resolve(cfg);
     let (spec, data) = synthetic_update(cfg, image, samples)?;
     let mut trainer = Trainer::for_run(&spec, cfg)?;
     let (lr, clip) = (cfg.ppo.learning_rate, cfg.ppo.clip_coef);

@@ -17,7 +17,7 @@ pub mod threads;
 
 pub use sebulba_fused::TrainState;
 
-use crate::data::{Minibatch, StepStats};
+use crate::data::{Minibatch, StepStats, UpdateData};
 use fused::FusedEngine;
 use sebulba_core::config::RunConfig;
 use sebulba_core::devices::LearnerDevices;
@@ -60,11 +60,19 @@ impl EngineChoice {
 
     /// What a run's `learner.engine`, `learner.devices` and
     /// `learner.threads` ask for: the fused engine where it applies (`auto`)
-    /// or is asked for, else burn.
+    /// or is asked for, else burn; `learner.devices = ["auto"]` resolved as
+    /// [`sebulba_core::device_choice::choose`] says.
     pub fn for_run(spec: &ModelSpec, cfg: &RunConfig) -> Result<Self, EngineError> {
         let l = &cfg.learner;
-        if !l.engine.use_fused(&l.devices, &cfg.network) {
-            let devices = LearnerDevices::parse(&l.devices).map_err(EngineError::Devices)?;
+        let devices = sebulba_core::device_choice::choose(
+            &l.devices,
+            l.engine,
+            &cfg.network,
+            sebulba_core::devices::cuda_devices,
+        )
+        .devices;
+        if !l.engine.use_fused(&devices, &cfg.network) {
+            let devices = LearnerDevices::parse(&devices).map_err(EngineError::Devices)?;
             return Ok(EngineChoice::Burn(devices));
         }
         let rows = match cfg.run.algorithm {
@@ -134,6 +142,13 @@ pub trait UpdateEngine: Send {
     fn set_obs_stats(&mut self, stats: &RunningMeanStd);
     /// The current weights as safetensors bytes (what is published).
     fn safetensors(&self) -> Result<Vec<u8>, WeightsError>;
+    /// An update's epochs over `data` begin: an engine on a GPU copies the
+    /// observations there once (widened to f32), and every minibatch step
+    /// until [`Self::end_update`] gathers its rows there instead of copying
+    /// them from the host again.
+    fn begin_update(&mut self, _data: &UpdateData) {}
+    /// The update is over: what [`Self::begin_update`] copied is freed.
+    fn end_update(&mut self) {}
     /// One minibatch step: loss, gradient, global-norm clipping and an Adam
     /// step, unless the approximate KL is past `target_kl` (`stepped` false).
     fn step(&mut self, mb: &Minibatch<'_>) -> Result<StepStats, EngineError>;

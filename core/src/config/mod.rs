@@ -255,7 +255,10 @@ impl RunConfig {
         } else {
             samples / p.minibatches
         };
+        let auto = crate::devices::is_auto(&self.learner.devices);
         match crate::devices::LearnerDevices::parse(&self.learner.devices) {
+            // `auto` becomes one device, `cpu` under the fused engine.
+            Err(_) if auto => {}
             Err(reason) => return bad("learner.devices", &reason),
             Ok(d) if d.count() > minibatch => {
                 return bad(
@@ -266,7 +269,8 @@ impl RunConfig {
             Ok(_) => {}
         }
         if self.learner.engine == LearnerEngine::Fused
-            && !LearnerEngine::fused_applies(&self.learner.devices, &self.network)
+            && !(auto && self.network.fused_covers()
+                || LearnerEngine::fused_applies(&self.learner.devices, &self.network))
         {
             return bad(
                 "learner.engine",

@@ -52,7 +52,7 @@ impl RunConfig {
             network: NetworkConfig::default(),
             ppo: PpoConfig::default(),
             learner: LearnerConfig {
-                devices: vec!["cpu".into()],
+                devices: vec![crate::devices::AUTO.into()],
                 batches_per_update: 2,
                 queue_capacity: 2,
                 max_policy_lag: 2,

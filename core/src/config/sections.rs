@@ -282,7 +282,10 @@ pub enum LagCorrection {
 #[serde(deny_unknown_fields)]
 pub struct LearnerConfig {
     /// One model replica per device, gradients all-reduced across them:
-    /// `["cpu"]` (default), `["cpu", "cpu"]`, `["cuda:0", "cuda:1"]`.
+    /// `["cpu"]`, `["cpu", "cpu"]`, `["cuda:0", "cuda:1"]`, or `["auto"]`
+    /// (default): the first CUDA device for a convolutional network when the
+    /// binary has CUDA and a device answers, else `cpu`
+    /// ([`crate::device_choice::choose`]; the log and `summary.json` say which).
     pub devices: Vec<String>,
     /// Trajectory batches that make one update.
     pub batches_per_update: usize,

@@ -28,7 +28,8 @@ fn set_overrides_and_keeps_types() {
     // `auto` picks the fused engine exactly where it applies.
     let engine = |sets: &[&str]| {
         let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-        let c = RunConfig::resolve(Some("CartPole-v1"), None, &sets).unwrap();
+        let mut c = RunConfig::resolve(Some("CartPole-v1"), None, &sets).unwrap();
+        crate::device_choice::resolve(&mut c);
         c.learner.engine.use_fused(&c.learner.devices, &c.network)
     };
     assert!(engine(&[]));
