@@ -69,10 +69,24 @@ pub fn update(
         );
         return Ok(PpoStats::default().into_means(lr, clip));
     }
-    let mb_size = n / cfg.minibatches;
-    let mut order: Vec<usize> = (0..n).collect();
-    let mut stats = PpoStats::default();
+    trainer.engine.begin_update(data);
+    let stats = epochs(trainer, data, cfg, lr, clip);
+    trainer.engine.end_update();
+    Ok(stats?.into_means(lr, clip))
+}
+
+/// The epochs of [`update`], each over a fresh shuffle of the samples.
+fn epochs(
+    trainer: &mut Trainer,
+    data: &UpdateData,
+    cfg: &PpoConfig,
+    lr: f64,
+    clip: f64,
+) -> Result<PpoStats, EngineError> {
+    let mb_size = data.len() / cfg.minibatches;
+    let mut order: Vec<usize> = (0..data.len()).collect();
     let (mut adv, mut noise) = (Vec::with_capacity(mb_size), Vec::new());
+    let mut stats = PpoStats::default();
     'epochs: for _ in 0..cfg.epochs {
         order.shuffle(&mut trainer.rng);
         for idx in order.chunks_exact(mb_size).take(cfg.minibatches) {
@@ -98,7 +112,7 @@ pub fn update(
             stats.add(&step);
         }
     }
-    Ok(stats.into_means(lr, clip))
+    Ok(stats)
 }
 
 /// The minibatch's advantages (normalised over it when asked, then

@@ -17,7 +17,7 @@ pub use losses::{Losses, MbActions, MinibatchTensors, ppo_losses};
 pub use replica::{AdamRecord, Replica, Shard};
 
 use super::{EngineError, TrainState, UpdateEngine};
-use crate::data::{Minibatch, StepStats};
+use crate::data::{Minibatch, StepStats, UpdateData};
 use burn::module::Module;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Tensor, TensorData};
@@ -67,19 +67,46 @@ pub fn build(
             vec![Default::default(); *n],
         )?)),
         #[cfg(feature = "cuda")]
-        LearnerDevices::Cuda(ids) => Ok(Box::new(BurnEngine::<
-            burn::backend::Autodiff<sebulba_core::CudaBackend>,
-        >::new(
-            spec,
-            state,
-            adam_eps,
-            ids.iter().map(|&i| burn_cuda::CudaDevice::new(i)).collect(),
-        )?)),
+        LearnerDevices::Cuda(ids) => {
+            cuda_answers(ids)?;
+            cuda_engine(spec, state, adam_eps, ids)
+        }
         #[cfg(not(feature = "cuda"))]
         LearnerDevices::Cuda(_) => Err(EngineError::Devices(
             "cuda devices need a binary built with `--features cuda`".into(),
         )),
     }
+}
+
+/// Every device in `ids` is there, asked of the driver before burn-cuda is:
+/// a missing library or device is one clear error, not a panic in a kernel.
+#[cfg(feature = "cuda")]
+fn cuda_answers(ids: &[usize]) -> Result<(), EngineError> {
+    let n = sebulba_core::devices::cuda_devices().map_err(EngineError::Devices)?;
+    match ids.iter().find(|&&i| i >= n) {
+        Some(i) => Err(EngineError::Devices(format!(
+            "cuda:{i}: the CUDA driver reports {n} device(s)"
+        ))),
+        None => Ok(()),
+    }
+}
+
+#[cfg(feature = "cuda")]
+fn cuda_engine(
+    spec: &ModelSpec,
+    state: &TrainState,
+    adam_eps: f64,
+    ids: &[usize],
+) -> Result<Box<dyn UpdateEngine>, EngineError> {
+    Ok(Box::new(
+        BurnEngine::<burn::backend::Autodiff<sebulba_core::CudaBackend>>::new(
+            spec,
+            state,
+            adam_eps,
+            ids.iter().map(|&i| burn_cuda::CudaDevice::new(i)).collect(),
+        )?
+        .holding_observations(),
+    ))
 }
 
 pub struct BurnEngine<B: AutodiffBackend> {
@@ -90,6 +117,11 @@ pub struct BurnEngine<B: AutodiffBackend> {
     obs_dim: usize,
     /// DQN's target network (with its observation statistics) at the last sync.
     target: Option<ActorCritic<B::InnerBackend>>,
+    /// Whether an update's observations are copied to the devices once
+    /// (`begin_update`): on a GPU, where a copy per minibatch step would
+    /// cross the bus four times an update; not on the CPU, where it would
+    /// only duplicate the batch in memory.
+    hold_observations: bool,
 }
 
 impl<B: AutodiffBackend> BurnEngine<B> {
@@ -130,7 +162,15 @@ impl<B: AutodiffBackend> BurnEngine<B> {
             dist: spec.dist(),
             obs_dim: spec.obs_dim,
             target: None,
+            hold_observations: false,
         })
+    }
+
+    /// Copies each update's observations to the devices once
+    /// ([`UpdateEngine::begin_update`]).
+    pub fn holding_observations(mut self) -> Self {
+        self.hold_observations = true;
+        self
     }
 
     /// Observation rows `obs` as a tensor on the first replica's device.
@@ -242,6 +282,20 @@ impl<B: AutodiffBackend> UpdateEngine for BurnEngine<B> {
 
     /// Every replica steps on its contiguous shard `[i*m/d, (i+1)*m/d)`,
     /// concurrently when there are several; their shares add up.
+    fn begin_update(&mut self, data: &UpdateData) {
+        if self.hold_observations {
+            self.replicas
+                .iter_mut()
+                .for_each(|r| r.hold_observations(data));
+        }
+    }
+
+    fn end_update(&mut self) {
+        self.replicas
+            .iter_mut()
+            .for_each(Replica::release_observations);
+    }
+
     fn step(&mut self, mb: &Minibatch<'_>) -> Result<StepStats, EngineError> {
         let d = self.replicas.len();
         let m = mb.idx.len();

@@ -41,6 +41,18 @@ pub struct Replica<B: AutodiffBackend> {
     device: B::Device,
     /// This replica's id in the collective; `None` with a single replica.
     peer: Option<PeerId>,
+    /// The current update's observations on this device
+    /// ([`Self::hold_observations`]).
+    held: Option<HeldObservations<B>>,
+}
+
+/// An update's observations, widened once, on a replica's device, and the
+/// address of the `UpdateData` they came from: the update borrows that data
+/// from `hold_observations` to `release_observations`, so the address names
+/// it for as long as they are held.
+struct HeldObservations<B: Backend> {
+    data: usize,
+    obs: Tensor<B, 2>,
 }
 
 /// Adam's state for every parameter of the model, as burn keeps it (a map
@@ -95,7 +107,49 @@ impl<B: AutodiffBackend> Replica<B> {
             adam_eps,
             device,
             peer,
+            held: None,
         }
+    }
+
+    /// Copies `data`'s observations to this replica's device, widened to
+    /// f32, for the minibatches of one update to gather their rows from
+    /// there: one copy an update rather than one a minibatch step.
+    pub fn hold_observations(&mut self, data: &UpdateData) {
+        self.held = None;
+        let (n, d) = (data.len(), data.obs_dim);
+        let mut all = Vec::with_capacity(n * d);
+        data.observations.extend_f32(0..n * d, &mut all);
+        let obs = Tensor::from_data(TensorData::new(all, [n, d]), &self.device);
+        self.held = Some(HeldObservations {
+            data: std::ptr::from_ref(data) as usize,
+            obs,
+        });
+    }
+
+    /// Frees what [`Self::hold_observations`] copied.
+    pub fn release_observations(&mut self) {
+        self.held = None;
+    }
+
+    /// The shard's observation rows: gathered on the device from the held
+    /// observations of this update, else copied from the host.
+    fn observation_rows(&self, s: &Shard<'_>) -> Tensor<B, 2> {
+        let (data, idx, dev) = (s.data, s.idx, &self.device);
+        let (m, d) = (idx.len(), data.obs_dim);
+        if let Some(h) = self
+            .held
+            .as_ref()
+            .filter(|h| h.data == std::ptr::from_ref(data) as usize)
+        {
+            let rows: Vec<i64> = idx.iter().map(|&i| i as i64).collect();
+            let rows = Tensor::<B, 1, Int>::from_data(TensorData::new(rows, [m]), dev);
+            return h.obs.clone().select(0, rows);
+        }
+        let mut obs = Vec::with_capacity(m * d);
+        for &i in idx {
+            data.observations.extend_f32(i * d..(i + 1) * d, &mut obs);
+        }
+        Tensor::from_data(TensorData::new(obs, [m, d]), dev)
     }
 
     pub fn model(&self) -> &ActorCritic<B> {
@@ -129,12 +183,7 @@ impl<B: AutodiffBackend> Replica<B> {
     pub fn minibatch(&self, s: &Shard<'_>, dist: &ActionDist) -> MinibatchTensors<B> {
         let (data, idx) = (s.data, s.idx);
         let m = idx.len();
-        let d = data.obs_dim;
         let dev = &self.device;
-        let mut obs = Vec::with_capacity(m * d);
-        for &i in idx {
-            data.observations.extend_f32(i * d..(i + 1) * d, &mut obs);
-        }
         let f1 = |v: Vec<f32>| Tensor::<B, 1>::from_data(TensorData::new(v, [m]), dev);
         let gather = |v: &[f32]| idx.iter().map(|&i| v[i]).collect::<Vec<f32>>();
         let (actions, noise) = match &data.actions {
@@ -169,7 +218,7 @@ impl<B: AutodiffBackend> Replica<B> {
             Tensor::<B, 2, Bool>::from_data(TensorData::new(v, [m, n]), dev)
         });
         MinibatchTensors {
-            obs: Tensor::from_data(TensorData::new(obs, [m, d]), dev),
+            obs: self.observation_rows(s),
             actions,
             valid,
             old_logp: f1(gather(&data.old_log_probs)),
