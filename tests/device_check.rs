@@ -1,7 +1,8 @@
 //! The GPU machine's script (`scripts/device-check.sh`) in its CPU dry run,
 //! so that it cannot rot while no GPU is at hand: every step runs on the
 //! binary under test with burn on `cpu` where the GPU run puts `cuda:0`, and
-//! writes the figures the note will quote. And `bench agree`'s verdict can
+//! writes the figures the note will quote (training too, with `auto`
+//! devices, which choose the CPU here and say why). And `bench agree`'s verdict can
 //! fail: at a tolerance of zero the two engines (which add in different
 //! orders) disagree, and the command says so with a non-zero exit.
 
@@ -51,6 +52,23 @@ fn the_device_script_runs_every_step_on_the_cpu() {
         assert_eq!(l["devices"][0], "cpu", "{l}");
     }
     assert!(summary.contains("== 3. peer"), "{summary}");
+    // Training with `--learner-devices auto`: no CUDA in this binary, so the
+    // CPU, and the run directory says why.
+    let train = read_json(&dir.join("train").join("summary.json"));
+    assert_eq!(train["learner_devices"][0], "cpu", "{train}");
+    let why = train["device_choice"].as_str().expect("device_choice");
+    assert!(
+        why.starts_with("auto: cpu (") && why.contains("--features cuda"),
+        "{why}"
+    );
+    assert!(
+        train["env_steps"].as_u64().expect("env_steps") >= 8192,
+        "{train}"
+    );
+    assert!(
+        summary.contains("train: learner devices ['cpu']"),
+        "{summary}"
+    );
     assert!(summary.ends_with("device-check: done\n"), "{summary}");
 }
 
