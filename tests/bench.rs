@@ -47,7 +47,31 @@ fn every_benchmark_line_prints_and_writes_its_figures() {
     }
     for (r, id) in rows[7..].iter().zip(minatar) {
         assert_eq!(r["env_id"], *id);
+        assert_eq!(r["processes"], 1);
     }
+    // Two processes stepping at once: one row, their steps together.
+    let two = bench(
+        &dir,
+        "envs-2",
+        &[
+            "envs",
+            "--env",
+            "Pendulum-v1",
+            "--envs",
+            "4",
+            "--seconds",
+            "0.3",
+            "--processes",
+            "2",
+        ],
+    );
+    let two = &two.as_array().expect("rows")[..];
+    assert_eq!(two.len(), 1);
+    assert_eq!(
+        (two[0]["processes"].as_u64(), two[0]["num_envs"].as_u64()),
+        (Some(2), Some(4))
+    );
+    measured(&two[0], "steps_per_second");
     let inf = bench(
         &dir,
         "inference",
@@ -128,9 +152,34 @@ fn every_benchmark_line_prints_and_writes_its_figures() {
             run,
             "--target-return",
             "0",
+            "--env-seconds",
+            "0.5",
         ],
     );
     measured(&local, "env_steps_per_second");
+    // Set against the env source alone with the run's 2 actors of 8 envs.
+    let limit = &local["env_only"];
+    assert_eq!(
+        (limit["processes"].as_u64(), limit["num_envs"].as_u64()),
+        (Some(2), Some(8))
+    );
+    measured(limit, "steps_per_second");
+    measured(&local, "fraction_of_env_only");
+    let shares = &local["actor_shares"];
+    let share = |k: &str| shares[k].as_f64().unwrap_or(-1.0);
+    let parts = ["env", "inference", "waiting_for_learner", "other"];
+    assert!(
+        parts.iter().all(|k| (0.0..=1.0).contains(&share(k))),
+        "{shares}"
+    );
+    let total: f64 = parts.iter().map(|k| share(k)).sum();
+    assert!((total - 1.0).abs() < 1e-6, "{shares}");
+    assert!(share("env") > 0.0 && share("inference") > 0.0, "{shares}");
+    let busy = measured(&local, "learner_busy");
+    assert!(
+        busy <= 1.0,
+        "the learner's update time within the run's: {busy}"
+    );
     assert!(local["env_steps"].as_u64().unwrap_or(0) >= 6000, "{local}");
     assert!(
         local["command"]
@@ -178,9 +227,16 @@ fn a_costly_native_env_bounds_one_actor_to_its_step_cost() {
             "eval.episodes=1",
             "--set",
             "eval.final_episodes=1",
+            "--env-seconds",
+            "1",
         ],
     );
     let sps = measured(&local, "env_steps_per_second");
     assert!(local["env_steps"].as_u64().unwrap_or(0) >= 1024, "{local}");
     assert!(sps <= 1000.0, "one actor at 1 ms a step: {sps} env steps/s");
+    // The env alone is bound the same way, and the actor's time is the env's.
+    let limit = measured(&local["env_only"], "steps_per_second");
+    assert!(limit <= 1000.0, "the env alone at 1 ms a step: {limit}");
+    let env_share = local["actor_shares"]["env"].as_f64().unwrap_or(0.0);
+    assert!(env_share > 0.5, "{}", local["actor_shares"]);
 }

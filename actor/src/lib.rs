@@ -13,6 +13,7 @@ mod rollout;
 mod selfplay;
 #[cfg(test)]
 mod testing;
+mod timing;
 mod turns;
 
 use rollout::{Rollout, RolloutSetup};

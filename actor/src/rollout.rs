@@ -73,6 +73,8 @@ pub struct Rollout {
     turns: Option<crate::turns::Turns>,
     /// Which seats past versions play, for a game with past selves.
     selfplay: Option<crate::selfplay::SelfPlay>,
+    /// Where the time went since the last batch sent.
+    timing: crate::timing::Timing,
 }
 
 impl Rollout {
@@ -124,6 +126,7 @@ impl Rollout {
             faults: Default::default(),
             turns,
             selfplay,
+            timing: crate::timing::Timing::new(),
         })
     }
 
@@ -243,6 +246,7 @@ impl Rollout {
             if let Some(turns) = &mut self.turns {
                 turns.record_movers(t, self.venv.as_ref());
             }
+            let started = std::time::Instant::now();
             let mut head = self.policy.head(&buf.obs, e_len);
             if let (Some(sp), Some(turns)) = (&mut self.selfplay, &self.turns) {
                 sp.act(t, turns.movers(t), &buf.obs, &mut head);
@@ -261,7 +265,10 @@ impl Rollout {
                     id: self.setup.env.id.clone(),
                     reason: e.to_string(),
                 })?;
-            if let Err(e) = self.venv.step(batch, step_out) {
+            let stepping = self.timing.inference(started);
+            let stepped = self.venv.step(batch, step_out);
+            self.timing.env(stepping);
+            if let Err(e) = stepped {
                 buf.steps_lost = ((t - first) * e_len) as u64;
                 return Err(e);
             }
@@ -338,8 +345,9 @@ impl Rollout {
             if !self.wait_for_credit(sequence) {
                 break;
             }
-            m.credit_wait_seconds
-                .record(waiting.elapsed().as_secs_f64());
+            let waited = waiting.elapsed().as_secs_f64();
+            m.credit_wait_seconds.record(waited);
+            self.timing.waited(waited);
             self.refresh_policy();
             let Some(version) = self.policy.version() else {
                 return Ok(env_steps);
@@ -442,6 +450,7 @@ impl Rollout {
         self.carry_overlap(&mut work.actions, &mut work.buf);
         batch.trace_context = sebulba_transport::trace::context_map(send);
         batch.env_faults = self.faults.take();
+        batch.actor_time = Some(self.timing.take());
         batch
     }
 

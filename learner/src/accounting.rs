@@ -36,6 +36,30 @@ pub struct BatchCounts {
     pub env_non_finite: u64,
     /// ... and the env steps of the rollouts the actors dropped for them.
     pub env_steps_discarded: u64,
+    /// Where the actors' time went, summed over the batches accepted
+    /// (`TrajectoryBatch.actor_time`; zero from actors that do not say).
+    pub actor_time: ActorTime,
+}
+
+/// Seconds of actor time: wall-clock, and the parts of it stepping envs, in
+/// the policy, and waiting for the learner's credit (the rest is sending
+/// and taking weights).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ActorTime {
+    pub wall_seconds: f64,
+    pub env_seconds: f64,
+    pub inference_seconds: f64,
+    pub waiting_seconds: f64,
+}
+
+impl ActorTime {
+    fn add(&mut self, t: &ActorTime) {
+        self.wall_seconds += t.wall_seconds;
+        self.env_seconds += t.env_seconds;
+        self.inference_seconds += t.inference_seconds;
+        self.waiting_seconds += t.waiting_seconds;
+    }
 }
 
 impl BatchCounts {
@@ -125,12 +149,14 @@ impl Accounting {
         f(&mut guard)
     }
 
-    /// A batch arrived and was queued.
-    pub fn queued(&self, actor: &str) {
+    /// A batch arrived and was queued; `time` is the actor's account of the
+    /// time since its previous batch.
+    pub fn queued(&self, actor: &str, time: &ActorTime) {
         self.with(|s| {
             s.both(actor, |c| {
                 c.received += 1;
                 c.queued += 1;
+                c.actor_time.add(time);
             })
         });
     }
@@ -238,9 +264,9 @@ mod tests {
     #[test]
     fn identity_holds_through_every_transition() {
         let a = Accounting::default();
-        a.queued("a");
-        a.queued("a");
-        a.queued("b");
+        a.queued("a", &ActorTime::default());
+        a.queued("a", &ActorTime::default());
+        a.queued("b", &ActorTime::default());
         a.rejected("b", "shape");
         a.arrived_after_finish("b");
         a.dequeued("a", Outcome::Used(256));

@@ -16,6 +16,8 @@ pub struct DecodedBatch {
     pub ack_to: Option<AckSender>,
     /// The batch's journey through the learner, for tracing.
     pub trace: BatchTrace,
+    /// The actor's account of its time since its previous batch.
+    pub actor_time: crate::accounting::ActorTime,
 }
 
 /// Tracing state that travels with a queued batch: the `queue_wait` span is
@@ -36,6 +38,7 @@ impl DecodedBatch {
             trajectory,
             ack_to: None,
             trace: BatchTrace::default(),
+            actor_time: Default::default(),
         }
     }
 

@@ -146,7 +146,9 @@ impl LearnerService {
         decoded.ack_to = Some(ack_to.clone());
         decoded.trace.ingest = sebulba_transport::trace::context_map(&span);
         decoded.trace.queue_wait = Some(info_span!(parent: &span, "queue_wait"));
-        shared.accounting.queued(&batch.actor_id);
+        shared
+            .accounting
+            .queued(&batch.actor_id, &decoded.actor_time);
         match queue.send(decoded).instrument(span.clone()).await {
             Ok(()) => None,
             Err(mpsc::error::SendError(b)) => {

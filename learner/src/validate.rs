@@ -7,6 +7,7 @@ use sebulba_envs::{ActionSpace, EnvSpec, ObsDtype, Observations};
 use sebulba_proto::{Tensor, TensorError, TrajectoryBatch, decode_f32, decode_i32, decode_u8};
 use tonic::Code;
 
+use crate::accounting::ActorTime;
 use crate::batch::{BatchActions, DecodedBatch, Trajectory};
 
 mod game;
@@ -210,7 +211,60 @@ pub fn decode_batch(b: &TrajectoryBatch, expect: &Expect<'_>) -> Result<DecodedB
         episode_lengths,
         game,
     };
-    Ok(DecodedBatch::unsent(&b.actor_id, b.sequence, trajectory))
+    let mut decoded = DecodedBatch::unsent(&b.actor_id, b.sequence, trajectory);
+    decoded.actor_time = decode_actor_time(b)?;
+    Ok(decoded)
+}
+
+/// Longest actor time between two batches accepted, in seconds (a year):
+/// sums over a run stay exact in f64.
+pub const MAX_ACTOR_SECONDS: f64 = 3.2e7;
+
+/// The actor's account of its time: each part finite, in [0, a year], and
+/// the parts together at most the wall time (with a microsecond's rounding).
+fn decode_actor_time(b: &TrajectoryBatch) -> Result<ActorTime, Rejection> {
+    let Some(t) = &b.actor_time else {
+        return Ok(ActorTime::default());
+    };
+    let parts = [
+        ("wall_seconds", t.wall_seconds),
+        ("env_seconds", t.env_seconds),
+        ("inference_seconds", t.inference_seconds),
+        ("waiting_seconds", t.waiting_seconds),
+    ];
+    for (name, v) in parts {
+        if !(0.0..=MAX_ACTOR_SECONDS).contains(&v) {
+            let reason = if v.is_finite() {
+                "out_of_range"
+            } else {
+                "non_finite"
+            };
+            return Err(reject(
+                Code::InvalidArgument,
+                reason,
+                format!(
+                    "field `actor_time.{name}`: {v} is not a duration in [0, {MAX_ACTOR_SECONDS:e}] s"
+                ),
+            ));
+        }
+    }
+    let sum = t.env_seconds + t.inference_seconds + t.waiting_seconds;
+    if sum > t.wall_seconds + 1e-6 {
+        return Err(reject(
+            Code::InvalidArgument,
+            "out_of_range",
+            format!(
+                "field `actor_time.wall_seconds`: {} is less than its parts together ({sum})",
+                t.wall_seconds
+            ),
+        ));
+    }
+    Ok(ActorTime {
+        wall_seconds: t.wall_seconds,
+        env_seconds: t.env_seconds,
+        inference_seconds: t.inference_seconds,
+        waiting_seconds: t.waiting_seconds,
+    })
 }
 
 /// Observations in the env's dtype: `f32` ones finite and bounded, bytes as

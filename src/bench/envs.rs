@@ -2,6 +2,7 @@
 //! `sebulba bench inference`: stepping each environment through the vectorised
 //! env (auto-reset included), and batched policy inference at batch size E.
 
+use rand::{Rng, SeedableRng};
 use sebulba_core::config::NetworkConfig;
 use sebulba_core::devices::DeviceKind;
 use sebulba_core::policy::InferencePolicy;
@@ -12,14 +13,15 @@ use std::time::Instant;
 pub use super::EnvBench;
 
 /// Steps `num_envs` copies of each of `ids` (every native env, MinAtar's
-/// included, when empty)
-/// for about `seconds` each with fixed cyclic actions (no policy), one
-/// thread: through the same vector env an actor steps, Python envs included.
+/// included, when empty) for about `seconds` each with uniformly random
+/// actions (no policy), one thread: through the same vector env an actor
+/// steps, Python envs included.
 /// Turn-based games (every one of them by default too) play random legal
 /// moves (`games::bench_game`).
 pub fn bench_envs(
     ids: &[String],
     num_envs: usize,
+    kwargs: &str,
     seconds: f64,
 ) -> Result<Vec<EnvBench>, EnvError> {
     let native: Vec<String> = ENV_IDS
@@ -35,35 +37,30 @@ pub fn bench_envs(
                 id: id.clone(),
                 reason,
             }),
-            None => bench_env(id, num_envs, seconds),
+            None => bench_env(id, num_envs, kwargs, seconds),
         })
         .collect()
 }
 
-pub fn bench_env(id: &str, num_envs: usize, seconds: f64) -> Result<EnvBench, EnvError> {
-    let mut venv = make_vector_env(id, "", num_envs, 1, sebulba_envs::Purpose::Train)?;
+/// One env source alone: `num_envs` envs of `id` made with `kwargs` (JSON,
+/// `""` for none), stepped for about `seconds`.
+pub fn bench_env(
+    id: &str,
+    num_envs: usize,
+    kwargs: &str,
+    seconds: f64,
+) -> Result<EnvBench, EnvError> {
+    let mut venv = make_vector_env(id, kwargs, num_envs, 1, sebulba_envs::Purpose::Train)?;
     let spec = venv.spec().clone();
     let mut obs = vec![0.0f32; num_envs * spec.obs_dim];
     venv.reset(&mut obs)?;
     let mut out = venv.new_step_out();
-    // Fixed cyclic actions: the env's own cost, without a policy.
-    let discrete: Vec<u32> = match &spec.action_space {
-        ActionSpace::Discrete { n } => (0..num_envs).map(|i| (i % n) as u32).collect(),
-        ActionSpace::Box { .. } => Vec::new(),
-    };
-    let continuous: Vec<f32> = (0..num_envs * spec.action_space.dim())
-        .map(|i| if i % 2 == 0 { 0.5 } else { -0.5 })
-        .collect();
+    let actions = RandomActions::new(&spec.action_space, num_envs);
     let mut steps = 0u64;
     let t0 = Instant::now();
     while t0.elapsed().as_secs_f64() < seconds {
-        for _ in 0..100 {
-            let batch = if spec.action_space.is_discrete() {
-                ActionBatch::Discrete(&discrete)
-            } else {
-                ActionBatch::Continuous(&continuous)
-            };
-            venv.step(batch, &mut out)?;
+        for k in 0..100 {
+            venv.step(actions.batch(k), &mut out)?;
             std::hint::black_box(&out);
             steps += num_envs as u64;
         }
@@ -72,11 +69,126 @@ pub fn bench_env(id: &str, num_envs: usize, seconds: f64) -> Result<EnvBench, En
     Ok(EnvBench {
         env_id: id.to_string(),
         num_envs,
+        processes: 1,
         steps,
         seconds: secs,
         steps_per_second: steps as f64 / secs,
         games_per_second: None,
     })
+}
+
+/// Uniformly random actions (Gymnasium's `action_space.sample()`), drawn
+/// before the clock starts: a cycle of [`RandomActions::BATCHES`] batches,
+/// so that the figure is the env's cost alone, as an untrained policy's
+/// actions make it.
+struct RandomActions {
+    discrete: Vec<Vec<u32>>,
+    continuous: Vec<Vec<f32>>,
+}
+
+impl RandomActions {
+    const BATCHES: usize = 64;
+
+    fn new(space: &ActionSpace, num_envs: usize) -> Self {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+        let mut out = RandomActions {
+            discrete: Vec::new(),
+            continuous: Vec::new(),
+        };
+        for _ in 0..Self::BATCHES {
+            match space {
+                ActionSpace::Discrete { n } => out.discrete.push(
+                    (0..num_envs)
+                        .map(|_| rng.random_range(0..*n as u32))
+                        .collect(),
+                ),
+                ActionSpace::Box { low, high } => out.continuous.push(
+                    (0..num_envs)
+                        .flat_map(|_| low.iter().zip(high))
+                        .map(|(&l, &h)| l + (h - l) * rng.random::<f32>())
+                        .collect(),
+                ),
+            }
+        }
+        out
+    }
+
+    fn batch(&self, k: usize) -> ActionBatch<'_> {
+        match self.discrete.get(k % Self::BATCHES) {
+            Some(d) => ActionBatch::Discrete(d),
+            None => ActionBatch::Continuous(&self.continuous[k % Self::BATCHES]),
+        }
+    }
+}
+
+/// `processes` copies of `sebulba bench envs` for `id`, stepping at once
+/// (each with its own Python interpreter, as a run's actor processes): the
+/// env-only limit of a run with that many actors of `num_envs` envs each.
+pub fn bench_env_processes(
+    id: &str,
+    num_envs: usize,
+    kwargs: &str,
+    seconds: f64,
+    processes: usize,
+) -> anyhow::Result<EnvBench> {
+    let dir = std::env::temp_dir().join(format!("sebulba-bench-envs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let rows = run_bench_processes(id, (num_envs, kwargs), seconds, processes, &dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    let rows = rows?;
+    Ok(EnvBench {
+        env_id: id.to_string(),
+        num_envs,
+        processes,
+        steps: rows.iter().map(|r| r.steps).sum(),
+        seconds: rows.iter().map(|r| r.seconds).fold(0.0, f64::max),
+        steps_per_second: rows.iter().map(|r| r.steps_per_second).sum(),
+        games_per_second: None,
+    })
+}
+
+/// The rows of `processes` concurrent one-process benches of `id`.
+fn run_bench_processes(
+    id: &str,
+    (num_envs, kwargs): (usize, &str),
+    seconds: f64,
+    processes: usize,
+    dir: &std::path::Path,
+) -> anyhow::Result<Vec<EnvBench>> {
+    use anyhow::Context;
+    let exe = std::env::current_exe()?;
+    let children = (0..processes)
+        .map(|i| {
+            let json = dir.join(format!("{i}.json"));
+            let child = std::process::Command::new(&exe)
+                .args(["bench", "envs", "--env", id, "--processes", "1"])
+                .args([
+                    "--envs",
+                    &num_envs.to_string(),
+                    "--seconds",
+                    &seconds.to_string(),
+                ])
+                .args(["--kwargs", kwargs])
+                .arg("--json")
+                .arg(&json)
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .context("starting a bench process")?;
+            Ok((child, json))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut rows = Vec::new();
+    for (mut child, json) in children {
+        let status = child.wait()?;
+        anyhow::ensure!(
+            status.success(),
+            "a bench envs process for {id} failed ({status})"
+        );
+        let text = std::fs::read_to_string(&json)?;
+        let mut r: Vec<EnvBench> = serde_json::from_str(&text)?;
+        rows.push(r.pop().context("a bench process wrote no row")?);
+    }
+    Ok(rows)
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -129,7 +241,7 @@ mod tests {
 
     #[test]
     fn benches_cover_every_env_and_count_what_they_did() {
-        let rows = bench_envs(&[], 2, 0.01).unwrap();
+        let rows = bench_envs(&[], 2, "", 0.01).unwrap();
         let games = sebulba_envs::games::GAME_IDS;
         let minatar = sebulba_envs::minatar::MINATAR_IDS;
         assert_eq!(rows.len(), ENV_IDS.len() + games.len() + minatar.len());

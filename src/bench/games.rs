@@ -45,6 +45,7 @@ pub fn bench_game(id: &str, num_envs: usize, seconds: f64) -> Option<Result<EnvB
     Some(Ok(EnvBench {
         env_id: id.to_string(),
         num_envs,
+        processes: 1,
         steps,
         seconds: secs,
         steps_per_second: steps as f64 / secs,

@@ -7,6 +7,7 @@ pub mod agree;
 pub mod envs;
 pub mod games;
 pub mod learner;
+pub mod local;
 pub mod transport;
 
 use crate::cli::{self, BenchCommand};
@@ -14,10 +15,13 @@ use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
 /// One environment's stepping throughput (`sebulba bench envs`).
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct EnvBench {
     pub env_id: String,
     pub num_envs: usize,
+    /// Processes stepping at once (`--processes`), each `num_envs` envs;
+    /// steps and steps/s are theirs together.
+    pub processes: usize,
     pub steps: u64,
     pub seconds: f64,
     pub steps_per_second: f64,
@@ -46,51 +50,31 @@ pub async fn run(cmd: BenchCommand, shutdown: CancellationToken) -> anyhow::Resu
             );
             emit_json(&r, args.json.as_deref())
         }
-        BenchCommand::Local(args) => {
-            let command = std::env::args().collect::<Vec<_>>().join(" ");
-            let (s, run_dir) = crate::local::run(args.local, shutdown).await?;
-            let steps_to_target = match args.target_return {
-                Some(target) => first_eval_reaching(&run_dir.join("eval.jsonl"), target)?,
-                None => None,
-            };
-            let r = BenchLocal {
-                command,
-                env_id: s.env_id.clone(),
-                env_steps: s.env_steps,
-                wall_seconds: s.wall_seconds,
-                env_steps_per_second: s.steps_per_second,
-                updates: s.updates,
-                final_eval_return_mean: s.final_eval_return_mean,
-                peak_rss_mib: s.peak_rss_mib,
-                target_return: args.target_return,
-                steps_to_target,
-            };
-            println!(
-                "end-to-end local {}: {:.0} env steps/s ({} steps, {} updates in {:.1} s), final eval {:?}, peak RSS {:.0} MiB{}",
-                r.env_id,
-                r.env_steps_per_second,
-                r.env_steps,
-                r.updates,
-                r.wall_seconds,
-                r.final_eval_return_mean,
-                r.peak_rss_mib.unwrap_or(f64::NAN),
-                match (r.target_return, r.steps_to_target) {
-                    (Some(t), Some(n)) => format!(", first eval >= {t} at {n} env steps"),
-                    (Some(t), None) => format!(", no eval reached {t}"),
-                    _ => String::new(),
-                }
-            );
-            emit_json(&r, args.json.as_deref())
-        }
+        BenchCommand::Local(args) => local::bench_local(*args, shutdown).await,
         BenchCommand::Envs(args) => {
-            let rows = envs::bench_envs(&args.env_ids, args.envs, args.seconds)?;
+            let rows = if args.processes > 1 {
+                let processes = args.processes as usize;
+                anyhow::ensure!(
+                    !args.env_ids.is_empty(),
+                    "--processes: name the envs (--env)"
+                );
+                let each = |id: &String| {
+                    envs::bench_env_processes(id, args.envs, &args.kwargs, args.seconds, processes)
+                };
+                args.env_ids
+                    .iter()
+                    .map(each)
+                    .collect::<anyhow::Result<_>>()?
+            } else {
+                envs::bench_envs(&args.env_ids, args.envs, &args.kwargs, args.seconds)?
+            };
             for r in &rows {
                 let games = r
                     .games_per_second
                     .map_or(String::new(), |g| format!(", {g:.0} games/s"));
                 println!(
-                    "env {}: {} envs, {:.0} steps/s{games} ({} steps in {:.2} s)",
-                    r.env_id, r.num_envs, r.steps_per_second, r.steps, r.seconds
+                    "env {}: {} process(es) x {} envs, {:.0} steps/s{games} ({} steps in {:.2} s)",
+                    r.env_id, r.processes, r.num_envs, r.steps_per_second, r.steps, r.seconds
                 );
             }
             emit_json(&rows, args.json.as_deref())
@@ -106,38 +90,6 @@ pub async fn run(cmd: BenchCommand, shutdown: CancellationToken) -> anyhow::Resu
             emit_json(&r, args.json.as_deref())
         }
     }
-}
-
-/// The end-to-end line of the benchmark suite.
-#[derive(serde::Serialize)]
-struct BenchLocal {
-    /// The command line that reproduces it.
-    command: String,
-    env_id: String,
-    env_steps: u64,
-    wall_seconds: f64,
-    env_steps_per_second: f64,
-    updates: u64,
-    final_eval_return_mean: Option<f64>,
-    peak_rss_mib: Option<f64>,
-    /// `--target-return`, and the env steps of the first evaluation whose mean
-    /// return reached it (None: none did).
-    target_return: Option<f64>,
-    steps_to_target: Option<u64>,
-}
-
-/// Env steps of the first line of `eval.jsonl` with `return_mean >= target`.
-fn first_eval_reaching(path: &std::path::Path, target: f64) -> anyhow::Result<Option<u64>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let v: serde_json::Value =
-            serde_json::from_str(line).with_context(|| format!("a line of {}", path.display()))?;
-        if v["return_mean"].as_f64().is_some_and(|r| r >= target) {
-            return Ok(v["env_steps"].as_u64());
-        }
-    }
-    Ok(None)
 }
 
 /// A benchmark's output is its product: figures on stdout (not a service log).

@@ -15,14 +15,16 @@ pub enum BenchCommand {
     /// and batch: how far apart the parameters end. Exits non-zero when
     /// they disagree.
     Agree(BenchAgreeArgs),
-    /// Env steps/s of every environment through the vectorised env (one thread).
+    /// Env steps/s of every environment through the vectorised env, random
+    /// actions, no learner (one thread; `--processes N` for N at once).
     Envs(BenchEnvsArgs),
     /// Policy forward passes/s at the actor's batch size (CPU).
     Inference(BenchInferenceArgs),
     /// Trajectory batches encoded, sent over loopback gRPC, decoded and validated.
     Transport(BenchTransportArgs),
-    /// The end-to-end local run (every role in one process): env steps/s,
-    /// wall time, final evaluation and peak memory.
+    /// The end-to-end local run: env steps/s as a fraction of the env source
+    /// alone (measured first), where the actors' time went, how busy the
+    /// learner was, wall time, final evaluation and peak memory.
     Local(Box<BenchLocalArgs>),
 }
 
@@ -34,6 +36,10 @@ pub struct BenchLocalArgs {
     /// reaches this (the learning-curve check; 475 for CartPole-v1).
     #[arg(long)]
     pub target_return: Option<f64>,
+    /// Seconds of the env-only measurement before the run (the run's env
+    /// source, envs per actor and actors, random actions); 0 skips it.
+    #[arg(long, default_value_t = 5.0)]
+    pub env_seconds: f64,
     #[arg(long)]
     pub json: Option<PathBuf>,
 }
@@ -62,11 +68,18 @@ pub struct BenchEnvsArgs {
     /// Seconds per environment.
     #[arg(long, default_value_t = 2.0)]
     pub seconds: f64,
+    /// Processes stepping each env at once, `--envs` envs each (a run's
+    /// actor processes; each has its own Python interpreter).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=256))]
+    pub processes: u64,
     /// Environments to step (repeatable), e.g. `--env gym:HalfCheetah-v5`
     /// (Python envs: a binary built with `--features python`); default:
     /// every native environment.
     #[arg(long = "env")]
     pub env_ids: Vec<String>,
+    /// Keyword arguments for every env made (JSON, as `env.kwargs` becomes).
+    #[arg(long, default_value = "")]
+    pub kwargs: String,
     #[arg(long)]
     pub json: Option<PathBuf>,
 }

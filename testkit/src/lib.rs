@@ -8,7 +8,7 @@
 
 use sebulba_envs::{ActionSpace, EnvSpec, ObsDtype};
 use sebulba_proto::{
-    DType, EpisodeStats, Tensor, TrajectoryBatch, encode_f32, encode_i32, encode_u8,
+    ActorTime, DType, EpisodeStats, Tensor, TrajectoryBatch, encode_f32, encode_i32, encode_u8,
 };
 use tonic::Code;
 
@@ -348,5 +348,54 @@ fn flag_and_mask_rules() -> Vec<Malformation> {
             d.t * d.e + 1
         ]
     }));
+    rules.extend(actor_time_rules());
     rules
+}
+
+/// An actor's account of its time that cannot be true: NaN, negative,
+/// beyond a year, and parts longer than the whole.
+fn actor_time_rules() -> Vec<Malformation> {
+    use Code::InvalidArgument as Arg;
+    let time = |wall: f64, env: f64, waiting: f64| {
+        move |b: &mut TrajectoryBatch, _: Dims| {
+            b.actor_time = Some(ActorTime {
+                wall_seconds: wall,
+                env_seconds: env,
+                inference_seconds: 0.0,
+                waiting_seconds: waiting,
+            })
+        }
+    };
+    vec![
+        rule(
+            "`actor_time.env_seconds`",
+            "non_finite",
+            Arg,
+            time(1.0, f64::NAN, 0.0),
+        ),
+        rule(
+            "`actor_time.wall_seconds`",
+            "non_finite",
+            Arg,
+            time(f64::INFINITY, 0.0, 0.0),
+        ),
+        rule(
+            "`actor_time.waiting_seconds`",
+            "out_of_range",
+            Arg,
+            time(1.0, 0.0, -0.5),
+        ),
+        rule(
+            "`actor_time.wall_seconds`",
+            "out_of_range",
+            Arg,
+            time(1e12, 0.0, 0.0),
+        ),
+        rule(
+            "`actor_time.wall_seconds`",
+            "out_of_range",
+            Arg,
+            time(1.0, 0.75, 0.5),
+        ),
+    ]
 }

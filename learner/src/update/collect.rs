@@ -193,7 +193,7 @@ mod tests {
             batch("b", 5, &[-7.0, -8.0]),
             batch("a", 9, &[-2.7, -3.4]),
         ] {
-            shared.accounting.queued(&b.actor_id);
+            shared.accounting.queued(&b.actor_id, &b.actor_time);
             tx.try_send(b).unwrap();
         }
         let mut env_steps = 0;

@@ -33,6 +33,30 @@ fn a_good_batch_decodes() {
     assert_eq!(d.trajectory.final_observations.len(), 4);
     assert_eq!(d.env_steps(), 4);
     assert_eq!(d.trajectory.terminated, [0, 0, 1, 0]);
+    assert_eq!(
+        d.actor_time,
+        ActorTime::default(),
+        "none said: none counted"
+    );
+    // The actor's time comes through as said; parts may fill the whole.
+    let mut b = good();
+    let said = sebulba_proto::ActorTime {
+        wall_seconds: 2.0,
+        env_seconds: 1.25,
+        inference_seconds: 0.5,
+        waiting_seconds: 0.25,
+    };
+    b.actor_time = Some(said);
+    let d = decode_batch(&b, &expect(&s)).unwrap();
+    let want = (2.0, 1.25, 0.5, 0.25);
+    let t = d.actor_time;
+    let got = (
+        t.wall_seconds,
+        t.env_seconds,
+        t.inference_seconds,
+        t.waiting_seconds,
+    );
+    assert_eq!(got, want);
 }
 
 /// A version beyond the learner's is a client's error, except from a resumed
