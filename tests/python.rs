@@ -1,8 +1,9 @@
 //! Python environments through the command a user runs (`sebulba local
 //! --env gym:ID`): a Gymnasium env trains, and repeats bit for bit in a
 //! deterministic run; a user's env that keeps raising is replaced, its
-//! rollouts dropped and counted, and the run still finishes; wrong ids and a
-//! wrong Python fail at start in one line.
+//! rollouts dropped and counted, and the run still finishes; EnvPool's
+//! HalfCheetah trains with the MuJoCo settings; wrong ids and a wrong Python
+//! fail at start in one line.
 //!
 //! They need the binary built with `--features python` (the README's test
 //! command) and a venv with gymnasium (scripts/python-env.sh makes `.venv`;
@@ -153,6 +154,58 @@ fn a_failing_env_is_replaced_and_counted_and_the_run_finishes() {
         evals
             .iter()
             .any(|e| e["env_restarts"].as_u64().unwrap_or(0) > 0)
+    );
+}
+
+/// EnvPool's MuJoCo through the command a user runs, with the MuJoCo
+/// settings: its actors are threads of the one process (EnvPool steps
+/// outside the GIL), the run finishes with every batch accounted for per
+/// actor, and each actor says where its time went.
+#[test]
+fn envpool_halfcheetah_trains_with_the_mujoco_settings_on_actor_threads() {
+    let Some(venv) = common::python_venv_with_or_skip("envpool") else {
+        return;
+    };
+    let config = repo().join("configs/mujoco.toml");
+    let run = local(
+        "envpool-cheetah",
+        &venv,
+        &[
+            "--env",
+            "envpool:HalfCheetah-v5",
+            "--config",
+            config.to_str().expect("path"),
+            "--set",
+            "run.total_steps=40960",
+            "--set",
+            "eval.interval=10",
+            "--set",
+            "eval.final_episodes=4",
+        ],
+    );
+    let s = json(&run.join("summary.json"));
+    assert_eq!(s["env_id"], "envpool:HalfCheetah-v5");
+    assert_eq!(s["completed"], true);
+    common::assert_accounted(&s);
+    assert_eq!(s["batches"]["rejected"], 0);
+    let per = s["batches_per_actor"].as_object().expect("per actor");
+    assert_eq!(per.len(), 2, "{per:?}");
+    for (actor, c) in per {
+        assert!(c["used"].as_u64().unwrap_or(0) > 0, "{actor}: {c}");
+        let t = &c["actor_time"];
+        let secs = |k: &str| t[k].as_f64().unwrap_or(-1.0);
+        assert!(secs("env_seconds") > 0.0, "{actor}: {t}");
+        assert!(secs("inference_seconds") > 0.0, "{actor}: {t}");
+        let parts = secs("env_seconds") + secs("inference_seconds") + secs("waiting_seconds");
+        assert!(parts <= secs("wall_seconds") + 1e-3, "{actor}: {t}");
+    }
+    let toml = std::fs::read_to_string(run.join("config.toml")).expect("config.toml");
+    assert!(toml.contains("rollout_length = 128"), "{toml}");
+    let evals = untimed(&run.join("eval.jsonl"));
+    assert!(
+        evals
+            .iter()
+            .any(|e| e["final"] == true && e["episodes"] == 4)
     );
 }
 

@@ -91,7 +91,7 @@ impl Purpose {
     }
 }
 
-/// Makes environments whose ids carry a prefix (`gym:`, `py:`, `ale:`).
+/// Makes environments whose ids carry a prefix (`gym:`, `py:`, `ale:`, `envpool:`).
 pub trait EnvProvider: Send + Sync {
     /// The spec of `id` built with `kwargs` (a JSON object, `""` for none).
     fn spec(&self, id: &str, kwargs: &str) -> Result<EnvSpec, EnvError>;
@@ -108,8 +108,8 @@ pub trait EnvProvider: Send + Sync {
 }
 
 /// Prefixes that name an external environment: Gymnasium ids, a user's
-/// factory, and Atari games on ALE's own vector env.
-pub const EXTERNAL_PREFIXES: &[&str] = &["gym:", "py:", "ale:"];
+/// factory, Atari games on ALE's own vector env, and EnvPool's envs.
+pub const EXTERNAL_PREFIXES: &[&str] = &["gym:", "py:", "ale:", "envpool:"];
 
 static PROVIDER: OnceLock<Box<dyn EnvProvider>> = OnceLock::new();
 
@@ -120,9 +120,12 @@ pub fn install_provider(provider: Box<dyn EnvProvider>) -> bool {
 }
 
 /// True for Atari games (`ale:Game` on ALE's vector env, `gym:ALE/...`
-/// through Gymnasium): byte frames, the Atari preset.
+/// through Gymnasium, `envpool:ALE/...` on EnvPool): byte frames, the
+/// Atari preset.
 pub fn is_atari(id: &str) -> bool {
-    id.starts_with("ale:") || id.starts_with("gym:ALE/")
+    ["ale:", "gym:ALE/", "envpool:ALE/"]
+        .iter()
+        .any(|p| id.starts_with(p))
 }
 
 /// True for ids an [`EnvProvider`] makes.

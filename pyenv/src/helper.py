@@ -11,7 +11,11 @@ sebulba's networks read it; an axis order whose first axis is shorter than
 its last (a frame stack, (4, 84, 84)) is taken as channels first and
 transposed. Bytes (uint8) stay bytes on sebulba's side (`dtype`).
 
-Atari (`ale:Game`, and `gym:ALE/...` ids) gets the standard preprocessing; in
+EnvPool (`envpool:ID`, `envpool:ALE/Game-v5` for its Atari games) steps its
+envs in its own C++ threads; the same semantics as the other sources are
+kept here (same-step reset, final observations, life loss and clipping).
+
+Atari (`ale:Game`, `gym:ALE/...` and `envpool:ALE/...` ids) gets the standard preprocessing; in
 training envs (`purpose` "train") a lost life ends the learner's episode
 without resetting the game (`episodic_life`) and rewards are clipped to their
 sign (`reward_clipping`), both on by default; evaluation envs play whole games
@@ -116,6 +120,10 @@ def is_gym_atari(env_id):
     return env_id.startswith("gym:ALE/")
 
 
+def is_atari(env_id):
+    return env_id.startswith(("ale:", "gym:ALE/", "envpool:ALE/"))
+
+
 def image_axes(shape):
     """An observation of `shape` as an image: its (H, W, C) and the axis
     order that puts it channels last (None: already so), or (None, None) for
@@ -178,8 +186,8 @@ def describe_spaces(obs, act, max_steps):
 
 
 def spec_json(env_id, kwargs_json):
-    if env_id.startswith("ale:"):
-        env = AleVecEnv(env_id, kwargs_json, [0], "evaluate")
+    if env_id.startswith(("ale:", "envpool:")):
+        env = make_vec(env_id, kwargs_json, [0], "evaluate")
         try:
             return json.dumps(env.describe())
         finally:
@@ -195,7 +203,7 @@ def atari_options(env_id, kwargs, purpose):
     """Splits sebulba's Atari training options off the kwargs: (kwargs left,
     episodic life, reward clipping), both off outside training and for
     anything but Atari."""
-    if not (env_id.startswith("ale:") or is_gym_atari(env_id)):
+    if not is_atari(env_id):
         return kwargs, False, False
     kwargs = dict(kwargs)
     train = purpose == "train"
@@ -208,6 +216,10 @@ def make_vec(env_id, kwargs_json, seeds, purpose):
     """E envs of `env_id` for `purpose` ("train" or "evaluate")."""
     if env_id.startswith("ale:"):
         return AleVecEnv(env_id, kwargs_json, seeds, purpose)
+    if env_id.startswith("envpool:"):
+        from sebulba_envpool import EnvPoolVecEnv
+
+        return EnvPoolVecEnv(env_id, kwargs_json, seeds, purpose)
     return VecEnv(env_id, kwargs_json, seeds, purpose)
 
 

@@ -59,26 +59,33 @@ fn add_venv(py: Python<'_>) -> PyResult<()> {
 pub(crate) fn helper(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
     HELPER
         .get_or_try_init(py, || {
-            PyModule::from_code(
+            let helper = PyModule::from_code(
                 py,
                 c_str(include_str!("helper.py")).as_c_str(),
                 c"sebulba_env.py",
                 c"sebulba_env",
-            )
-            .map(Bound::unbind)
-            .map_err(|e| {
-                let venv = std::env::var("VIRTUAL_ENV").unwrap_or_else(|_| "not set".into());
-                pyo3::exceptions::PyImportError::new_err(format!(
-                    "{} (Python environments need numpy and gymnasium: make a venv with scripts/python-env.sh and set VIRTUAL_ENV to it; VIRTUAL_ENV is {venv})",
-                    one_line(py, &e)
-                ))
-            })
+            )?;
+            // EnvPool's source imports the helper's parts by module name.
+            PyModule::from_code(
+                py,
+                c_str(include_str!("envpool.py")).as_c_str(),
+                c"sebulba_envpool.py",
+                c"sebulba_envpool",
+            )?;
+            Ok(helper.unbind())
+        })
+        .map_err(|e: PyErr| {
+            let venv = std::env::var("VIRTUAL_ENV").unwrap_or_else(|_| "not set".into());
+            pyo3::exceptions::PyImportError::new_err(format!(
+                "{} (Python environments need numpy and gymnasium: make a venv with scripts/python-env.sh and set VIRTUAL_ENV to it; VIRTUAL_ENV is {venv})",
+                one_line(py, &e)
+            ))
         })
         .map(|m| m.bind(py))
 }
 
 fn c_str(s: &str) -> CString {
-    // helper.py is ours and holds no NUL.
+    // helper.py and envpool.py are ours and hold no NUL.
     CString::new(s).unwrap_or_default()
 }
 

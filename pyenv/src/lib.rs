@@ -1,9 +1,10 @@
 //! Python environments for sebulba's actors and evaluator: `gym:ID` makes a
 //! Gymnasium environment (`gymnasium.make(ID, **env.kwargs)`), and
 //! `py:package.module:factory` calls a user's factory with the same keyword
-//! arguments, and `ale:Game` steps Atari games on ALE's own vector env (the
+//! arguments, `ale:Game` steps Atari games on ALE's own vector env (the
 //! fast path; `gym:ALE/...` ids get the same preprocessing through
-//! Gymnasium's wrappers). The interpreter is embedded (one per process); which Python and
+//! Gymnasium's wrappers), and `envpool:ID` steps EnvPool's envs in its C++
+//! threads (`envpool.py`; its Atari games as `envpool:ALE/Game-v5`). The interpreter is embedded (one per process); which Python and
 //! which packages follow the usual conventions: `PYTHONHOME` picks the
 //! installation, `VIRTUAL_ENV` adds a venv's packages.
 //!
@@ -22,7 +23,7 @@ use std::sync::Mutex;
 
 pub use vector::PyVecEnv;
 
-/// The provider of `gym:` and `py:` environments.
+/// The provider of `gym:`, `py:`, `ale:` and `envpool:` environments.
 #[derive(Default)]
 pub struct PythonEnvs {
     /// Specs by (id, kwargs): making an env to read its spaces costs time.

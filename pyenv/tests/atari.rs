@@ -1,5 +1,5 @@
-//! Atari through both paths users take: `ale:Game` (ALE's own vector env)
-//! and `gym:ALE/...` (Gymnasium's wrappers). The frame is a byte image,
+//! Atari through every path users take: `ale:Game` (ALE's own vector env),
+//! `gym:ALE/...` (Gymnasium's wrappers) and `envpool:ALE/...` (EnvPool). The frame is a byte image,
 //! channels last with the newest frame last; a training env ends the
 //! learner's episode at each lost life and clips rewards to their sign,
 //! while its episode statistics, and an evaluation env, are whole games at
@@ -20,12 +20,23 @@ fn atari() -> bool {
     python() && imports("ale_py")
 }
 
+/// The Atari ids of every source: ALE's vector env, Gymnasium's wrappers,
+/// and EnvPool's when it imports (required under CI).
+fn sources(game: &str) -> Vec<String> {
+    let mut ids = vec![format!("ale:{game}"), format!("gym:ALE/{game}-v5")];
+    if imports("envpool") {
+        ids.push(format!("envpool:ALE/{game}-v5"));
+    }
+    ids
+}
+
 #[test]
 fn an_atari_frame_stack_is_a_byte_image_channels_last() {
     if !atari() {
         return;
     }
-    for id in ["ale:Breakout", "gym:ALE/Breakout-v5"] {
+    for id in sources("Breakout") {
+        let id = id.as_str();
         let spec = env_spec_with(id, "").expect("spec");
         assert_eq!(spec.image, Some([84, 84, 4]), "{id}");
         assert_eq!(spec.obs_dim, 84 * 84 * 4);
@@ -114,7 +125,8 @@ fn training_ends_the_learners_episode_at_a_lost_life_and_clips_but_scores_whole_
     if !atari() {
         return;
     }
-    for id in ["ale:SpaceInvaders", "gym:ALE/SpaceInvaders-v5"] {
+    for id in sources("SpaceInvaders") {
+        let id = id.as_str();
         let steps = 1500;
         let train = play(id, Purpose::Train, steps);
         let eval = play(id, Purpose::Evaluate, steps);

@@ -6,8 +6,8 @@ use super::*;
 impl RunConfig {
     /// The preset for an environment id; every id in `env::ENV_IDS` has one.
     pub fn preset(env_id: &str) -> Result<Self, ConfigError> {
-        // Gymnasium's own copy of a native env (`gym:CartPole-v1`) learns
-        // with its native twin's preset, so the two paths compare fairly.
+        // Gymnasium's or EnvPool's copy of a native env (`gym:CartPole-v1`)
+        // learns with its native twin's preset, so the paths compare fairly.
         if let Some(twin) = native_twin(env_id) {
             let mut c = Self::preset(twin)?;
             c.env.id = env_id.to_string();
@@ -261,11 +261,12 @@ impl RunConfig {
     }
 }
 
-/// The native env a `gym:` id names (`gym:CartPole-v1` -> `CartPole-v1`),
-/// when sebulba has one.
+/// The native env a `gym:` or `envpool:` id names (`gym:CartPole-v1` ->
+/// `CartPole-v1`), when sebulba has one.
 fn native_twin(env_id: &str) -> Option<&str> {
     env_id
         .strip_prefix("gym:")
+        .or_else(|| env_id.strip_prefix("envpool:"))
         .filter(|id| !sebulba_envs::is_external(id) && sebulba_envs::env_spec(id).is_ok())
 }
 

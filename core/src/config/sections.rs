@@ -42,8 +42,8 @@ pub struct RunSection {
     /// `processes` (children of the same binary over loopback gRPC, as a
     /// cluster's: each has its own Python interpreter, so Python envs do not
     /// share one GIL), or `auto` (default): processes for Gymnasium and
-    /// `py:` envs, threads for native ones and ALE's (which steps its
-    /// emulators outside the GIL).
+    /// `py:` envs, threads for native ones, ALE's and EnvPool's (which step
+    /// their envs in C++ threads outside the GIL).
     #[serde(default)]
     pub local_actors_as: ActorHosting,
     /// A deterministic run: `sebulba local` repeats bit for bit for its seed

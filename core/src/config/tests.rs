@@ -256,11 +256,25 @@ fn file_then_set_precedence() {
 fn gymnasium_copies_of_native_envs_get_their_twins_presets() {
     for id in ["CartPole-v1", "Pendulum-v1", "Acrobot-v1", "MountainCar-v0"] {
         let native = RunConfig::preset(id).unwrap();
-        let mut gym = RunConfig::preset(&format!("gym:{id}")).unwrap();
-        assert_eq!(gym.env.id, format!("gym:{id}"));
-        gym.env.id = id.to_string();
-        assert_eq!(gym.to_toml(), native.to_toml(), "{id}");
+        for source in ["gym", "envpool"] {
+            let mut copy = RunConfig::preset(&format!("{source}:{id}")).unwrap();
+            assert_eq!(copy.env.id, format!("{source}:{id}"));
+            copy.env.id = id.to_string();
+            assert_eq!(copy.to_toml(), native.to_toml(), "{source}:{id}");
+        }
     }
+    // EnvPool's Atari games get the Atari preset, its MuJoCo envs Gymnasium's.
+    let atari = RunConfig::preset("envpool:ALE/Breakout-v5").unwrap();
+    assert_eq!(
+        atari.network,
+        RunConfig::preset("ale:Breakout").unwrap().network
+    );
+    let mut cheetah = RunConfig::preset("envpool:HalfCheetah-v5").unwrap();
+    cheetah.env.id = "gym:HalfCheetah-v5".into();
+    assert_eq!(
+        cheetah.to_toml(),
+        RunConfig::preset("gym:HalfCheetah-v5").unwrap().to_toml()
+    );
     let other = RunConfig::preset("gym:HalfCheetah-v5").unwrap();
     assert!(other.network.obs_norm);
     assert_eq!(
@@ -282,6 +296,7 @@ fn local_actors_are_processes_for_python_envs_by_default() {
     assert!(hosting("py:m:E").processes_for("py:m:E"));
     assert!(!hosting("CartPole-v1").processes_for("CartPole-v1"));
     assert!(!hosting("ale:Breakout").processes_for("ale:Breakout"));
+    assert!(!hosting("envpool:HalfCheetah-v5").processes_for("envpool:HalfCheetah-v5"));
     assert!(!ActorHosting::Threads.processes_for("gym:Hopper-v5"));
     let c = resolve("CartPole-v1", &["run.local_actors_as=\"processes\""]).unwrap();
     assert!(c.run.local_actors_as.processes_for("CartPole-v1"));
