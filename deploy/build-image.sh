@@ -10,7 +10,8 @@
 # (e.g. .venv from scripts/python-env.sh) whose packages the image carries, with
 # the Python standard library and every shared library their extension modules
 # load, for Python environments (`gym:ID`, Atari's `ale:Game`; the binary
-# built with `--features python`).
+# built with `--features python`). EnvPool (`envpool:` ids) and its model
+# assets weigh about 740 MB: left out unless SEBULBA_IMAGE_ENVPOOL=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -45,7 +46,9 @@ if [ -n "${SEBULBA_IMAGE_VENV:-}" ]; then
   mkdir -p "$root$base/lib" "$root/opt/venv/lib/$ver"
   tar -C "$base/lib" --exclude="$ver/site-packages" --exclude="$ver/test" \
     --exclude="$ver/config-*" --exclude='__pycache__' -cf - "$ver" | tar -C "$root$base/lib" -xf -
-  tar -C "$venv/lib/$ver" --exclude='__pycache__' --exclude='site-packages/pip' \
+  envpool=(--exclude='site-packages/envpool*')
+  [ "${SEBULBA_IMAGE_ENVPOOL:-0}" = 1 ] && envpool=()
+  tar -C "$venv/lib/$ver" --exclude='__pycache__' --exclude='site-packages/pip' "${envpool[@]}" \
     -cf - site-packages | tar -C "$root/opt/venv/lib/$ver" -xf -
   # Shared libraries the extension modules load from outside the copied trees.
   find "$root$base/lib" "$root/opt/venv" -name '*.so*' -type f -print0 |
@@ -76,5 +79,8 @@ if [ -n "$python_env" ]; then
   # ROMs, its C++ vector env and OpenCV load from the image.
   if [ -d "$venv/lib/$ver/site-packages/ale_py" ]; then
     docker run --rm "$tag" bench envs --env ale:Pong --env gym:ALE/Pong-v5 --envs 2 --seconds 0.2 2>&1 | grep '^env '
+  fi
+  if [ "${SEBULBA_IMAGE_ENVPOOL:-0}" = 1 ]; then
+    docker run --rm "$tag" bench envs --env envpool:HalfCheetah-v5 --env envpool:ALE/Pong-v5 --envs 2 --seconds 0.2 2>&1 | grep '^env '
   fi
 fi
