@@ -93,6 +93,12 @@ fn check_bounded(field: &str, values: &[f32], bound: f32) -> Result<(), Rejectio
     }
 }
 
+/// The counter key of a value outside its range: `non_finite` for NaN and
+/// infinities, else `out_of_range`.
+fn range_reason(finite: bool) -> &'static str {
+    if finite { "out_of_range" } else { "non_finite" }
+}
+
 fn check_flags(field: &str, values: &[u8]) -> Result<(), Rejection> {
     match values.iter().position(|&v| v > 1) {
         Some(i) => Err(reject(
@@ -234,14 +240,9 @@ fn decode_actor_time(b: &TrajectoryBatch) -> Result<ActorTime, Rejection> {
     ];
     for (name, v) in parts {
         if !(0.0..=MAX_ACTOR_SECONDS).contains(&v) {
-            let reason = if v.is_finite() {
-                "out_of_range"
-            } else {
-                "non_finite"
-            };
             return Err(reject(
                 Code::InvalidArgument,
-                reason,
+                range_reason(v.is_finite()),
                 format!(
                     "field `actor_time.{name}`: {v} is not a duration in [0, {MAX_ACTOR_SECONDS:e}] s"
                 ),
@@ -446,14 +447,9 @@ fn decode_episodes(b: &TrajectoryBatch, rows: usize) -> Result<(Vec<f64>, Vec<u3
         let out_of_range =
             ep.length == 0 || ep.length > MAX_EPISODE_LENGTH || ep.episode_return.abs() > bound;
         if !ep.episode_return.is_finite() || out_of_range {
-            let reason = if ep.episode_return.is_finite() {
-                "out_of_range"
-            } else {
-                "non_finite"
-            };
             return Err(reject(
                 Code::InvalidArgument,
-                reason,
+                range_reason(ep.episode_return.is_finite()),
                 format!(
                     "field `episodes[{i}]`: return {} length {}",
                     ep.episode_return, ep.length

@@ -15,7 +15,7 @@ Sticky actions default to ALE v5's 0.25 (EnvPool's default is none).
 
 import numpy as np
 
-from sebulba_env import BadId, Frames, atari_options, describe_spaces, parse_kwargs, MAKE_LOCK
+from sebulba_env import MAKE_LOCK, BadId, atari_options, describe_spaces, parse_kwargs, step_buffers
 
 # What sebulba sets itself (the E envs, their seeds, one batch of all E).
 RESERVED = ("num_envs", "batch_size", "seed", "env_seed", "reward_clip", "gym_reset_return_info")
@@ -80,15 +80,7 @@ class EnvPoolVecEnv:
         else:
             self.actions = np.zeros((e, len(self.info["box_low"])), np.float32)
             self.act_dtype = act_space.dtype
-        self.obs = np.zeros((e, d), np.float32)
-        self.final_obs = np.zeros((e, d), np.float32)
-        self.obs_frames = Frames(obs_space.shape, self.obs)
-        self.final_frames = Frames(obs_space.shape, self.final_obs)
-        self.rewards = np.zeros(e, np.float64)
-        self.terminated = np.zeros(e, np.uint8)
-        self.truncated = np.zeros(e, np.uint8)
-        self.raw_rewards = np.zeros(e, np.float64)
-        self.ended = np.zeros(e, np.uint8)
+        step_buffers(self, e, d, obs_space.shape)
         self.lives = np.zeros(e, np.int64)
 
     def describe(self):

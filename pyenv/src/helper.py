@@ -250,6 +250,22 @@ class Frames:
         np.copyto(self.rows.reshape(e, h, w, c), np.transpose(batch, axes).reshape(e, h, w, c), casting="unsafe")
 
 
+def step_buffers(env, e, d, space_shape):
+    """The arrays one step of `e` envs writes (the Rust side holds their
+    buffers): observations and final observations as float rows written
+    channels last, rewards (clipped for training) and raw ones, the end
+    flags, and `ended` for whole games."""
+    env.obs = np.zeros((e, d), np.float32)
+    env.final_obs = np.zeros((e, d), np.float32)
+    env.obs_frames = Frames(space_shape, env.obs)
+    env.final_frames = Frames(space_shape, env.final_obs)
+    env.rewards = np.zeros(e, np.float64)
+    env.terminated = np.zeros(e, np.uint8)
+    env.truncated = np.zeros(e, np.uint8)
+    env.raw_rewards = np.zeros(e, np.float64)
+    env.ended = np.zeros(e, np.uint8)
+
+
 class VecEnv:
     """Gymnasium or user envs, one Python object each."""
 
@@ -267,17 +283,7 @@ class VecEnv:
             self.start = None
             self.actions = np.zeros((e, len(info["box_low"])), np.float32)
             self.act_dtype = self.envs[0].action_space.dtype
-        self.obs = np.zeros((e, d), np.float32)
-        self.final_obs = np.zeros((e, d), np.float32)
-        shape = self.envs[0].observation_space.shape
-        self.obs_frames = Frames(shape, self.obs)
-        self.final_frames = Frames(shape, self.final_obs)
-        self.rewards = np.zeros(e, np.float64)
-        self.terminated = np.zeros(e, np.uint8)
-        self.truncated = np.zeros(e, np.uint8)
-        # Whole episodes at the raw score (games, for Atari in training).
-        self.raw_rewards = np.zeros(e, np.float64)
-        self.ended = np.zeros(e, np.uint8)
+        step_buffers(self, e, d, self.envs[0].observation_space.shape)
         self.lives = [None] * e
 
     def _reset_one(self, i, seed):
@@ -382,15 +388,7 @@ class AleVecEnv:
         space = self.env.single_observation_space
         d = int(np.prod(space.shape))
         self.actions = np.zeros(e, np.uint32)
-        self.obs = np.zeros((e, d), np.float32)
-        self.final_obs = np.zeros((e, d), np.float32)
-        self.obs_frames = Frames(space.shape, self.obs)
-        self.final_frames = Frames(space.shape, self.final_obs)
-        self.rewards = np.zeros(e, np.float64)
-        self.terminated = np.zeros(e, np.uint8)
-        self.truncated = np.zeros(e, np.uint8)
-        self.raw_rewards = np.zeros(e, np.float64)
-        self.ended = np.zeros(e, np.uint8)
+        step_buffers(self, e, d, space.shape)
         self.lives = np.zeros(e, np.int64)
 
     def describe(self):
