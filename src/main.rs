@@ -9,6 +9,7 @@ mod local;
 mod plot;
 mod progress;
 mod status;
+mod sweep;
 
 use anyhow::Context;
 use clap::Parser;
@@ -189,5 +190,6 @@ async fn run_command(cli: Cli, shutdown: CancellationToken) -> anyhow::Result<()
         Command::Certs(args) => certs::write(&args.out, &args.names),
         Command::Status(args) => status::run(args).await,
         Command::Plot(args) => plot::run(&args),
+        Command::Sweep(args) => tokio::task::block_in_place(|| sweep::run(&args, &shutdown)),
     }
 }

@@ -12,7 +12,7 @@ mod security;
 mod tools;
 pub use bench::{BenchAgreeArgs, BenchCommand, BenchLearnerArgs, BenchLocalArgs};
 pub use security::SecurityArgs;
-pub use tools::{CertsArgs, HealthArgs, PlotArgs, StatusArgs};
+pub use tools::{CertsArgs, HealthArgs, PlotArgs, StatusArgs, SweepArgs};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -70,6 +70,10 @@ pub enum Command {
     /// drawn as one curve (mean, and the band between the lowest and highest
     /// seed).
     Plot(PlotArgs),
+    /// Settings x seeds of `sebulba bench local`, `--jobs` at once, resumable:
+    /// one table of final returns (median, lowest, highest, steps to a
+    /// target) and one plot.
+    Sweep(SweepArgs),
 }
 
 impl Command {
@@ -86,7 +90,8 @@ impl Command {
             | Command::Health(_)
             | Command::Certs(_)
             | Command::Status(_)
-            | Command::Plot(_) => None,
+            | Command::Plot(_)
+            | Command::Sweep(_) => None,
         }
     }
 

@@ -41,6 +41,25 @@ pub struct PlotArgs {
     /// Title above the panels (default: the environments plotted).
     #[arg(long)]
     pub title: Option<String>,
+    /// Names for the settings, one per setting in the order their first run
+    /// is given (repeatable; default: the env and the keys that differ).
+    #[arg(long)]
+    pub label: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct SweepArgs {
+    /// The sweep file: `env`, `seeds`, optional `config`, `set` and `target`,
+    /// and one `[[setting]]` (`name`, `set`) per point (docs/operations.md).
+    pub spec: PathBuf,
+    /// Where the runs, `summary.md` and `curves.png` go (default
+    /// `runs/sweep-<the sweep file's name>`). Runs finished there earlier are
+    /// kept, not run again.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Runs at once. Each local run uses about `run.local_actors` + 1 cores.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=256))]
+    pub jobs: u64,
 }
 
 #[derive(Args, Debug)]

@@ -39,7 +39,7 @@ pub fn run(args: &PlotArgs) -> anyhow::Result<()> {
         .iter()
         .map(|d| load(d, &Source::of(args)))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let settings = group(runs)?;
+    let settings = group(runs, &args.label)?;
     let title = args.title.clone().unwrap_or_else(|| {
         let what = match &args.opponent {
             _ if args.train => "training episode return".to_string(),
@@ -186,8 +186,9 @@ fn flatten(prefix: &str, v: &toml::Value, out: &mut BTreeMap<String, String>) {
     }
 }
 
-/// Runs grouped by setting, in the order their first run was given.
-fn group(runs: Vec<Run>) -> anyhow::Result<Vec<Setting>> {
+/// Runs grouped by setting, in the order their first run was given;
+/// `names`, when given, label the settings in that order.
+fn group(runs: Vec<Run>, names: &[String]) -> anyhow::Result<Vec<Setting>> {
     let mut groups: Vec<Vec<Run>> = Vec::new();
     for r in runs {
         match groups.iter_mut().find(|g| g[0].key == r.key) {
@@ -195,16 +196,20 @@ fn group(runs: Vec<Run>) -> anyhow::Result<Vec<Setting>> {
             None => groups.push(vec![r]),
         }
     }
-    let keys: Vec<&BTreeMap<String, String>> = groups.iter().map(|g| &g[0].key).collect();
-    let differing = differing_keys(&keys);
+    if !names.is_empty() && names.len() != groups.len() {
+        bail!(
+            "{} --label given for {} settings (runs that differ only in their seed are one setting)",
+            names.len(),
+            groups.len()
+        );
+    }
+    let labels = if names.is_empty() {
+        labels(&groups.iter().map(|g| &g[0].key).collect::<Vec<_>>())
+    } else {
+        names.to_vec()
+    };
     let mut out = Vec::new();
-    for g in &groups {
-        let env = g[0].key.get("env.id").map_or("?", |s| s.trim_matches('"'));
-        let mut label = env.to_string();
-        for k in differing.iter().filter(|k| *k != "env.id").take(3) {
-            let v = g[0].key.get(k).map_or("-", String::as_str);
-            label.push_str(&format!(" {k}={v}"));
-        }
+    for (g, label) in groups.iter().zip(labels) {
         let steps: Vec<Curve> = g.iter().map(|r| r.steps.clone()).collect();
         let wall: Vec<Curve> = g.iter().map(|r| r.wall.clone()).collect();
         let (Some(steps), Some(wall)) = (
@@ -229,6 +234,34 @@ fn group(runs: Vec<Run>) -> anyhow::Result<Vec<Setting>> {
         });
     }
     Ok(out)
+}
+
+/// Each setting's env and the keys that tell the settings apart: the first
+/// three, or all of them where three would leave two labels the same.
+fn labels(keys: &[&BTreeMap<String, String>]) -> Vec<String> {
+    let differing = differing_keys(keys);
+    let with = |n: usize| -> Vec<String> {
+        keys.iter()
+            .map(|key| {
+                let env = key.get("env.id").map_or("?", |s| s.trim_matches('"'));
+                let mut label = env.to_string();
+                for k in differing.iter().filter(|k| *k != "env.id").take(n) {
+                    let v = key.get(k).map_or("-", String::as_str);
+                    label.push_str(&format!(" {k}={v}"));
+                }
+                label
+            })
+            .collect()
+    };
+    let short = with(3);
+    let mut unique = short.clone();
+    unique.sort();
+    unique.dedup();
+    if unique.len() == short.len() {
+        short
+    } else {
+        with(usize::MAX)
+    }
 }
 
 /// Keys whose values are not the same in every config (a key one lacks counts).
@@ -267,7 +300,7 @@ mod tests {
             run("b1", &[env, ("ppo.lr", "0.0003")]),
             run("a2", &[env, ("ppo.lr", "0.001")]),
         ];
-        let s = group(runs).unwrap();
+        let s = group(runs, &[]).unwrap();
         let labels: Vec<&str> = s.iter().map(|s| s.label.as_str()).collect();
         assert_eq!(
             labels,
@@ -277,6 +310,38 @@ mod tests {
             ]
         );
         assert_eq!(envs(&s), "CartPole-v1");
+    }
+
+    #[test]
+    fn labels_grow_past_three_keys_rather_than_repeat_and_names_replace_them() {
+        let make = || {
+            let env = ("env.id", "\"HalfCheetah-v5\"");
+            let one = ["a.k", "b.k", "c.k"].map(|k| (k, "1"));
+            let two = ["a.k", "b.k", "c.k"].map(|k| (k, "2"));
+            vec![
+                run("x", &[env, one[0], one[1], one[2], ("d.k", "1")]),
+                run("y", &[env, one[0], one[1], one[2], ("d.k", "2")]),
+                run("z", &[env, two[0], two[1], two[2], ("d.k", "2")]),
+            ]
+        };
+        let s = group(make(), &[]).unwrap();
+        let labels: Vec<&str> = s.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "HalfCheetah-v5 a.k=1 b.k=1 c.k=1 d.k=1 (1 seed)",
+                "HalfCheetah-v5 a.k=1 b.k=1 c.k=1 d.k=2 (1 seed)",
+                "HalfCheetah-v5 a.k=2 b.k=2 c.k=2 d.k=2 (1 seed)",
+            ]
+        );
+        let names = ["base", "d2", "all2"].map(String::from);
+        let s = group(make(), &names).unwrap();
+        assert_eq!(s[2].label, "all2 (1 seed)");
+        let err = group(make(), &names[..2]).err().expect("too few names");
+        assert!(
+            err.to_string().contains("2 --label given for 3 settings"),
+            "{err}"
+        );
     }
 
     #[test]
