@@ -2,6 +2,7 @@
 //! file and then by `--set section.key=value`. Every key must already exist in the
 //! preset and keep its type, so a typo or a bad value is refused with its name.
 
+mod mujoco_presets;
 mod overrides;
 mod presets;
 pub mod ranges;

@@ -14,8 +14,8 @@ impl RunConfig {
             return Ok(c);
         }
         // Other external (Python) envs: the generic preset with observation
-        // normalisation on; a run file (e.g. configs/mujoco.toml) tunes the
-        // rest. Atari has its own preset.
+        // normalisation on; a run file tunes the rest. Atari and Gymnasium's
+        // MuJoCo tasks have their own presets.
         let continuous = if sebulba_envs::is_atari(env_id) {
             false
         } else if sebulba_envs::is_external(env_id) {
@@ -148,7 +148,11 @@ impl RunConfig {
             "Nim-v0" | "BigTwo-v0" => c.tune_for_game(env_id),
             id if id.starts_with("MinAtar/") => c.tune_for_minatar(),
             id if sebulba_envs::is_atari(id) => c.tune_for_atari(),
-            _ => {}
+            id => {
+                if let Some(task) = super::mujoco_presets::mujoco_task(id) {
+                    c.tune_for_mujoco(task);
+                }
+            }
         }
     }
 
