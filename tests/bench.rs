@@ -197,6 +197,58 @@ fn every_benchmark_line_prints_and_writes_its_figures() {
     assert_eq!(local["steps_to_target"], first["env_steps"], "{local}");
 }
 
+/// `bench rules`: Big Two's fixed players against each other, as the
+/// evaluator seats them. Every pairing is played; the planner wins more
+/// than its share against three greedy players, and more than greedy does
+/// at the same tables; a player against three of itself sits near its
+/// share.
+#[test]
+fn rule_players_meet_each_other_on_the_same_deals() {
+    let dir = run_dir("bench-rules");
+    let rules = bench(
+        &dir,
+        "rules",
+        &["rules", "--env", "BigTwo-v0", "--games", "400"],
+    );
+    let rows = rules.as_array().expect("a row per pairing");
+    let names = ["random", "greedy", "planner"];
+    assert_eq!(rows.len(), names.len() * names.len());
+    let rate = |me: &str, them: &str| {
+        let row = rows
+            .iter()
+            .find(|r| r["player"] == me && r["opponent"] == them)
+            .unwrap_or_else(|| panic!("{me} vs {them} in {rules}"));
+        assert_eq!(row["games"], 400, "{row}");
+        row["win_rate"].as_f64().expect("win_rate")
+    };
+    for me in names {
+        for them in names {
+            assert!((0.0..=1.0).contains(&rate(me, them)));
+        }
+        // 400 games: a fair share's 95% band is about 21-29%.
+        let own = rate(me, me);
+        assert!((0.18..=0.32).contains(&own), "{me} against itself: {own}");
+    }
+    assert!(rate("planner", "greedy") > 0.30, "{rules}");
+    assert!(rate("planner", "greedy") > rate("greedy", "greedy"));
+    assert!(rate("greedy", "random") > rate("random", "random"));
+    // Nim has one rule player: random and greedy, four pairings.
+    let nim = bench(
+        &dir,
+        "rules-nim",
+        &["rules", "--env", "Nim-v0", "--games", "100"],
+    );
+    assert_eq!(nim.as_array().map(Vec::len), Some(4), "{nim}");
+    // Not a game: one clear line, non-zero exit.
+    let out = bin()
+        .args(["bench", "rules", "--env", "CartPole-v1"])
+        .output()
+        .expect("sebulba bench rules");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("CartPole-v1: not a turn-based game"), "{err}");
+}
+
 /// A synthetic expensive env (`env.kwargs.step_cost_us`) through `bench
 /// local`: one actor spinning 1 ms a step cannot step faster than 1,000 env
 /// steps/s, whatever the learner does.

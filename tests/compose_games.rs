@@ -50,7 +50,7 @@ fn compose_cluster_trains_big_two() {
         .iter()
         .filter_map(|m| m["opponent"].as_str())
         .collect();
-    assert_eq!(names[..2], ["random", "greedy"], "{names:?}");
+    assert_eq!(names[..3], ["random", "greedy", "planner"], "{names:?}");
     for m in matches {
         assert_eq!(m["games"], 1000, "{m}");
         let rate = m["win_rate"].as_f64().expect("win rate");

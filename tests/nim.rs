@@ -155,23 +155,45 @@ fn self_play_learns_bouton_moves_in_nim() {
 /// trained on: every update's samples plus its past moves are its moves.
 #[test]
 fn past_selves_take_seats_and_their_moves_are_counted_not_trained() {
-    let run = run_local(
+    let share = other_seats_share(
         "local-nim-past",
-        &[
-            "--env",
-            "Nim-v0",
-            "--seed",
-            "2",
-            "--set",
-            "run.total_steps=80000",
-            "--set",
-            "selfplay.past_fraction=0.5",
-            "--set",
-            "selfplay.past_stride=2",
-            "--set",
-            "eval.interval=100000",
-        ],
+        &["selfplay.past_fraction=0.5", "selfplay.past_stride=2"],
     );
+    eprintln!("past moves in the second half: {:.1}%", 100.0 * share);
+    assert!((0.15..=0.35).contains(&share), "{share}");
+}
+
+/// The game's rule player in the other seats (`selfplay.rule_fraction`):
+/// from the first rollout on, no pool needed, about a quarter of the moves
+/// are the greedy rule's, flagged, counted and not trained on.
+#[test]
+fn rule_players_take_seats_and_their_moves_are_counted_not_trained() {
+    let share = other_seats_share("local-nim-rules", &["selfplay.rule_fraction=0.5"]);
+    eprintln!(
+        "rule players' moves in the second half: {:.1}%",
+        100.0 * share
+    );
+    assert!((0.15..=0.35).contains(&share), "{share}");
+}
+
+/// Trains Nim with `sets` and checks every update's accounting: its samples
+/// plus its moves by other seats are its moves. Returns the share of moves
+/// by other seats in the run's second half.
+fn other_seats_share(name: &str, sets: &[&str]) -> f64 {
+    let mut args = vec![
+        "--env",
+        "Nim-v0",
+        "--seed",
+        "2",
+        "--set",
+        "run.total_steps=80000",
+        "--set",
+        "eval.interval=100000",
+    ];
+    for s in sets {
+        args.extend(["--set", s]);
+    }
+    let run = run_local(name, &args);
     let summary = read_json(&run.join("summary.json"));
     assert_accounted(&summary);
     let config = RunConfig::resolve(None, Some(&run.join("config.toml")), &[]).expect("config");
@@ -190,7 +212,5 @@ fn past_selves_take_seats_and_their_moves_are_counted_not_trained() {
     }
     let late = &lines[lines.len() / 2..];
     let past: u64 = late.iter().map(|l| count(l, "past_moves")).sum();
-    let share = past as f64 / (late.len() as u64 * per_update) as f64;
-    eprintln!("past moves in the second half: {:.1}%", 100.0 * share);
-    assert!((0.15..=0.35).contains(&share), "{share}");
+    past as f64 / (late.len() as u64 * per_update) as f64
 }

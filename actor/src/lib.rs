@@ -206,7 +206,7 @@ async fn session(
     let (batch_tx, batch_rx) = mpsc::channel(opts.send_queue.max(1));
     let flow = Flow::new(opts.send_queue);
     let stop = shutdown.child_token();
-    let past = follow_past(opts, &spec, &env, &stop)?;
+    let others = other_seats(opts, &spec, &env, &stop)?;
     let setup = RolloutSetup {
         actor_id,
         env,
@@ -222,7 +222,7 @@ async fn session(
             .then_some(spec.reward_gamma),
         lane: spec.deterministic_lane,
         metrics: metrics.clone(),
-        past,
+        others,
     };
     let rollout = Rollout::new(
         setup,
@@ -265,33 +265,47 @@ async fn weights_of_run(
     }
 }
 
-/// For a game whose run seats past selves (`RunSpec.past_fraction > 0`):
-/// the fraction and the pool, followed from the parameter server until
-/// `stop` fires.
-fn follow_past(
+/// For a game whose run seats past selves or rule players
+/// (`RunSpec.past_fraction` or `rule_fraction > 0`): the fractions, and the
+/// pool followed from the parameter server until `stop` fires when some
+/// seats are past.
+fn other_seats(
     opts: &ActorOptions,
     spec: &RunSpec,
     env: &sebulba_envs::EnvSpec,
     stop: &CancellationToken,
-) -> Result<Option<(f64, watch::Receiver<pool::Pool>)>, ActorError> {
-    let f = spec.past_fraction;
-    if !(0.0..=1.0).contains(&f) {
+) -> Result<Option<selfplay::Others>, ActorError> {
+    let (past, rule) = (spec.past_fraction, spec.rule_fraction);
+    for (field, f) in [("past_fraction", past), ("rule_fraction", rule)] {
+        if !(0.0..=1.0).contains(&f) {
+            return Err(ActorError::Fatal(format!(
+                "run spec field `{field}`: {f} is outside [0, 1]"
+            )));
+        }
+    }
+    if past + rule > 1.0 {
         return Err(ActorError::Fatal(format!(
-            "run spec field `past_fraction`: {f} is outside [0, 1]"
+            "run spec field `rule_fraction`: {rule} with past_fraction {past} sums past 1"
         )));
     }
-    if f == 0.0 || !env.is_game() {
+    if (past == 0.0 && rule == 0.0) || !env.is_game() {
         return Ok(None);
     }
-    let (tx, rx) = watch::channel(pool::Pool::default());
-    tokio::spawn(pool::follow_pool(
-        opts.param_server.clone(),
-        opts.security.clone(),
-        spec.run_id.clone(),
-        tx,
-        stop.clone(),
-    ));
-    Ok(Some((f, rx)))
+    let pool = (past > 0.0).then(|| {
+        let (tx, rx) = watch::channel(pool::Pool::default());
+        tokio::spawn(pool::follow_pool(
+            opts.param_server.clone(),
+            opts.security.clone(),
+            spec.run_id.clone(),
+            tx,
+            stop.clone(),
+        ));
+        rx
+    });
+    Ok(Some(selfplay::Others {
+        fractions: selfplay::Fractions { past, rule },
+        pool,
+    }))
 }
 
 /// Joins the run: this actor's id and the run spec, or `None` when the run

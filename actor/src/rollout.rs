@@ -42,9 +42,10 @@ pub struct RolloutSetup {
     pub lane: Option<sebulba_proto::DeterministicLane>,
     /// This actor's live metrics.
     pub(crate) metrics: crate::metrics::ActorMetrics,
-    /// Self-play against past selves: `selfplay.past_fraction` and the pool
-    /// followed from the parameter server (`None`: every seat is the newest).
-    pub(crate) past: Option<(f64, tokio::sync::watch::Receiver<crate::pool::Pool>)>,
+    /// A game's other seats: `selfplay.past_fraction` and `rule_fraction`,
+    /// and the pool followed from the parameter server when some seats are
+    /// past (`None`: every seat is the newest).
+    pub(crate) others: Option<crate::selfplay::Others>,
 }
 
 pub struct Rollout {
@@ -100,12 +101,14 @@ impl Rollout {
         let rng = StdRng::seed_from_u64(setup.seed ^ 0xAC70_12AC);
         let rows = setup.rollout_length + setup.env.overlap_rows();
         let turns = crate::turns::Turns::new(venv.as_ref(), rows);
-        let selfplay = match (&turns, setup.past.clone()) {
-            (Some(_), Some((fraction, pool))) if fraction > 0.0 => {
+        let selfplay = match (&turns, setup.others.clone()) {
+            (Some(_), Some(others)) => {
                 let past = InferencePolicy::new(&setup.env, &setup.network, setup.device)
                     .map_err(|e| e.to_string())?;
-                let sizes = (setup.env.players, setup.envs_per_actor, rows);
-                Some(crate::selfplay::SelfPlay::new(fraction, sizes, past, pool))
+                let rules = venv.rule_players();
+                let sizes = (setup.env.players, setup.envs_per_actor, rows, rules);
+                let sp = crate::selfplay::SelfPlay::new(others.fractions, sizes, past, others.pool);
+                Some(sp)
             }
             _ => None,
         };
@@ -249,7 +252,7 @@ impl Rollout {
             let started = std::time::Instant::now();
             let mut head = self.policy.head(&buf.obs, e_len);
             if let (Some(sp), Some(turns)) = (&mut self.selfplay, &self.turns) {
-                sp.act(t, turns.movers(t), &buf.obs, &mut head);
+                sp.act(t, turns.movers(t), &buf.obs, &mut head, self.venv.as_ref());
             }
             let log_probs = buf.log_probs_at(t);
             let batch = actions

@@ -1,32 +1,64 @@
-//! Self-play against past selves (`selfplay.past_fraction`): which seats of
-//! each game a past version plays, the second forward pass that acts for
-//! them, and the `past_moves` flags that keep their moves out of training.
+//! The other seats of a game (`selfplay.past_fraction`,
+//! `selfplay.rule_fraction`): which seats of each game a past version or a
+//! rule-based player plays, the second forward pass that acts for past
+//! seats, the rule players' moves, and the `past_moves` flags that keep
+//! both out of training.
 //!
 //! At each game's start one seat, drawn at random, is the newest version's;
 //! every other seat is a past version's with probability `past_fraction`,
-//! so no game is played by the past alone. A past seat stays past for the
-//! whole game. The past version itself is drawn from the pool at each
-//! rollout's start, so a game that spans rollouts may meet two of them.
+//! else a rule player's (one of the game's, drawn) with probability
+//! `rule_fraction`, else the newest version's too; so no game is played by
+//! others alone. A seat keeps its player for the whole game. The past
+//! version itself is drawn from the pool at each rollout's start, so a game
+//! that spans rollouts may meet two of them.
 
 use crate::pool::Pool;
 use rand::Rng;
 use rand::rngs::StdRng;
 use sebulba_core::policy::InferencePolicy;
+use sebulba_envs::VectorEnv;
 use sebulba_proto::{Tensor, encode_u8};
 use tokio::sync::watch;
 use tracing::warn;
 
+/// Who plays a seat for the current game.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Seat {
+    Newest,
+    Past,
+    /// The game's rule-based player of this index (`TurnGame::rules`).
+    Rule(usize),
+}
+
+/// The fractions of seats given to others than the newest version.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Fractions {
+    pub past: f64,
+    pub rule: f64,
+}
+
+/// What the run spec says of the other seats, and the pool of past
+/// versions when some seats are past.
+#[derive(Clone)]
+pub(crate) struct Others {
+    pub fractions: Fractions,
+    pub pool: Option<watch::Receiver<Pool>>,
+}
+
 pub(crate) struct SelfPlay {
-    fraction: f64,
+    fractions: Fractions,
+    /// Rule-based players the game has.
+    rules: usize,
     players: usize,
     e_len: usize,
-    /// `[E * P]`: seat s of env e's current game is a past version's.
-    past_seats: Vec<bool>,
-    /// `[rows * E]`: 1 where a past version made the row's move.
+    /// `[E * P]`: who plays seat s of env e's current game.
+    seats: Vec<Seat>,
+    /// `[rows * E]`: 1 where a past version or a rule player made the row's move.
     flags: Vec<u8>,
     /// The past version acting now (none loaded while the pool is empty).
     policy: InferencePolicy,
-    pool: watch::Receiver<Pool>,
+    /// The parameter server's pool (`None` when no seat is past).
+    pool: Option<watch::Receiver<Pool>>,
     /// Gathered observations of the past seats to move, and their envs.
     obs: Vec<f32>,
     envs: Vec<usize>,
@@ -34,16 +66,17 @@ pub(crate) struct SelfPlay {
 
 impl SelfPlay {
     pub(crate) fn new(
-        fraction: f64,
-        (players, e_len, rows): (usize, usize, usize),
+        fractions: Fractions,
+        (players, e_len, rows, rules): (usize, usize, usize, usize),
         policy: InferencePolicy,
-        pool: watch::Receiver<Pool>,
+        pool: Option<watch::Receiver<Pool>>,
     ) -> Self {
         Self {
-            fraction,
+            fractions,
+            rules,
             players,
             e_len,
-            past_seats: vec![false; e_len * players],
+            seats: vec![Seat::Newest; e_len * players],
             flags: vec![0; rows * e_len],
             policy,
             pool,
@@ -55,7 +88,10 @@ impl SelfPlay {
     /// At a rollout's start: draws the past version to act with from the
     /// pool (the one loaded stays if the draw cannot be loaded).
     pub(crate) fn draw(&mut self, rng: &mut StdRng) {
-        let pool = self.pool.borrow().clone();
+        let Some(pool) = &self.pool else {
+            return;
+        };
+        let pool = pool.borrow().clone();
         if pool.is_empty() {
             return;
         }
@@ -69,14 +105,24 @@ impl SelfPlay {
     }
 
     /// Seats env `e`'s new game: one seat the newest version's, each other
-    /// a past version's with probability `past_fraction` (none while no past
-    /// version is loaded).
+    /// as the module docs say (no past seat while no past version is
+    /// loaded; no rule seat for a game without rule players).
     pub(crate) fn new_game(&mut self, e: usize, rng: &mut StdRng) {
         let p = self.players;
         let newest = rng.random_range(0..p);
         let loaded = self.policy.version().is_some();
-        for (s, past) in self.past_seats[e * p..(e + 1) * p].iter_mut().enumerate() {
-            *past = loaded && s != newest && rng.random_bool(self.fraction);
+        let Fractions { past, rule } = self.fractions;
+        for (s, seat) in self.seats[e * p..(e + 1) * p].iter_mut().enumerate() {
+            let u: f64 = rng.random();
+            *seat = if s == newest {
+                Seat::Newest
+            } else if u < past {
+                if loaded { Seat::Past } else { Seat::Newest }
+            } else if u < past + rule && self.rules > 0 {
+                Seat::Rule(rng.random_range(0..self.rules))
+            } else {
+                Seat::Newest
+            };
         }
     }
 
@@ -87,26 +133,50 @@ impl SelfPlay {
         }
     }
 
-    /// Row `t`'s moves: flags those of past seats (`movers`: the seat to
-    /// move in each env) and overwrites their rows of `head` (`[E * width]`)
-    /// with the past version's outputs for `obs` (`[E * obs_dim]`).
-    pub(crate) fn act(&mut self, t: usize, movers: &[i32], obs: &[f32], head: &mut [f32]) {
+    /// Row `t`'s moves: flags those of past and rule seats (`movers`: the
+    /// seat to move in each env) and overwrites their rows of `head`
+    /// (`[E * width]`): a past seat's with the past version's outputs for
+    /// `obs` (`[E * obs_dim]`), a rule seat's with logits that put all the
+    /// probability on the rule player's move in `venv`.
+    pub(crate) fn act(
+        &mut self,
+        t: usize,
+        movers: &[i32],
+        obs: &[f32],
+        head: &mut [f32],
+        venv: &dyn VectorEnv,
+    ) {
         let (e_len, p) = (self.e_len, self.players);
         let d = obs.len() / e_len.max(1);
+        let width = head.len() / e_len.max(1);
         self.envs.clear();
         self.obs.clear();
         for (e, &m) in movers.iter().enumerate() {
-            let past = self.past_seats[e * p + m as usize % p];
-            self.flags[t * e_len + e] = u8::from(past);
-            if past {
-                self.envs.push(e);
-                self.obs.extend_from_slice(&obs[e * d..(e + 1) * d]);
+            let seat = self.seats[e * p + m as usize % p];
+            self.flags[t * e_len + e] = u8::from(seat != Seat::Newest);
+            match seat {
+                Seat::Newest => {}
+                Seat::Past => {
+                    self.envs.push(e);
+                    self.obs.extend_from_slice(&obs[e * d..(e + 1) * d]);
+                }
+                Seat::Rule(r) => {
+                    let row = &mut head[e * width..(e + 1) * width];
+                    match venv.rule_move(e, r).filter(|&a| a < width) {
+                        Some(a) => {
+                            row.fill(RULED_OUT);
+                            row[a] = 0.0;
+                        }
+                        // Not a game after all: the newest version acts,
+                        // and the move is trained on.
+                        None => self.flags[t * e_len + e] = 0,
+                    }
+                }
             }
         }
         if self.envs.is_empty() {
             return;
         }
-        let width = head.len() / e_len.max(1);
         let past_head = self.policy.head(&self.obs, self.envs.len());
         for (i, &e) in self.envs.iter().enumerate() {
             head[e * width..(e + 1) * width]
@@ -124,6 +194,10 @@ impl SelfPlay {
         encode_u8(&[self.flags.len() / self.e_len, self.e_len], &self.flags)
     }
 }
+
+/// The logit of every move but a rule player's: its probability underflows
+/// to 0 in the sampler's softmax (finite, so no NaN can arise).
+const RULED_OUT: f32 = -1e30;
 
 #[cfg(test)]
 mod tests {
@@ -157,10 +231,19 @@ mod tests {
     }
 
     fn selfplay(fraction: f64, pool: Pool, e_len: usize) -> SelfPlay {
+        with_rules(fraction, 0.0, Some(pool), e_len)
+    }
+
+    /// Nim's two seats, its one rule player (greedy).
+    fn with_rules(past: f64, rule: f64, pool: Option<Pool>, e_len: usize) -> SelfPlay {
         let (env, net) = nim();
         let policy = InferencePolicy::new(&env, &net, DeviceKind::Cpu).expect("policy");
-        let (_tx, rx) = watch::channel(pool);
-        SelfPlay::new(fraction, (2, e_len, 3), policy, rx)
+        let pool = pool.map(|p| watch::channel(p).1);
+        SelfPlay::new(Fractions { past, rule }, (2, e_len, 3, 1), policy, pool)
+    }
+
+    fn past_seats(sp: &SelfPlay) -> Vec<bool> {
+        sp.seats.iter().map(|&s| s == Seat::Past).collect()
     }
 
     #[test]
@@ -171,23 +254,91 @@ mod tests {
         let mut sp = selfplay(1.0, Pool::default(), 64);
         sp.draw(&mut rng);
         sp.new_games(&mut rng);
-        assert!(sp.past_seats.iter().all(|&p| !p));
+        assert!(sp.seats.iter().all(|&s| s == Seat::Newest));
         // Fraction 1 with two seats: exactly one past seat per game, and
         // either seat may be it.
         let mut sp = selfplay(1.0, pool_of_one(&env, &net), 64);
         sp.draw(&mut rng);
         assert_eq!(sp.policy.version(), Some(7));
         sp.new_games(&mut rng);
-        for game in sp.past_seats.chunks(2) {
+        let past = past_seats(&sp);
+        for game in past.chunks(2) {
             assert_eq!(game.iter().filter(|&&p| p).count(), 1, "{game:?}");
         }
-        let first_past = sp.past_seats.chunks(2).filter(|g| g[0]).count();
+        let first_past = past.chunks(2).filter(|g| g[0]).count();
         assert!((10..=54).contains(&first_past), "{first_past} of 64");
         // Fraction 0: none.
         let mut sp = selfplay(0.0, pool_of_one(&env, &net), 64);
         sp.draw(&mut rng);
         sp.new_games(&mut rng);
-        assert!(sp.past_seats.iter().all(|&p| !p));
+        assert!(sp.seats.iter().all(|&s| s == Seat::Newest));
+    }
+
+    #[test]
+    fn rule_seats_take_their_share_beside_past_ones() {
+        let (env, net) = nim();
+        let mut rng = StdRng::seed_from_u64(3);
+        // Rules alone, no pool: every game's other seat is the rule player.
+        let mut sp = with_rules(0.0, 1.0, None, 64);
+        sp.draw(&mut rng);
+        sp.new_games(&mut rng);
+        for game in sp.seats.chunks(2) {
+            let rules = game.iter().filter(|&&s| s == Seat::Rule(0)).count();
+            assert_eq!(rules, 1, "{game:?}");
+            assert!(game.contains(&Seat::Newest), "{game:?}");
+        }
+        // Half past, a quarter rules: of 4,000 other seats about 2,000 past,
+        // 1,000 rule players', 1,000 the newest's.
+        let mut sp = with_rules(0.5, 0.25, Some(pool_of_one(&env, &net)), 4000);
+        sp.draw(&mut rng);
+        sp.new_games(&mut rng);
+        let count = |kind: Seat| sp.seats.iter().filter(|&&s| s == kind).count();
+        let (past, rule) = (count(Seat::Past), count(Seat::Rule(0)));
+        assert!((1850..=2150).contains(&past), "{past}");
+        assert!((880..=1120).contains(&rule), "{rule}");
+        assert_eq!(count(Seat::Newest), 8000 - past - rule);
+        // While no past version is loaded, past seats are the newest's and
+        // rule seats keep their share.
+        let mut sp = with_rules(0.5, 0.25, Some(Pool::default()), 4000);
+        sp.new_games(&mut rng);
+        assert_eq!(past_seats(&sp).iter().filter(|&&p| p).count(), 0);
+        let rule = sp.seats.iter().filter(|&&s| s == Seat::Rule(0)).count();
+        assert!((880..=1120).contains(&rule), "{rule}");
+    }
+
+    #[test]
+    fn a_rule_seat_plays_the_rule_move_and_is_flagged() {
+        use sebulba_envs::games::GameVecEnv;
+        let venv = GameVecEnv::new("Nim-v0", 2, 5, 1.0).expect("Nim");
+        let mut sp = with_rules(0.0, 1.0, None, 2);
+        // Env 0: seat 1 is the rule player's; env 1: both the newest's.
+        sp.seats = vec![Seat::Newest, Seat::Rule(0), Seat::Newest, Seat::Newest];
+        let env = venv.spec().clone();
+        let width = env.action_space.dim();
+        let obs = vec![0.5f32; 2 * env.obs_dim];
+        let mut head = vec![9.0; 2 * width];
+        sp.act(0, &[1, 1], &obs, &mut head, &venv);
+        let rule = venv.games()[0].rule_move(0);
+        for (a, &x) in head[..width].iter().enumerate() {
+            assert_eq!(x, if a == rule { 0.0 } else { RULED_OUT }, "action {a}");
+        }
+        assert!(head[width..].iter().all(|&x| x == 9.0), "env 1 untouched");
+        assert_eq!(sp.flags[..2], [1, 0]);
+        // Sampled through the categorical distribution, the rule move is
+        // certain: probability 1, log-probability 0.
+        let mut scratch = vec![0.0; width];
+        for seed in 0..20 {
+            let mut rng = StdRng::seed_from_u64(seed);
+            let (a, lp) = sebulba_core::distribution::sample_categorical(
+                &head[..width],
+                None,
+                &mut scratch,
+                &mut rng,
+            )
+            .expect("a move");
+            assert_eq!((a, lp), (rule, 0.0));
+        }
+        assert!(scratch.iter().all(|x| x.is_finite()), "{scratch:?}");
     }
 
     #[test]
@@ -198,13 +349,14 @@ mod tests {
         let mut rng = StdRng::seed_from_u64(2);
         sp.draw(&mut rng);
         // Env 0: seat 1 is past; env 1: seat 0 is past.
-        sp.past_seats = vec![false, true, true, false];
+        sp.seats = vec![Seat::Newest, Seat::Past, Seat::Past, Seat::Newest];
         let d = env.obs_dim;
         let obs: Vec<f32> = (0..2 * d).map(|i| (i % 5) as f32 * 0.25).collect();
         let width = env.action_space.dim();
         let mut head = vec![9.0; 2 * width];
         // Row 1: seat 1 moves in env 0 (past), seat 1 in env 1 (newest).
-        sp.act(1, &[1, 1], &obs, &mut head);
+        let venv = sebulba_envs::games::GameVecEnv::new("Nim-v0", 2, 5, 1.0).expect("Nim");
+        sp.act(1, &[1, 1], &obs, &mut head, &venv);
         let mut past = InferencePolicy::new(&env, &net, DeviceKind::Cpu).expect("policy");
         past.load(7, pool[0].safetensors.to_vec()).expect("load");
         let expected = past.head(&obs[..d], 1);

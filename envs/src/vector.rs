@@ -29,6 +29,17 @@ pub trait VectorEnv: Send {
         let _ = ids;
         false
     }
+    /// Games: how many rule-based players the game has
+    /// (`TurnGame::rules`); 0 for one-player envs.
+    fn rule_players(&self) -> usize {
+        0
+    }
+    /// Games: rule-based player `rule`'s move at env `index` now (`None`
+    /// for one-player envs, an env or a rule out of range).
+    fn rule_move(&self, index: usize, rule: usize) -> Option<usize> {
+        let _ = (index, rule);
+        None
+    }
     /// Envs restarted after they failed (external envs only), since creation.
     fn restarts(&self) -> u64 {
         0

@@ -1,7 +1,8 @@
 //! Scoring a version of a turn-based game: it plays `games` games against
 //! each fixed opponent, the opponent's policy in every other seat: uniformly
-//! random legal moves, the game's rule-based player (`TurnGame::rule_move`,
-//! documented per game), and an earlier checkpoint of the run. Game `i` of a
+//! random legal moves, each of the game's rule-based players
+//! (`TurnGame::rules`, documented per game: Big Two's greedy and planner),
+//! and an earlier checkpoint of the run. Game `i` of a
 //! match is dealt from the evaluation seed at table `i`, so every version
 //! and every opponent meets the same deals, and the evaluated seat is
 //! `i mod P`, so no seat's advantage (Big Two's lead, Nim's first move)
@@ -17,21 +18,25 @@ use sebulba_envs::games::GameVecEnv;
 use sebulba_envs::{ActionBatch, VectorEnv, game_normaliser};
 use serde::{Deserialize, Serialize};
 
-/// Who sits in the other seats.
+/// Who sits in a seat: the evaluated version, or an opponent.
 #[derive(Clone, Copy)]
-pub enum Opponent<'a> {
+pub enum Player<'a> {
     Random,
-    Greedy,
+    /// A rule-based player: its index in `TurnGame::rules`, its name.
+    Rule(usize, &'static str),
     /// An earlier version of the run (its version number, its policy).
     Checkpoint(u64, &'a InferencePolicy),
+    /// The version under evaluation.
+    Policy(&'a InferencePolicy),
 }
 
-impl Opponent<'_> {
-    fn name(&self) -> String {
+impl Player<'_> {
+    pub fn name(&self) -> String {
         match self {
-            Opponent::Random => "random".into(),
-            Opponent::Greedy => "greedy".into(),
-            Opponent::Checkpoint(v, _) => format!("checkpoint-{v}"),
+            Player::Random => "random".into(),
+            Player::Rule(_, name) => (*name).into(),
+            Player::Checkpoint(v, _) => format!("checkpoint-{v}"),
+            Player::Policy(_) => "policy".into(),
         }
     }
 }
@@ -39,7 +44,8 @@ impl Opponent<'_> {
 /// One match's result, as `eval.jsonl` and `summary.json` carry it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MatchResult {
-    /// `random`, `greedy` or `checkpoint-<version>`.
+    /// `random`, a rule-based player's name (`greedy`, `planner`) or
+    /// `checkpoint-<version>`.
     pub opponent: String,
     pub games: usize,
     pub wins: usize,
@@ -83,9 +89,10 @@ pub fn wilson_interval(wins: usize, n: usize) -> (f64, f64) {
     ((centre - half).max(0.0), (centre + half).min(1.0))
 }
 
-/// The matches of one evaluation: against random, greedy and (when there is
-/// one) the earlier checkpoint; with the greedy match's games as episodes
-/// (return 1 for a win, 0 otherwise) for the evaluation's `return_*` fields.
+/// The matches of one evaluation: against random, each rule-based player
+/// and (when there is one) the earlier checkpoint; with the first rule's
+/// (greedy's) games as episodes (return 1 for a win, 0 otherwise) for the
+/// evaluation's `return_*` fields.
 pub fn play_matches(
     policy: &InferencePolicy,
     earlier: Option<&(u64, InferencePolicy)>,
@@ -94,15 +101,16 @@ pub fn play_matches(
     games: usize,
     seed: u64,
 ) -> Result<(EpisodeResults, Vec<MatchResult>), PlayError> {
-    let mut opponents = vec![Opponent::Random, Opponent::Greedy];
+    let mut opponents = vec![Player::Random];
+    opponents.extend(rule_players(env_id)?);
     if let Some((v, p)) = earlier {
-        opponents.push(Opponent::Checkpoint(*v, p));
+        opponents.push(Player::Checkpoint(*v, p));
     }
     let mut results = Vec::new();
     let mut episodes = EpisodeResults::default();
     for o in opponents {
-        let (m, played) = play_match(policy, o, env_id, env_kwargs, games, seed)?;
-        if matches!(o, Opponent::Greedy) {
+        let (m, played) = play_match(Player::Policy(policy), o, env_id, env_kwargs, games, seed)?;
+        if matches!(o, Player::Rule(0, _)) {
             episodes.returns = played
                 .iter()
                 .map(|(s, _)| f64::from(u8::from(*s > 0.0)))
@@ -114,12 +122,12 @@ pub fn play_matches(
     Ok((episodes, results))
 }
 
-/// Plays `games` games of `env_id` between `policy` (one seat) and
-/// `opponent` (the others); see the module docs. Returns the match and
-/// each game's (score, length).
+/// Plays `games` games of `env_id` between `me` (one seat) and `them`
+/// (the others); see the module docs. Returns the match (named for `them`,
+/// won or lost by `me`) and each game's (score, length).
 pub fn play_match(
-    policy: &InferencePolicy,
-    opponent: Opponent<'_>,
+    me: Player<'_>,
+    them: Player<'_>,
     env_id: &str,
     env_kwargs: &str,
     games: usize,
@@ -140,28 +148,16 @@ pub fn play_match(
     while remaining > 0 {
         venv.to_move(&mut movers);
         venv.action_masks(&mut masks);
-        let ours: Vec<usize> = (0..games)
-            .filter(|&i| results[i].is_none() && usize::from(movers[i]) == i % p)
-            .collect();
-        greedy_moves(policy, &ours, &obs, &masks, d, n, &mut actions);
-        let theirs: Vec<usize> = (0..games)
-            .filter(|&i| results[i].is_some() || usize::from(movers[i]) != i % p)
-            .collect();
-        match opponent {
-            Opponent::Checkpoint(_, earlier) => {
-                greedy_moves(earlier, &theirs, &obs, &masks, d, n, &mut actions);
-            }
-            Opponent::Greedy => {
-                for &i in &theirs {
-                    actions[i] = venv.games()[i].rule_move() as u32;
-                }
-            }
-            Opponent::Random => {
-                for &i in &theirs {
-                    actions[i] = random_legal(&masks[i * n..(i + 1) * n], &mut rng);
-                }
-            }
-        }
+        let (ours, theirs): (Vec<usize>, Vec<usize>) =
+            (0..games).partition(|&i| results[i].is_none() && usize::from(movers[i]) == i % p);
+        let tables = Tables {
+            venv: &venv,
+            obs: &obs,
+            masks: &masks,
+            dims: (d, n),
+        };
+        tables.moves(me, &ours, &mut rng, &mut actions);
+        tables.moves(them, &theirs, &mut rng, &mut actions);
         venv.step(ActionBatch::Discrete(&actions), &mut out)?;
         obs.copy_from_slice(&out.obs);
         for ep in &out.episodes {
@@ -174,7 +170,50 @@ pub fn play_match(
         }
     }
     let played: Vec<(f64, u32)> = results.into_iter().flatten().collect();
-    Ok((summarise(opponent.name(), &played), played))
+    Ok((summarise(them.name(), &played), played))
+}
+
+/// One step's tables: what a player needs to choose their moves.
+struct Tables<'a> {
+    venv: &'a GameVecEnv,
+    obs: &'a [f32],
+    masks: &'a [u8],
+    /// Observation floats and actions per table.
+    dims: (usize, usize),
+}
+
+impl Tables<'_> {
+    /// `player`'s move at each listed table, into `actions`.
+    fn moves(&self, player: Player<'_>, tables: &[usize], rng: &mut StdRng, actions: &mut [u32]) {
+        let (d, n) = self.dims;
+        match player {
+            Player::Policy(policy) | Player::Checkpoint(_, policy) => {
+                greedy_moves(policy, tables, self.obs, self.masks, d, n, actions);
+            }
+            Player::Rule(rule, _) => {
+                for &i in tables {
+                    actions[i] = self.venv.games()[i].rule_move(rule) as u32;
+                }
+            }
+            Player::Random => {
+                for &i in tables {
+                    actions[i] = random_legal(&self.masks[i * n..(i + 1) * n], rng);
+                }
+            }
+        }
+    }
+}
+
+/// The rule-based players of game `env_id`.
+pub fn rule_players(env_id: &str) -> Result<Vec<Player<'static>>, PlayError> {
+    let game = sebulba_envs::games::new_game(env_id, &mut sebulba_envs::games::game_rng(0))
+        .ok_or_else(|| sebulba_envs::EnvError::UnknownId(env_id.to_string()))?;
+    Ok(game
+        .rules()
+        .iter()
+        .enumerate()
+        .map(|(i, &name)| Player::Rule(i, name))
+        .collect())
 }
 
 /// Each listed table's most probable legal move under `policy`, in one

@@ -9,7 +9,7 @@ mod metrics;
 mod versions;
 
 pub use episodes::{EpisodeResults, play_episodes};
-pub use games::{MatchResult, Opponent, play_match, wilson_interval};
+pub use games::{MatchResult, Player, play_match, rule_players, wilson_interval};
 use sebulba_core::policy::{InferencePolicy, network_from_wire};
 use sebulba_proto::parameter_server_client::ParameterServerClient;
 use sebulba_proto::{EvalReport, Weights};

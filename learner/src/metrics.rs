@@ -40,7 +40,7 @@ pub fn describe() {
     describe_counter!("sebulba_learner_updates_total", "PPO updates done");
     describe_counter!(
         "sebulba_learner_past_moves_total",
-        "A game's moves made by past versions, left out of training (this process)"
+        "A game's moves made by past versions or rule players, left out of training (this process)"
     );
     describe_counter!(
         "sebulba_learner_non_finite_steps_total",

@@ -195,7 +195,7 @@ fn batch_limit(shared: &Shared) -> usize {
         current_version: 0,
         restarting: false,
         scaled_rewards: shared.config.ppo.scale_rewards,
-        past_selves: shared.config.selfplay.past_fraction > 0.0,
+        past_selves: shared.config.selfplay.seats_others(),
     }
     .max_batch_bytes()
 }

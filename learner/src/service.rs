@@ -51,6 +51,7 @@ impl LearnerService {
             deterministic_lane: None,
             env_kwargs: c.env.kwargs_json(),
             past_fraction: c.selfplay.past_fraction,
+            rule_fraction: c.selfplay.rule_fraction,
         }
     }
 
@@ -121,7 +122,7 @@ impl LearnerService {
             current_version: version,
             restarting: shared.is_restarting(),
             scaled_rewards: shared.config.ppo.scale_rewards,
-            past_selves: shared.config.selfplay.past_fraction > 0.0,
+            past_selves: shared.config.selfplay.seats_others(),
         };
         // Not `span.enter()`: a guard held across the `.await` below would leave
         // the span entered on a worker thread while this task is parked.

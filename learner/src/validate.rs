@@ -47,7 +47,8 @@ pub struct Expect<'a> {
     /// The run scales rewards: every batch carries `discounted_returns`.
     pub scaled_rewards: bool,
     /// Some seats of a game are played by past versions
-    /// (`selfplay.past_fraction > 0`): batches may carry `past_moves`.
+    /// (`selfplay.past_fraction` or `rule_fraction > 0`): batches may carry
+    /// `past_moves`.
     pub past_selves: bool,
 }
 

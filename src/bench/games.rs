@@ -1,12 +1,52 @@
-//! Throughput of the turn-based games (`sebulba bench envs --env BigTwo-v0`):
+//! The turn-based games. Throughput (`sebulba bench envs --env BigTwo-v0`):
 //! what an actor pays per move, whoever moves: the mover's observation, the
 //! legal-move mask and the move itself, here with a uniformly random legal
-//! move (no policy); a finished game is dealt anew.
+//! move (no policy); a finished game is dealt anew. And the strength of the
+//! evaluation's fixed players against each other (`sebulba bench rules`).
 
 use super::EnvBench;
 use rand::Rng;
 use sebulba_envs::games::{TurnGame, game_rng, new_game};
+use sebulba_evaluator::{MatchResult, Player, play_match, rule_players};
 use std::time::Instant;
+
+/// One pairing of `sebulba bench rules`: `player` in one seat, the match's
+/// `opponent` in the others, as the evaluator plays its matches.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct RuleMatch {
+    pub player: String,
+    /// Won or lost by `player`; the mean score is `player`'s.
+    #[serde(flatten)]
+    pub result: MatchResult,
+    pub seconds: f64,
+}
+
+/// Every pairing of random and the game's rule-based players, the same
+/// player on both sides included (a fair game gives it one game in
+/// `players`).
+pub fn bench_rules(id: &str, games: usize, seed: u64) -> anyhow::Result<Vec<RuleMatch>> {
+    anyhow::ensure!(games > 0, "--games must be at least 1");
+    anyhow::ensure!(
+        sebulba_envs::games::GAME_IDS.contains(&id),
+        "--env {id}: not a turn-based game (the games: {})",
+        sebulba_envs::games::GAME_IDS.join(", ")
+    );
+    let mut players = vec![Player::Random];
+    players.extend(rule_players(id)?);
+    let mut rows = Vec::new();
+    for &me in &players {
+        for &them in &players {
+            let t0 = Instant::now();
+            let (m, _) = play_match(me, them, id, "", games, seed)?;
+            rows.push(RuleMatch {
+                player: me.name(),
+                result: m,
+                seconds: t0.elapsed().as_secs_f64(),
+            });
+        }
+    }
+    Ok(rows)
+}
 
 /// `None` when `id` is not a game.
 pub fn bench_game(id: &str, num_envs: usize, seconds: f64) -> Option<Result<EnvBench, String>> {

@@ -51,6 +51,23 @@ pub async fn run(cmd: BenchCommand, shutdown: CancellationToken) -> anyhow::Resu
             emit_json(&r, args.json.as_deref())
         }
         BenchCommand::Local(args) => local::bench_local(*args, shutdown).await,
+        BenchCommand::Rules(args) => {
+            let rows = games::bench_rules(&args.env, args.games, args.seed)?;
+            for r in &rows {
+                println!(
+                    "{} {:>8} against {:<8} in the other seats: {:>5.1}% [{:.1}, {:.1}] of {} games, {:.1} s",
+                    args.env,
+                    r.player,
+                    r.result.opponent,
+                    100.0 * r.result.win_rate,
+                    100.0 * r.result.win_rate_low,
+                    100.0 * r.result.win_rate_high,
+                    r.result.games,
+                    r.seconds
+                );
+            }
+            emit_json(&rows, args.json.as_deref())
+        }
         BenchCommand::Envs(args) => {
             let rows = if args.processes > 1 {
                 let processes = args.processes as usize;

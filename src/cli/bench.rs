@@ -20,6 +20,11 @@ pub enum BenchCommand {
     Envs(BenchEnvsArgs),
     /// Policy forward passes/s at the actor's batch size (CPU).
     Inference(BenchInferenceArgs),
+    /// A turn-based game's fixed players (random and the rule-based ones)
+    /// against each other: each in one seat against the same player in
+    /// every other seat, win rates with 95% intervals; how strong each
+    /// evaluation opponent is.
+    Rules(BenchRulesArgs),
     /// Trajectory batches encoded, sent over loopback gRPC, decoded and validated.
     Transport(BenchTransportArgs),
     /// The end-to-end local run: env steps/s as a fraction of the env source
@@ -80,6 +85,19 @@ pub struct BenchEnvsArgs {
     /// Keyword arguments for every env made (JSON, as `env.kwargs` becomes).
     #[arg(long, default_value = "")]
     pub kwargs: String,
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchRulesArgs {
+    #[arg(long, default_value = "BigTwo-v0")]
+    pub env: String,
+    /// Games per pairing (the evaluation's deals, seat rotating).
+    #[arg(long, default_value_t = 4000)]
+    pub games: usize,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
     #[arg(long)]
     pub json: Option<PathBuf>,
 }

@@ -65,7 +65,7 @@ fn start((e_len, t_len): (usize, usize), flow: Flow, first: Option<Arc<Weights>>
         reward_gamma: None,
         lane: None,
         metrics: crate::metrics::ActorMetrics::new("test"),
-        past: None,
+        others: None,
     };
     let (weights, weights_rx) = watch::channel(first);
     let (tx, batches) = mpsc::channel(64);

@@ -137,12 +137,25 @@ impl RunConfig {
         }
         if spec.is_game() {
             self.check_game()?;
-        } else if self.selfplay.past_fraction > 0.0 {
+        } else if self.selfplay.seats_others() {
+            let key = match self.selfplay.past_fraction > 0.0 {
+                true => "selfplay.past_fraction",
+                false => "selfplay.rule_fraction",
+            };
             return bad(
-                "selfplay.past_fraction",
+                key,
                 &format!(
-                    "`{}` has one player: past selves need a turn-based game",
+                    "`{}` has one player: other seats need a turn-based game",
                     self.env.id
+                ),
+            );
+        }
+        if self.selfplay.past_fraction + self.selfplay.rule_fraction > 1.0 {
+            return bad(
+                "selfplay.rule_fraction",
+                &format!(
+                    "{} with selfplay.past_fraction {}: the two share the seats, so their sum must be at most 1",
+                    self.selfplay.rule_fraction, self.selfplay.past_fraction
                 ),
             );
         }

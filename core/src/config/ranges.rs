@@ -97,6 +97,7 @@ pub const RANGES: &[Range] = &[
     int("eval.final_episodes", 1.0, 10_000.0),
     int("eval.earlier_versions", 2.0, 256.0),
     closed("selfplay.past_fraction", 0.0, 1.0),
+    closed("selfplay.rule_fraction", 0.0, 1.0),
     int("selfplay.past_versions", 1.0, 32.0),
     int("selfplay.past_stride", 1.0, 1e6),
     above("dqn.learning_rate", 0.0, 1.0),
@@ -227,6 +228,7 @@ pub fn check(c: &RunConfig) -> Result<(), ConfigError> {
     int("eval.final_episodes", c.eval.final_episodes as u64)?;
     int("eval.earlier_versions", c.eval.earlier_versions as u64)?;
     real("selfplay.past_fraction", c.selfplay.past_fraction)?;
+    real("selfplay.rule_fraction", c.selfplay.rule_fraction)?;
     int(
         "selfplay.past_versions",
         u64::from(c.selfplay.past_versions),

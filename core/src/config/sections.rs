@@ -433,16 +433,31 @@ pub struct SelfPlayConfig {
     /// by a past version with this probability; 0: every seat acts with the
     /// newest weights. Moves of past seats are not trained on.
     pub past_fraction: f64,
+    /// Every other seat is, with this probability, played by one of the
+    /// game's rule-based players (Big Two: greedy or planner, drawn per
+    /// game): what the policy meets at evaluation, met in training. A seat
+    /// is past with `past_fraction`, else a rule player's with this, else
+    /// the newest version's. Moves of rule seats are not trained on.
+    pub rule_fraction: f64,
     /// The pool: the parameter server keeps this many past versions...
     pub past_versions: u32,
     /// ...namely the newest versions divisible by this stride.
     pub past_stride: u64,
 }
 
+impl SelfPlayConfig {
+    /// Whether some seats are played by others than the newest version
+    /// (their moves are flagged and not trained on).
+    pub fn seats_others(&self) -> bool {
+        self.past_fraction > 0.0 || self.rule_fraction > 0.0
+    }
+}
+
 impl Default for SelfPlayConfig {
     fn default() -> Self {
         Self {
             past_fraction: 0.0,
+            rule_fraction: 0.0,
             past_versions: 8,
             past_stride: 20,
         }

@@ -103,6 +103,31 @@ fn past_selves_are_refused_where_they_cannot_apply() {
         let e = set(id, sets).unwrap_err();
         assert!(e.to_string().contains("`selfplay.past_fraction`"), "{e}");
     }
+    // Rule players: a game, a fraction within [0, 1] summing with the past
+    // one to at most 1; deterministic runs may have them.
+    let c = set(
+        "BigTwo-v0",
+        &["selfplay.rule_fraction=0.3", "selfplay.past_fraction=0.7"],
+    )
+    .unwrap();
+    assert!(c.selfplay.seats_others());
+    set(
+        "Nim-v0",
+        &["selfplay.rule_fraction=1", "run.deterministic=true"],
+    )
+    .unwrap();
+    for (id, sets) in [
+        ("CartPole-v1", &["selfplay.rule_fraction=0.2"][..]),
+        ("Nim-v0", &["selfplay.rule_fraction=-0.1"][..]),
+        (
+            "Nim-v0",
+            &["selfplay.rule_fraction=0.6", "selfplay.past_fraction=0.5"][..],
+        ),
+    ] {
+        let e = set(id, sets).unwrap_err();
+        assert!(e.to_string().contains("`selfplay.rule_fraction`"), "{e}");
+    }
+    assert!(!SelfPlayConfig::default().seats_others());
     let e = set("Nim-v0", &["selfplay.past_versions=0"]).unwrap_err();
     assert!(e.to_string().contains("`selfplay.past_versions`"), "{e}");
     let old = RunConfig::preset("Nim-v0").unwrap().to_toml();

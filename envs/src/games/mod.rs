@@ -46,9 +46,15 @@ pub trait TurnGame {
     fn observe(&self, player: usize, out: &mut [f32]);
     /// The legal actions of the player to move (`actions` flags).
     fn legal_mask(&self, mask: &mut [bool]);
-    /// The move of the game's rule-based player (the evaluation's "greedy"
-    /// opponent; each game documents its rule).
-    fn rule_move(&self) -> usize;
+    /// The game's rule-based players by name, each an evaluation opponent;
+    /// the first is the game's "greedy" player (each game documents its
+    /// rules).
+    fn rules(&self) -> &'static [&'static str] {
+        &["greedy"]
+    }
+    /// The move of rule-based player `rule` (an index into `rules`) for the
+    /// player to move.
+    fn rule_move(&self, rule: usize) -> usize;
     /// The mover plays `action`: `Ok(Some(scores))` when that ends the game
     /// (a score per seat), `Err` naming the action when it is not legal.
     fn play(&mut self, action: usize) -> Result<Option<Vec<f64>>, String>;
@@ -79,8 +85,15 @@ impl TurnGame for bigtwo::BigTwo {
         bigtwo::BigTwo::legal_mask(self, mask);
     }
 
-    fn rule_move(&self) -> usize {
-        bigtwo::greedy_move(self)
+    fn rules(&self) -> &'static [&'static str] {
+        &["greedy", "planner"]
+    }
+
+    fn rule_move(&self, rule: usize) -> usize {
+        match rule {
+            0 => bigtwo::greedy_move(self),
+            _ => bigtwo::planner_move(self),
+        }
     }
 
     fn play(&mut self, action: usize) -> Result<Option<Vec<f64>>, String> {

@@ -113,7 +113,7 @@ impl TurnGame for Nim {
 
     /// Greedy: take the whole largest heap (the first of equals), the most
     /// objects one move can take; it ignores the nim-sum.
-    fn rule_move(&self) -> usize {
+    fn rule_move(&self, _rule: usize) -> usize {
         let (h, &n) = self
             .heaps
             .iter()
@@ -173,9 +173,13 @@ mod tests {
         assert_eq!(mask.iter().filter(|&&m| m).count(), 3);
         assert!(g.play(Nim::encode(2, 2)).unwrap_err().contains("heap 2"));
         assert!(g.play(ACTIONS).is_err());
-        assert_eq!(g.rule_move(), Nim::encode(3, 2), "the whole largest heap");
+        assert_eq!(g.rule_move(0), Nim::encode(3, 2), "the whole largest heap");
         assert_eq!(g.play(Nim::encode(3, 1)), Ok(None)); // [0,0,1,1]: a win for player 0
-        assert_eq!(g.rule_move(), Nim::encode(2, 1), "the first of equal heaps");
+        assert_eq!(
+            g.rule_move(0),
+            Nim::encode(2, 1),
+            "the first of equal heaps"
+        );
         assert_eq!(TurnGame::to_move(&g), 1);
         assert_eq!(g.play(Nim::encode(2, 1)), Ok(None));
         assert_eq!(g.play(Nim::encode(3, 1)), Ok(Some(vec![1.0, -1.0])));

@@ -191,6 +191,15 @@ impl VectorEnv for GameVecEnv {
         true
     }
 
+    fn rule_players(&self) -> usize {
+        self.games.first().map_or(0, |g| g.rules().len())
+    }
+
+    fn rule_move(&self, index: usize, rule: usize) -> Option<usize> {
+        let game = self.games.get(index)?;
+        (rule < game.rules().len()).then(|| game.rule_move(rule))
+    }
+
     /// A fresh deal at table `index` (a game fails only on a caller's bug,
     /// but the actor's recovery path is the same for every env).
     fn restart(&mut self, index: usize, obs: &mut [f32]) -> Result<(), EnvError> {

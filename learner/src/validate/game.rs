@@ -21,7 +21,8 @@ pub(super) struct Rows {
 
 /// For a game, checks what a game's batch must also satisfy and splits off
 /// its overlap; for one player, refuses `player_ids` and `past_moves`.
-/// `past_selves`: the run seats past versions (`selfplay.past_fraction > 0`).
+/// `past_selves`: the run seats past versions or rule players
+/// (`selfplay.past_fraction` or `rule_fraction > 0`).
 pub(super) fn decode_game(
     b: &TrajectoryBatch,
     (players, past_selves): (usize, bool),
@@ -127,7 +128,7 @@ fn decode_past_moves(
         return Err(reject(
             Code::FailedPrecondition,
             "spec",
-            "field `past_moves`: this run seats no past versions (selfplay.past_fraction = 0)",
+            "field `past_moves`: this run seats no past versions or rule players (selfplay.past_fraction = rule_fraction = 0)",
         ));
     }
     let (r, e) = (rows.r as u32, rows.e as u32);

@@ -129,6 +129,77 @@ pub fn classify(set: u64) -> Option<Combo> {
     }
 }
 
+/// Every combination within `hand`, each once: built from the hand's ranks
+/// and suits (the few five-card hands a hand holds, not its C(n, 5)
+/// subsets), so a rule player can afford it on every move.
+pub fn combos_in(hand: u64) -> Vec<(u64, Combo)> {
+    let mut by_rank = [0u64; RANKS];
+    let mut by_suit = [0u64; 4];
+    for c in cards(hand) {
+        by_rank[usize::from(rank(c))] |= 1 << c;
+        by_suit[usize::from(suit(c))] |= 1 << c;
+    }
+    let mut out = Vec::new();
+    let mut push = |set: u64| {
+        if let Some(c) = classify(set) {
+            out.push((set, c));
+        }
+    };
+    // Singles, pairs and triples: the subsets of each rank's cards.
+    for &r in &by_rank {
+        within(r, &[1, 2, 3]).for_each(&mut push);
+    }
+    // Full houses and four of a kind with any fifth card.
+    for (a, &ra) in by_rank.iter().enumerate() {
+        for triple in within(ra, &[3]) {
+            for (_, &rb) in by_rank.iter().enumerate().filter(|&(b, _)| b != a) {
+                within(rb, &[2]).for_each(|pair| push(triple | pair));
+            }
+        }
+        if ra.count_ones() == 4 {
+            cards(hand & !ra).for_each(|k| push(ra | 1 << k));
+        }
+    }
+    // Straights (straight flushes among them): one card of each of five
+    // consecutive ranks, the highest an ace at most.
+    for low in 0..RANKS - 5 {
+        let mut partial = vec![0u64];
+        for &r in &by_rank[low..low + 5] {
+            partial = partial
+                .iter()
+                .flat_map(|&p| cards(r).map(move |c| p | 1 << c))
+                .collect();
+        }
+        partial.into_iter().for_each(&mut push);
+    }
+    // Flushes that are not straights (those are above already).
+    for &s in &by_suit {
+        for set in subsets(s).filter(|x| x.count_ones() == 5) {
+            if classify(set).is_some_and(|c| c.kind == Kind::Flush) {
+                push(set);
+            }
+        }
+    }
+    out
+}
+
+/// The subsets of `set` of the given sizes.
+fn within(set: u64, sizes: &'static [u32]) -> impl Iterator<Item = u64> {
+    subsets(set).filter(move |s| sizes.contains(&s.count_ones()))
+}
+
+/// Every non-empty subset of `set` (at most 13 cards: 8,191 subsets).
+fn subsets(set: u64) -> impl Iterator<Item = u64> {
+    // The standard enumeration of a mask's submasks, descending.
+    let mut next = Some(set).filter(|&s| s != 0);
+    std::iter::from_fn(move || {
+        let cur = next?;
+        let down = (cur - 1) & set;
+        next = Some(down).filter(|&d| d != 0);
+        Some(cur)
+    })
+}
+
 fn five(per_rank: &[u8; RANKS], per_suit: &[u8; 4], top: u8) -> Option<Combo> {
     let flush = per_suit.contains(&5);
     let low = per_rank.iter().position(|&k| k > 0)?;
@@ -148,19 +219,55 @@ fn five(per_rank: &[u8; RANKS], per_suit: &[u8; 4], top: u8) -> Option<Combo> {
     Some(Combo { kind, key })
 }
 
+/// The set of the named cards (`"3♦ 10♠ Ah"`), for tests.
+#[cfg(test)]
+pub(crate) fn set_of(names: &str) -> u64 {
+    names
+        .split_whitespace()
+        .map(|n| 1u64 << parse(n).unwrap_or_else(|| panic!("card {n}")))
+        .fold(0, |a, b| a | b)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn set(names: &str) -> u64 {
-        names
-            .split_whitespace()
-            .map(|n| 1u64 << parse(n).unwrap_or_else(|| panic!("card {n}")))
-            .fold(0, |a, b| a | b)
+        set_of(names)
     }
 
     fn kind(names: &str) -> Option<Kind> {
         classify(set(names)).map(|c| c.kind)
+    }
+
+    /// `combos_in` finds exactly the subsets of 1, 2, 3 or 5 cards that
+    /// classify, each once.
+    #[test]
+    fn combos_in_a_hand_are_its_classified_subsets() {
+        use rand::seq::SliceRandom;
+        use rand::{SeedableRng, rngs::StdRng};
+        let mut rng = StdRng::seed_from_u64(5);
+        let mut hands = vec![
+            set("3♦ 4♦ 5♦ 6♦ 7♦ 8♦ 9♦ 10♦ J♦ Q♦ K♦ A♦ 2♦"),
+            set("5♦ 5♣ 5♥ 5♠ 9♦ 9♣ 9♥ 9♠ K♦ K♣ K♥ 2♠ 3♦"),
+        ];
+        for _ in 0..30 {
+            let mut deck: Vec<u8> = (0..52).collect();
+            deck.shuffle(&mut rng);
+            hands.push(deck[..13].iter().fold(0u64, |a, &c| a | 1 << c));
+        }
+        for hand in hands {
+            let mut found: Vec<u64> = combos_in(hand).into_iter().map(|(s, _)| s).collect();
+            found.sort_unstable();
+            let n = found.len();
+            found.dedup();
+            assert_eq!(found.len(), n, "a combination listed twice");
+            let mut all: Vec<u64> = subsets(hand)
+                .filter(|s| matches!(s.count_ones(), 1 | 2 | 3 | 5) && classify(*s).is_some())
+                .collect();
+            all.sort_unstable();
+            assert_eq!(found, all);
+        }
     }
 
     #[test]

@@ -144,8 +144,8 @@ impl BigTwo {
         }
     }
 
-    /// Whether the mover may play `cards` now.
-    fn allowed(&self, cards: u64) -> bool {
+    /// Whether the mover may play `cards` now (cards from the mover's hand).
+    pub fn allowed(&self, cards: u64) -> bool {
         let Some(combo) = classify(cards) else {
             return false;
         };

@@ -1,18 +1,22 @@
 //! Big Two (Chinese poker, "Deuces") for four players: the rules
 //! ([`game`]), combinations and their ranking ([`combo`]), the fixed
 //! action space over hand positions ([`actions`]), what a player observes
-//! ([`observe`]) and a rule-based opponent ([`greedy`]).
+//! ([`observe`]) and two rule-based opponents ([`greedy`], and
+//! [`planner`], which plans its hand with [`partition`]).
 
 pub mod actions;
 pub mod combo;
 pub mod game;
 pub mod greedy;
 pub mod observe;
+pub mod partition;
+pub mod planner;
 
 pub use actions::{ACTIONS, PASS};
 pub use game::{BigTwo, MoveError, PLAYERS};
 pub use greedy::greedy_move;
 pub use observe::{OBS_DIM, observe};
+pub use planner::planner_move;
 
 #[cfg(test)]
 mod tests {
