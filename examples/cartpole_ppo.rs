@@ -69,8 +69,8 @@ fn main() -> anyhow::Result<()> {
         recent.extend(&trajectory.episode_returns);
         let at = UpdateAt {
             version,
-            env_steps_before: env_steps,
             env_steps: env_steps + trajectory.env_steps(),
+            budget_used: cfg.budget_used(env_steps, 0.0),
         };
         env_steps = at.env_steps;
         let (_, stats) = rule.train(&[trajectory], at, &mut trainer, &mut norms, &cfg)?;

@@ -10,6 +10,7 @@ mod common;
 use common::{Proc, bin, read_json, read_jsonl, run_dir};
 use std::path::Path;
 use std::time::Duration;
+use std::time::Instant;
 
 /// `sebulba local` on CartPole into `run` with `args`; its exit code and log.
 fn local(dir: &Path, name: &str, run: &Path, args: &[&str]) -> (Option<i32>, String) {
@@ -75,6 +76,57 @@ fn a_run_directory_holds_one_run_unless_told_otherwise() {
         .output()
         .expect("run sebulba");
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// `run.time_limit_secs` ends a run whose step budget is far off, as a
+/// finished run: its final evaluation, the learning rate annealed to nearly
+/// 0 by the clock, and a second start in the directory refused as finished.
+#[test]
+fn a_time_limit_ends_the_run_as_a_finished_one() {
+    let dir = run_dir("time-limit");
+    let run = dir.join("run");
+    let start = |name: &str| {
+        let mut c = bin();
+        c.args(["local", "--env", "CartPole-v1", "--run-dir"])
+            .arg(&run)
+            .args(["--set", "run.total_steps=1000000000"])
+            .args(["--set", "run.time_limit_secs=6"])
+            .args(["--set", "ppo.learning_rate=0.001"]);
+        let began = Instant::now();
+        let mut p = Proc::spawn(name, c, &dir);
+        let status = p
+            .wait(Duration::from_secs(300))
+            .unwrap_or_else(|| panic!("{name} did not finish:\n{}", p.log_text()));
+        (status.code(), p.log_text(), began.elapsed())
+    };
+    let (code, log, took) = start("limited");
+    assert_eq!(code, Some(0), "{log}");
+    assert!(
+        log.contains("run.time_limit_secs reached before run.total_steps"),
+        "{log}"
+    );
+    let s = read_json(&run.join("summary.json"));
+    assert_eq!(s["completed"], true, "{s}");
+    let wall = s["wall_seconds"].as_f64().expect("wall_seconds");
+    assert!(wall >= 6.0 && wall < took.as_secs_f64() + 1.0, "{s}");
+    let steps = s["env_steps"].as_u64().expect("env_steps");
+    assert!(steps > 0 && steps < 1_000_000_000, "{s}");
+    assert!(s["final_eval_return_mean"].is_number(), "{s}");
+    let lrs: Vec<f64> = read_jsonl(&run.join("metrics.jsonl"))
+        .iter()
+        .filter_map(|l| l["learning_rate"].as_f64())
+        .collect();
+    assert!(lrs.len() > 10, "{lrs:?}");
+    assert!(lrs.windows(2).all(|w| w[1] <= w[0]), "{lrs:?}");
+    let last = lrs[lrs.len() - 1];
+    assert!(last < 2e-4, "annealed by the clock to {last}");
+
+    let (code, log, _) = start("again");
+    assert_eq!(code, Some(1), "{log}");
+    assert!(
+        log.contains("is finished") && log.contains("run.time_limit_secs"),
+        "{log}"
+    );
 }
 
 /// The lifecycle compose uses, as processes: every role under one runs root.

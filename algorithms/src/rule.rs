@@ -24,10 +24,12 @@ pub enum UpdateRule {
 pub struct UpdateAt {
     /// The version the update trains (the newest published).
     pub version: u64,
-    /// Env steps before this update's batches (what PPO anneals by).
-    pub env_steps_before: u64,
-    /// Env steps with them (what DQN schedules by).
+    /// Env steps with this update's batches (what DQN schedules by).
     pub env_steps: u64,
+    /// The run's budget spent before this update's batches
+    /// ([`RunConfig::budget_used`]: steps or time, whichever is further
+    /// along): what PPO anneals by.
+    pub budget_used: f64,
 }
 
 impl UpdateRule {
@@ -69,8 +71,7 @@ impl UpdateRule {
     ) -> Result<(Prepared, UpdateStats), EngineError> {
         match self {
             UpdateRule::Ppo => {
-                let done = at.env_steps_before as f64 / cfg.run.total_steps as f64;
-                let remaining = (1.0 - done).max(0.0);
+                let remaining = (1.0 - at.budget_used).max(0.0);
                 let anneal = |on: bool, x: f64| if on { x * remaining } else { x };
                 let schedule = Schedule {
                     lr: anneal(cfg.ppo.anneal_lr, cfg.ppo.learning_rate),
@@ -156,8 +157,8 @@ mod tests {
         let mut norms = Normalizers::new(&cfg, spec.obs_dim);
         let at = UpdateAt {
             version: 0,
-            env_steps_before: cfg.run.total_steps / 4,
             env_steps: cfg.run.total_steps / 4 + 512,
+            budget_used: cfg.budget_used(cfg.run.total_steps / 4, 0.0),
         };
         let (_, stats) = rule
             .train(&[batch], at, &mut trainer, &mut norms, &cfg)

@@ -56,7 +56,7 @@ impl ProgressTask {
     fn log_line(&self, since: &(BTreeMap<String, u64>, f64)) -> (BTreeMap<String, u64>, f64) {
         let now = (self.per_name_steps(), self.clock.wall_seconds());
         let steps = self.live.env_steps.load(Ordering::Relaxed);
-        let total = self.shared.config.run.total_steps;
+        let budget = self.shared.config.budget_used(steps, now.1);
         let latest = self.shared.evals.scores().latest;
         let fmt = |x: f64| {
             if x.is_finite() {
@@ -67,7 +67,7 @@ impl ProgressTask {
         };
         info!(
             env_steps = steps,
-            percent = format!("{:.1}", 100.0 * steps as f64 / total.max(1) as f64),
+            percent = format!("{:.1}", 100.0 * budget.min(1.0)),
             sps = format!("{:.0}", steps as f64 / self.clock.wall_seconds().max(1e-9)),
             updates = self.live.updates.load(Ordering::Relaxed),
             version = self.shared.current_version(),

@@ -103,6 +103,14 @@ fn resume_from(run_dir: &Path, cfg: &RunConfig) -> Result<Checkpoint, LearnerErr
             cfg.run.total_steps
         )));
     }
+    if cfg.budget_spent(0, ck.meta.wall_seconds) {
+        return Err(LearnerError::Resume(format!(
+            "the run in {} is finished ({:.0} s of run.time_limit_secs {}); --fresh to start over there, or raise run.time_limit_secs to go on",
+            run_dir.display(),
+            ck.meta.wall_seconds,
+            cfg.run.time_limit_secs
+        )));
+    }
     info!(
         run_id = %ck.meta.run_id,
         env_steps = ck.meta.env_steps,

@@ -15,7 +15,9 @@ pub struct Summary {
     /// Learner segments the run took (1, plus one per resume); the counters
     /// and `wall_seconds` cover them all.
     pub segments: u32,
-    /// The step budget was reached (false: stopped before it).
+    /// The budget was reached: `run.total_steps`, or `run.time_limit_secs`
+    /// when that came first (`env_steps` is then below the step budget);
+    /// false: stopped before it.
     pub completed: bool,
     pub updates: u64,
     pub final_version: u64,

@@ -165,6 +165,12 @@ impl RunConfig {
                 "a deterministic run cannot seat past versions: the pool reaches actors as it is published, not in the run's fixed order",
             );
         }
+        if self.run.time_limit_secs > 0 && self.run.deterministic {
+            return bad(
+                "run.time_limit_secs",
+                "a deterministic run cannot stop by the clock: where it stops would differ between two runs (set run.total_steps instead)",
+            );
+        }
         if self.run.forced_lag > 0 && !self.run.deterministic {
             return bad(
                 "run.forced_lag",
@@ -292,6 +298,25 @@ impl RunConfig {
             );
         }
         Ok(())
+    }
+
+    /// How much of the run's budget is spent at `env_steps` and
+    /// `wall_seconds`: the further along of `run.total_steps` and, when set,
+    /// `run.time_limit_secs` (1 or more once either is reached). What
+    /// annealed settings follow.
+    pub fn budget_used(&self, env_steps: u64, wall_seconds: f64) -> f64 {
+        let steps = env_steps as f64 / self.run.total_steps.max(1) as f64;
+        match self.run.time_limit_secs {
+            0 => steps,
+            limit => steps.max(wall_seconds / limit as f64),
+        }
+    }
+
+    /// Whether training is over at `env_steps` and `wall_seconds`: the step
+    /// budget reached, or the time limit when one is set.
+    pub fn budget_spent(&self, env_steps: u64, wall_seconds: f64) -> bool {
+        let limit = self.run.time_limit_secs;
+        env_steps >= self.run.total_steps || (limit > 0 && wall_seconds >= limit as f64)
     }
 
     /// Samples in one update: batches x E x T.

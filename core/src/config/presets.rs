@@ -42,6 +42,7 @@ impl RunConfig {
             },
             run: RunSection {
                 total_steps: 1_000_000,
+                time_limit_secs: 0,
                 seed: 1,
                 local_actors: 2,
                 local_actors_as: ActorHosting::Auto,

@@ -61,6 +61,7 @@ pub const RANGES: &[Range] = &[
     int("env.envs_per_actor", 1.0, 4096.0),
     int("env.rollout_length", 1.0, 65_536.0),
     int("run.total_steps", 1.0, 1e13),
+    int("run.time_limit_secs", 0.0, 1e9),
     int("run.local_actors", 1.0, 256.0),
     int("run.forced_lag", 0.0, 64.0),
     int("network.hidden", 1.0, 8192.0),
@@ -197,6 +198,7 @@ pub fn check(c: &RunConfig) -> Result<(), ConfigError> {
     int("env.envs_per_actor", c.env.envs_per_actor as u64)?;
     int("env.rollout_length", c.env.rollout_length as u64)?;
     int("run.total_steps", c.run.total_steps)?;
+    int("run.time_limit_secs", c.run.time_limit_secs)?;
     int("run.local_actors", c.run.local_actors as u64)?;
     int("run.forced_lag", c.run.forced_lag)?;
     real("network.obs_clip", n.obs_clip)?;

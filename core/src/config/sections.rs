@@ -35,6 +35,14 @@ impl EnvConfig {
 pub struct RunSection {
     /// Env steps (all actors together) after which training stops.
     pub total_steps: u64,
+    /// Seconds of wall time (the whole run's, across resumes) after which
+    /// training stops, whichever of this and `total_steps` comes first, with
+    /// the final evaluation as usual; annealed settings (`ppo.anneal_lr`,
+    /// `ppo.anneal_clip`) follow whichever of the two budgets is further
+    /// spent, so they reach 0 at the end either way. 0 (default): no limit.
+    /// Not with `run.deterministic` (a stop by the clock does not repeat).
+    #[serde(default)]
+    pub time_limit_secs: u64,
     pub seed: u64,
     /// Actors started by `sebulba local`.
     pub local_actors: usize,

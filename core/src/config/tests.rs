@@ -253,6 +253,42 @@ fn a_forced_lag_needs_a_deterministic_run_and_room_under_the_stale_limit() {
     }
 }
 
+/// The budget is the further spent of steps and time; the run is over at
+/// either end; a deterministic run cannot stop by the clock.
+#[test]
+fn a_time_limit_ends_the_run_and_the_annealing_with_the_step_budget() {
+    let set = |sets: &[&str]| {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        RunConfig::resolve(Some("CartPole-v1"), None, &sets)
+    };
+    let steps_only = set(&["run.total_steps=1000"]).unwrap();
+    assert_eq!(steps_only.run.time_limit_secs, 0);
+    assert_eq!(steps_only.budget_used(250, 1e9), 0.25);
+    assert!(!steps_only.budget_spent(999, 1e9));
+    assert!(steps_only.budget_spent(1000, 0.0));
+    let c = set(&["run.total_steps=1000", "run.time_limit_secs=100"]).unwrap();
+    // Time further along than steps, then steps further than time.
+    assert_eq!(c.budget_used(250, 50.0), 0.5);
+    assert_eq!(c.budget_used(750, 50.0), 0.75);
+    assert_eq!(c.budget_used(0, 0.0), 0.0);
+    assert!(c.budget_used(10, 150.0) > 1.0);
+    assert!(!c.budget_spent(999, 99.9));
+    assert!(c.budget_spent(10, 100.0));
+    assert!(c.budget_spent(1000, 1.0));
+    for (sets, why) in [
+        (
+            &["run.deterministic=true", "run.time_limit_secs=60"][..],
+            "deterministic",
+        ),
+        (&["run.time_limit_secs=2000000000"][..], "outside"),
+        (&["run.time_limit_secs=-5"][..], "run.time_limit_secs"),
+    ] {
+        let e = set(sets).unwrap_err().to_string();
+        assert!(e.contains("`run.time_limit_secs`"), "{sets:?}: {e}");
+        assert!(e.contains(why), "{sets:?}: {e}");
+    }
+}
+
 #[test]
 fn file_then_set_precedence() {
     let dir = std::env::temp_dir().join(format!("sebulba-config-{}", std::process::id()));

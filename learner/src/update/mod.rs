@@ -181,7 +181,9 @@ impl UpdateLoop {
                 non_finite_guard(&taken.origins, &stats, at.updates + 1, non_finite_run);
             at.updates += 1;
             at.version += 1;
-            completed = at.env_steps >= shared.config.run.total_steps;
+            completed = shared
+                .config
+                .budget_spent(at.env_steps, self.ctx.clock.wall_seconds());
             self.publish_and_record(at, completed, t0, &prepared, stats)?;
             if non_finite_run >= MAX_NON_FINITE_UPDATES {
                 let why = format!(
@@ -193,20 +195,7 @@ impl UpdateLoop {
                 break;
             }
         }
-        if let Err(e) = self.settle_publish() {
-            // The final version was held before `completed`: this is a stop
-            // from outside or a failure, and the loop ends either way.
-            warn!("the last publish before stopping failed: {e}");
-        }
-        if !completed {
-            // Stopped from outside (SIGTERM): keep the latest state for `--resume`.
-            self.checkpoint_if(at, |every, u| u > 0 && !u.is_multiple_of(every));
-        }
-        if completed {
-            shared.finished.store(true, Ordering::Release);
-        } else {
-            shared.stopping.store(true, Ordering::Release);
-        }
+        self.end_training(at, completed);
         collect::drain(&mut intake, &shared, at.version);
         Ok(LoopOutcome {
             env_steps: at.env_steps,
@@ -216,6 +205,35 @@ impl UpdateLoop {
             failure,
             memory: self.memory(&rule),
         })
+    }
+
+    /// After the update loop: the last publish settled, the state kept for
+    /// `--resume` when stopped from outside, and the roles told whether the
+    /// run finished or is stopping.
+    fn end_training(&mut self, at: Progress, completed: bool) {
+        let shared = self.ctx.shared.clone();
+        if let Err(e) = self.settle_publish() {
+            // The final version was held before `completed`: this is a stop
+            // from outside or a failure, and the loop ends either way.
+            warn!("the last publish before stopping failed: {e}");
+        }
+        if !completed {
+            // Stopped from outside (SIGTERM): keep the latest state for `--resume`.
+            self.checkpoint_if(at, |every, u| u > 0 && !u.is_multiple_of(every));
+        }
+        if completed && at.env_steps < shared.config.run.total_steps {
+            info!(
+                env_steps = at.env_steps,
+                time_limit_secs = shared.config.run.time_limit_secs,
+                "run.time_limit_secs reached before run.total_steps: training ends here"
+            );
+        }
+        let flag = if completed {
+            &shared.finished
+        } else {
+            &shared.stopping
+        };
+        flag.store(true, Ordering::Release);
     }
 
     /// Restores the trainer, the normalisers and the counters from a checkpoint.
@@ -282,8 +300,8 @@ impl UpdateLoop {
         let _enter = span.enter();
         let at = UpdateAt {
             version: at.version,
-            env_steps_before: steps_before,
             env_steps: at.env_steps,
+            budget_used: cfg.budget_used(steps_before, self.ctx.clock.wall_seconds()),
         };
         let norms = &mut self.ctx.normalizers;
         let trainer = &mut self.trainer;
