@@ -95,20 +95,18 @@ fn resume_from(run_dir: &Path, cfg: &RunConfig) -> Result<Checkpoint, LearnerErr
             "section `network` differs from the checkpoint's; the weights cannot be loaded".into(),
         ));
     }
-    if ck.meta.env_steps >= cfg.run.total_steps {
+    let (steps, wall) = (ck.meta.env_steps, ck.meta.wall_seconds);
+    if cfg.budget_spent(steps, wall) {
+        let (spent, key) = if steps >= cfg.run.total_steps {
+            let total = cfg.run.total_steps;
+            (format!("{steps} of {total} steps"), "run.total_steps")
+        } else {
+            let limit = cfg.run.time_limit_secs;
+            (format!("{wall:.0} of {limit} s"), "run.time_limit_secs")
+        };
         return Err(LearnerError::Resume(format!(
-            "the run in {} is finished ({} of {} steps); --fresh to start over there, or raise run.total_steps to go on",
-            run_dir.display(),
-            ck.meta.env_steps,
-            cfg.run.total_steps
-        )));
-    }
-    if cfg.budget_spent(0, ck.meta.wall_seconds) {
-        return Err(LearnerError::Resume(format!(
-            "the run in {} is finished ({:.0} s of run.time_limit_secs {}); --fresh to start over there, or raise run.time_limit_secs to go on",
-            run_dir.display(),
-            ck.meta.wall_seconds,
-            cfg.run.time_limit_secs
+            "the run in {} is finished ({spent}); --fresh to start over there, or raise {key} to go on",
+            run_dir.display()
         )));
     }
     info!(
