@@ -1,5 +1,5 @@
 //! A turn-based game in the compose cluster, started as the README shows:
-//! `SEBULBA_ENV=BigTwo-v0` and nothing else (the preset), two actor
+//! `SEBULBA_ENV=BigTwo-v1` and nothing else (the preset), two actor
 //! containers stepping four-seat games with the overlap and per-seat
 //! credit, the learner's per-player GAE, and the evaluator's matches
 //! (1,000 games against random, greedy and an earlier version) reaching
@@ -31,7 +31,7 @@ fn compose_cluster_trains_big_two() {
         env_file: None,
         env: vec![
             ("SEBULBA_IMAGE", tag.clone()),
-            ("SEBULBA_ENV", "BigTwo-v0".into()),
+            ("SEBULBA_ENV", "BigTwo-v1".into()),
             ("SEBULBA_TOTAL_STEPS", "16384".into()),
             ("SEBULBA_SEED", "4".into()),
             ("SEBULBA_METRICS_HOLD_SECS", "0".into()),
@@ -39,7 +39,7 @@ fn compose_cluster_trains_big_two() {
     };
     run(&mut cluster.cmd(&["up", "-d", "--scale", "actor=2"]));
     let summary = cluster.finished_summary(&dir);
-    assert_eq!(summary["env_id"], "BigTwo-v0");
+    assert_eq!(summary["env_id"], "BigTwo-v1");
     assert!(summary["env_steps"].as_u64().expect("env_steps") >= 16_384);
     assert_accounted(&summary);
     assert_eq!(summary["batches"]["rejected"], 0, "{summary}");

@@ -309,7 +309,13 @@ mod tests {
     #[test]
     fn a_rule_seat_plays_the_rule_move_and_is_flagged() {
         use sebulba_envs::games::GameVecEnv;
-        let venv = GameVecEnv::new("Nim-v0", 2, 5, 1.0).expect("Nim");
+        let venv = GameVecEnv::new(
+            "Nim-v0",
+            2,
+            5,
+            sebulba_envs::games::GameOptions::of("Nim-v0"),
+        )
+        .expect("Nim");
         let mut sp = with_rules(0.0, 1.0, None, 2);
         // Env 0: seat 1 is the rule player's; env 1: both the newest's.
         sp.seats = vec![Seat::Newest, Seat::Rule(0), Seat::Newest, Seat::Newest];
@@ -355,7 +361,13 @@ mod tests {
         let width = env.action_space.dim();
         let mut head = vec![9.0; 2 * width];
         // Row 1: seat 1 moves in env 0 (past), seat 1 in env 1 (newest).
-        let venv = sebulba_envs::games::GameVecEnv::new("Nim-v0", 2, 5, 1.0).expect("Nim");
+        let venv = sebulba_envs::games::GameVecEnv::new(
+            "Nim-v0",
+            2,
+            5,
+            sebulba_envs::games::GameOptions::of("Nim-v0"),
+        )
+        .expect("Nim");
         sp.act(1, &[1, 1], &obs, &mut head, &venv);
         let mut past = InferencePolicy::new(&env, &net, DeviceKind::Cpu).expect("policy");
         past.load(7, pool[0].safetensors.to_vec()).expect("load");

@@ -205,30 +205,12 @@ fn only_kwarg(
     Ok(map.remove(key))
 }
 
-/// A game's score normaliser: `env.kwargs.score_normaliser` (finite, > 0),
-/// the game's default without it; no other key is a game's.
-pub fn game_normaliser(id: &str, kwargs: &str) -> Result<f64, EnvError> {
-    let hint = "a game takes only `score_normaliser`";
-    match only_kwarg(id, kwargs, "score_normaliser", hint)? {
-        None => Ok(crate::games::default_normaliser(id)),
-        Some(v) => v
-            .as_f64()
-            .filter(|x| x.is_finite() && *x > 0.0)
-            .ok_or_else(|| {
-                kwargs_error(
-                    id,
-                    format!("env.kwargs.score_normaliser = {v}: must be a number > 0"),
-                )
-            }),
-    }
-}
-
 /// The spec of any environment id, native or external.
 pub fn env_spec_with(id: &str, kwargs: &str) -> Result<EnvSpec, EnvError> {
     if is_external(id) {
         provider(id)?.spec(id, kwargs)
     } else if let Some(spec) = crate::games::game_spec(id) {
-        game_normaliser(id, kwargs)?;
+        crate::games::GameOptions::from_kwargs(id, kwargs)?;
         Ok(spec)
     } else if let Some(spec) = crate::minatar::minatar_spec(id) {
         crate::minatar::Options::from_kwargs(id, kwargs)?;
@@ -254,9 +236,9 @@ pub fn make_vector_env(
     if is_external(id) {
         provider(id)?.make(id, kwargs, num_envs, seed, purpose)
     } else if crate::games::game_spec(id).is_some() {
-        let normaliser = game_normaliser(id, kwargs)?;
+        let options = crate::games::GameOptions::from_kwargs(id, kwargs)?;
         Ok(Box::new(crate::games::GameVecEnv::new(
-            id, num_envs, seed, normaliser,
+            id, num_envs, seed, options,
         )?))
     } else if crate::minatar::minatar_spec(id).is_some() {
         let options = crate::minatar::Options::from_kwargs(id, kwargs)?;

@@ -15,7 +15,8 @@ use rand::{Rng, SeedableRng};
 use sebulba_core::distribution::argmax;
 use sebulba_core::policy::InferencePolicy;
 use sebulba_envs::games::GameVecEnv;
-use sebulba_envs::{ActionBatch, VectorEnv, game_normaliser};
+use sebulba_envs::games::{GameOptions, Scoring};
+use sebulba_envs::{ActionBatch, VectorEnv};
 use serde::{Deserialize, Serialize};
 
 /// Who sits in a seat: the evaluated version, or an opponent.
@@ -133,8 +134,14 @@ pub fn play_match(
     games: usize,
     seed: u64,
 ) -> Result<(MatchResult, Vec<(f64, u32)>), PlayError> {
-    let normaliser = game_normaliser(env_id, env_kwargs)?;
-    let mut venv = GameVecEnv::new(env_id, games, seed, normaliser)?;
+    // Matches report the game's own scores (Big Two: cards), whatever
+    // `env.kwargs.scoring` trains on, so that mean scores compare across runs.
+    let options = GameOptions {
+        scoring: Scoring::Game,
+        ..GameOptions::from_kwargs(env_id, env_kwargs)?
+    };
+    let normaliser = options.normaliser;
+    let mut venv = GameVecEnv::new(env_id, games, seed, options)?;
     let spec = venv.spec().clone();
     let (p, d, n) = (spec.players, spec.obs_dim, spec.action_space.dim());
     let mut obs = vec![0.0f32; games * d];

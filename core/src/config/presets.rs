@@ -146,7 +146,7 @@ impl RunConfig {
                 c.ppo.ent_coef = 0.01;
                 c.ppo.scale_rewards = true;
             }
-            "Nim-v0" | "BigTwo-v0" => c.tune_for_game(env_id),
+            "Nim-v0" | "BigTwo-v0" | "BigTwo-v1" => c.tune_for_game(env_id),
             id if id.starts_with("MinAtar/") => c.tune_for_minatar(),
             id if sebulba_envs::is_atari(id) => c.tune_for_atari(),
             id => {
@@ -269,6 +269,11 @@ impl RunConfig {
                 c.network.activation = Activation::Relu;
                 c.ppo.epochs = 2;
                 c.eval.interval = 500;
+                // Trained on who won, not by how many cards: against
+                // greedy 44.6% instead of 40.3% after 3M moves (seed 1).
+                c.env
+                    .kwargs
+                    .insert("scoring".into(), toml::Value::String("wins".into()));
             }
         }
     }

@@ -290,6 +290,23 @@ fn a_time_limit_ends_the_run_and_the_annealing_with_the_step_budget() {
 }
 
 #[test]
+fn big_two_trains_on_wins_and_a_bad_scoring_is_named() {
+    let set = |id: &str, sets: &[&str]| {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        RunConfig::resolve(Some(id), None, &sets)
+    };
+    for id in ["BigTwo-v0", "BigTwo-v1"] {
+        let c = set(id, &[]).unwrap();
+        assert_eq!(c.env.kwargs_json(), r#"{"scoring":"wins"}"#, "{id}");
+    }
+    assert_eq!(set("Nim-v0", &[]).unwrap().env.kwargs_json(), "");
+    let c = set("BigTwo-v1", &["env.kwargs.scoring=game"]).unwrap();
+    assert_eq!(c.env.kwargs_json(), r#"{"scoring":"game"}"#);
+    let e = set("BigTwo-v1", &["env.kwargs.scoring=cards"]).unwrap_err();
+    assert!(e.to_string().contains("env.kwargs.scoring"), "{e}");
+}
+
+#[test]
 fn file_then_set_precedence() {
     let dir = std::env::temp_dir().join(format!("sebulba-config-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -7,21 +7,24 @@
 
 pub mod bigtwo;
 pub mod nim;
+mod options;
 mod vec;
 
+pub use options::{GameOptions, Scoring};
 pub use vec::{GameVecEnv, default_normaliser, game_spec};
 
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
 /// Every game id [`new_game`] knows.
-pub const GAME_IDS: &[&str] = &["BigTwo-v0", "Nim-v0"];
+pub const GAME_IDS: &[&str] = &["BigTwo-v0", "BigTwo-v1", "Nim-v0"];
 
 /// A new game of `id` (a fresh deal drawn from `rng` where the game deals),
 /// or `None` for an id that is not a game.
 pub fn new_game(id: &str, rng: &mut StdRng) -> Option<Box<dyn TurnGame + Send>> {
     match id {
         "BigTwo-v0" => Some(Box::new(bigtwo::BigTwo::deal(rng))),
+        "BigTwo-v1" => Some(Box::new(bigtwo::Planned::new(bigtwo::BigTwo::deal(rng)))),
         "Nim-v0" => Some(Box::new(nim::Nim::random(rng))),
         _ => None,
     }
@@ -94,6 +97,47 @@ impl TurnGame for bigtwo::BigTwo {
             0 => bigtwo::greedy_move(self),
             _ => bigtwo::planner_move(self),
         }
+    }
+
+    fn play(&mut self, action: usize) -> Result<Option<Vec<f64>>, String> {
+        self.step(action)
+            .map(|s| s.map(|s| s.to_vec()))
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// `BigTwo-v1`: the same game and rule players, observed with the plan.
+impl TurnGame for bigtwo::Planned {
+    fn players(&self) -> usize {
+        bigtwo::PLAYERS
+    }
+
+    fn obs_dim(&self) -> usize {
+        bigtwo::PLANNED_OBS_DIM
+    }
+
+    fn actions(&self) -> usize {
+        bigtwo::ACTIONS
+    }
+
+    fn to_move(&self) -> usize {
+        self.game().to_move()
+    }
+
+    fn observe(&self, player: usize, out: &mut [f32]) {
+        bigtwo::Planned::observe(self, player, out);
+    }
+
+    fn legal_mask(&self, mask: &mut [bool]) {
+        self.game().legal_mask(mask);
+    }
+
+    fn rules(&self) -> &'static [&'static str] {
+        self.game().rules()
+    }
+
+    fn rule_move(&self, rule: usize) -> usize {
+        self.game().rule_move(rule)
     }
 
     fn play(&mut self, action: usize) -> Result<Option<Vec<f64>>, String> {

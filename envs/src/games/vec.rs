@@ -4,12 +4,13 @@
 //! legal moves, and [`VectorEnv::to_move`] says who that is.
 //!
 //! A finished game reports `terminated` (never `truncated`: games end by
-//! their rules) and each seat's score, divided by the normaliser, in
+//! their rules) and each seat's score (as `env.kwargs.scoring` scores it),
+//! divided by the normaliser, in
 //! [`VecStepOut::scores`]; the step's own reward is 0. Which move each score
 //! is credited to (every player's last one) is the actor's business: only
 //! it holds the rows. The next game is dealt in the same step.
 
-use super::{TurnGame, new_game};
+use super::{GameOptions, TurnGame, new_game};
 use crate::{
     ActionBatch, ActionSpace, EnvError, EnvSpec, EpisodeStats, VecStepOut, VectorEnv,
     derive_env_seed, validate_actions,
@@ -41,7 +42,7 @@ pub fn game_spec(id: &str) -> Option<EnvSpec> {
 /// Two's scores are counts of cards (up to 39), Nim's are ±1.
 pub fn default_normaliser(id: &str) -> f64 {
     match id {
-        "BigTwo-v0" => 5.0,
+        "BigTwo-v0" | "BigTwo-v1" => 5.0,
         _ => 1.0,
     }
 }
@@ -51,17 +52,23 @@ pub struct GameVecEnv {
     spec: EnvSpec,
     games: Vec<Game>,
     rngs: Vec<StdRng>,
-    /// Scores are divided by this before they leave the env.
-    normaliser: f64,
+    /// How scores leave the env: scored, then divided by the normaliser.
+    options: GameOptions,
     /// Moves in each env's current game.
     moves: Vec<u32>,
 }
 
 impl GameVecEnv {
     /// `num_envs` tables of game `id`; table `i` deals from
-    /// [`derive_env_seed`]`(seed, i)`. Scores are divided by `normaliser`
-    /// (finite, > 0).
-    pub fn new(id: &str, num_envs: usize, seed: u64, normaliser: f64) -> Result<Self, EnvError> {
+    /// [`derive_env_seed`]`(seed, i)`. Scores follow `options.scoring` and
+    /// are divided by `options.normaliser` (finite, > 0).
+    pub fn new(
+        id: &str,
+        num_envs: usize,
+        seed: u64,
+        options: GameOptions,
+    ) -> Result<Self, EnvError> {
+        let normaliser = options.normaliser;
         if num_envs == 0 {
             return Err(EnvError::NoEnvs);
         }
@@ -85,7 +92,7 @@ impl GameVecEnv {
             spec,
             games,
             rngs,
-            normaliser,
+            options,
             moves: vec![0; num_envs],
         })
     }
@@ -153,15 +160,16 @@ impl VectorEnv for GameVecEnv {
             out.truncated[i] = false;
             out.terminated[i] = ended.is_some();
             if let Some(scores) = ended {
+                let scores = self.options.scoring.apply(&scores);
                 let row = &mut out.scores[i * p..(i + 1) * p];
                 for (s, &raw) in row.iter_mut().zip(&scores) {
-                    *s = (raw / self.normaliser) as f32;
+                    *s = (raw / self.options.normaliser) as f32;
                 }
                 // A game's episode return is seat 0's score (zero-sum: its
                 // mean under self-play is 0; evaluation gives win rates).
                 out.episodes.push(EpisodeStats {
                     env_index: i,
-                    episode_return: scores[0] / self.normaliser,
+                    episode_return: scores[0] / self.options.normaliser,
                     length: self.moves[i],
                 });
                 self.deal(i);
@@ -288,6 +296,11 @@ mod tests {
         let s = env_spec_with("BigTwo-v0", "").expect("spec");
         assert_eq!((s.players, s.obs_dim, s.action_space.dim()), (4, 496, 1365));
         assert_eq!(crate::env_spec("BigTwo-v0").expect("spec"), s);
+        let v1 = env_spec_with("BigTwo-v1", "").expect("spec");
+        assert_eq!(
+            (v1.players, v1.obs_dim, v1.action_space.dim()),
+            (4, 602, 1365)
+        );
         for bad in [
             r#"{"score_normaliser": 0}"#,
             r#"{"score_normaliser": "x"}"#,

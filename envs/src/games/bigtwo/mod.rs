@@ -2,7 +2,9 @@
 //! ([`game`]), combinations and their ranking ([`combo`]), the fixed
 //! action space over hand positions ([`actions`]), what a player observes
 //! ([`observe`]) and two rule-based opponents ([`greedy`], and
-//! [`planner`], which plans its hand with [`partition`]).
+//! [`planner`], which plans its hand with [`partition`]). [`planned`] is
+//! the game with each player's plan added to what it observes
+//! (`BigTwo-v1`).
 
 pub mod actions;
 pub mod combo;
@@ -10,12 +12,14 @@ pub mod game;
 pub mod greedy;
 pub mod observe;
 pub mod partition;
+pub mod planned;
 pub mod planner;
 
 pub use actions::{ACTIONS, PASS};
 pub use game::{BigTwo, MoveError, PLAYERS};
 pub use greedy::greedy_move;
 pub use observe::{OBS_DIM, observe};
+pub use planned::{PLANNED_OBS_DIM, Planned};
 pub use planner::planner_move;
 
 #[cfg(test)]

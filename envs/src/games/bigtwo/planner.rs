@@ -119,7 +119,7 @@ fn follow(
 /// Whether no combination of the same size drawn from `unseen` beats
 /// `combo` (five-card hands are taken as beatable: checking them would cost
 /// a search of the unseen cards, and the rule only needs a safe answer).
-fn unbeatable(combo: Combo, unseen: u64) -> bool {
+pub(super) fn unbeatable(combo: Combo, unseen: u64) -> bool {
     let size = combo.kind.size();
     if size == 5 {
         return false;
