@@ -38,14 +38,16 @@ fn every_benchmark_line_prints_and_writes_its_figures() {
     // The five classic-control envs, the turn-based games (games/s too),
     // then MinAtar's.
     let minatar = sebulba_envs::minatar::MINATAR_IDS;
-    assert_eq!(rows.len(), 7 + minatar.len());
+    let games = 5 + sebulba_envs::games::GAME_IDS.len();
+    assert_eq!(rows.len(), games + minatar.len());
     for r in rows {
         measured(r, "steps_per_second");
     }
-    for r in &rows[5..7] {
+    for (r, id) in rows[5..games].iter().zip(sebulba_envs::games::GAME_IDS) {
+        assert_eq!(r["env_id"], *id);
         measured(r, "games_per_second");
     }
-    for (r, id) in rows[7..].iter().zip(minatar) {
+    for (r, id) in rows[games..].iter().zip(minatar) {
         assert_eq!(r["env_id"], *id);
         assert_eq!(r["processes"], 1);
     }
