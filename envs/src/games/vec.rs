@@ -291,6 +291,44 @@ mod tests {
         assert!(err.to_string().contains("env 0"), "{err}");
     }
 
+    /// Under `scoring = "wins"` a finished Big Two game scores its winner
+    /// 3 and each other seat -1 (normaliser 1), in `scores` and in the
+    /// episode's return alike.
+    #[test]
+    fn big_two_tables_score_wins_when_asked() {
+        let kwargs = r#"{"scoring": "wins"}"#;
+        let mut v = make_vector_env("BigTwo-v1", kwargs, 2, 3, crate::Purpose::Train).expect("v1");
+        let (e, d, n) = (2, v.spec().obs_dim, v.spec().action_space.dim());
+        let mut obs = vec![0.0; e * d];
+        v.reset(&mut obs).expect("reset");
+        let mut out = v.new_step_out();
+        let mut mask = vec![0u8; e * n];
+        let mut ended = 0;
+        for _ in 0..10_000 {
+            v.action_masks(&mut mask);
+            // The highest legal action plays the most cards: games end.
+            let actions: Vec<u32> = mask
+                .chunks_exact(n)
+                .map(|m| m.iter().rposition(|&x| x == 1).expect("a legal move") as u32)
+                .collect();
+            v.step(ActionBatch::Discrete(&actions), &mut out)
+                .expect("legal");
+            for i in (0..e).filter(|&i| out.terminated[i]) {
+                ended += 1;
+                let mut s = out.scores[i * 4..i * 4 + 4].to_vec();
+                s.sort_by(f32::total_cmp);
+                assert_eq!(s, [-1.0, -1.0, -1.0, 3.0]);
+            }
+            for ep in &out.episodes {
+                assert!([3.0, -1.0].contains(&ep.episode_return), "{ep:?}");
+            }
+            if ended >= 6 {
+                return;
+            }
+        }
+        panic!("{ended} games ended in 10,000 moves");
+    }
+
     #[test]
     fn big_two_spec_and_kwargs() {
         let s = env_spec_with("BigTwo-v0", "").expect("spec");
