@@ -267,6 +267,12 @@ impl RunConfig {
                 c.env.rollout_length = 64;
                 c.network.hidden = vec![256, 256];
                 c.network.activation = Activation::Relu;
+                // One torso for policy and value (a third less work per
+                // move, so 10,700 moves/s instead of 9,600) and lr 6e-4:
+                // 50.2% against greedy at 30 minutes instead of 47.6%
+                // (BigTwo-v1, seed 1).
+                c.network.shared_torso = true;
+                c.ppo.learning_rate = 6e-4;
                 c.ppo.epochs = 2;
                 c.eval.interval = 500;
                 // Trained on who won, not by how many cards: against

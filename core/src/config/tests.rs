@@ -290,7 +290,7 @@ fn a_time_limit_ends_the_run_and_the_annealing_with_the_step_budget() {
 }
 
 #[test]
-fn big_two_trains_on_wins_and_a_bad_scoring_is_named() {
+fn big_two_trains_on_wins_with_one_torso_and_a_bad_scoring_is_named() {
     let set = |id: &str, sets: &[&str]| {
         let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
         RunConfig::resolve(Some(id), None, &sets)
@@ -298,7 +298,10 @@ fn big_two_trains_on_wins_and_a_bad_scoring_is_named() {
     for id in ["BigTwo-v0", "BigTwo-v1"] {
         let c = set(id, &[]).unwrap();
         assert_eq!(c.env.kwargs_json(), r#"{"scoring":"wins"}"#, "{id}");
+        assert!(c.network.shared_torso, "{id}");
+        assert_eq!(c.ppo.learning_rate, 6e-4, "{id}");
     }
+    assert!(!set("Nim-v0", &[]).unwrap().network.shared_torso);
     assert_eq!(set("Nim-v0", &[]).unwrap().env.kwargs_json(), "");
     let c = set("BigTwo-v1", &["env.kwargs.scoring=game"]).unwrap();
     assert_eq!(c.env.kwargs_json(), r#"{"scoring":"game"}"#);
