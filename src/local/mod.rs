@@ -70,7 +70,7 @@ pub async fn run(
         Vec::new()
     };
     let live = Arc::new(sebulba_learner::LiveProgress::new());
-    let progress = progress::spawn(live.clone(), config.run.total_steps, roles.clone());
+    let progress = progress::spawn(live.clone(), config.clone(), roles.clone());
     let opts = sebulba_learner::LearnerOptions {
         config,
         run_dir: run_dir.clone(),
