@@ -300,6 +300,11 @@ fn big_two_trains_on_wins_with_one_torso_and_a_bad_scoring_is_named() {
         assert_eq!(c.env.kwargs_json(), r#"{"scoring":"wins"}"#, "{id}");
         assert!(c.network.shared_torso, "{id}");
         assert_eq!(c.ppo.learning_rate, 6e-4, "{id}");
+        assert_eq!(c.run.time_limit_secs, 1800, "{id}");
+        assert!(
+            c.budget_used(20_000_000, 900.0) < 0.5 + 1e-9,
+            "{id}: the clock binds"
+        );
     }
     assert!(!set("Nim-v0", &[]).unwrap().network.shared_torso);
     assert_eq!(set("Nim-v0", &[]).unwrap().env.kwargs_json(), "");
