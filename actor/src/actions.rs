@@ -64,6 +64,7 @@ impl Actions {
     /// log-probabilities to `log_probs[E]`, and returns the batch for the env.
     /// With `epsilon` (a DQN run's weights carry it) discrete heads are
     /// Q-values, acted on epsilon-greedy.
+    #[cfg(test)]
     pub fn sample<R: Rng + ?Sized>(
         &mut self,
         t: usize,
@@ -73,7 +74,39 @@ impl Actions {
         epsilon: Option<f32>,
         rng: &mut R,
     ) -> Result<ActionBatch<'_>, DistError> {
+        self.load_masks(t, venv);
+        self.sample_loaded(t, head, venv.num_envs(), log_probs, epsilon, rng)
+    }
+
+    /// Reads step `t`'s action masks (`[E * n]`) from the env into the
+    /// rollout's buffer and returns them, when the env has masks: the
+    /// policy can then compute only the allowed outputs, and
+    /// [`Actions::sample_loaded`] samples within them.
+    pub fn load_masks(&mut self, t: usize, venv: &dyn VectorEnv) -> Option<&[u8]> {
         let e_len = venv.num_envs();
+        match self {
+            Actions::Discrete {
+                n, masks: Some(m), ..
+            } => {
+                let row = &mut m[t * e_len * *n..(t + 1) * e_len * *n];
+                venv.action_masks(row);
+                Some(&*row)
+            }
+            _ => None,
+        }
+    }
+
+    /// [`Actions::sample`] with step `t`'s masks already loaded
+    /// ([`Actions::load_masks`]), for `e_len` envs.
+    pub fn sample_loaded<R: Rng + ?Sized>(
+        &mut self,
+        t: usize,
+        head: &[f32],
+        e_len: usize,
+        log_probs: &mut [f32],
+        epsilon: Option<f32>,
+        rng: &mut R,
+    ) -> Result<ActionBatch<'_>, DistError> {
         match self {
             Actions::Discrete {
                 n,
@@ -83,14 +116,9 @@ impl Actions {
                 masks,
             } => {
                 let n = *n;
-                let row_masks = match masks {
-                    Some(m) => {
-                        let row = &mut m[t * e_len * n..(t + 1) * e_len * n];
-                        venv.action_masks(row);
-                        Some(&*row)
-                    }
-                    None => None,
-                };
+                let row_masks = masks
+                    .as_deref()
+                    .map(|m| &m[t * e_len * n..(t + 1) * e_len * n]);
                 for e in 0..e_len {
                     let valid = row_masks.map(|m| &m[e * n..(e + 1) * n]);
                     let row = &head[e * n..(e + 1) * n];

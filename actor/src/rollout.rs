@@ -250,20 +250,14 @@ impl Rollout {
                 turns.record_movers(t, self.venv.as_ref());
             }
             let started = std::time::Instant::now();
-            let mut head = self.policy.head(&buf.obs, e_len);
+            let masks = actions.load_masks(t, self.venv.as_ref());
+            let mut head = self.policy.head_masked(&buf.obs, e_len, masks);
             if let (Some(sp), Some(turns)) = (&mut self.selfplay, &self.turns) {
                 sp.act(t, turns.movers(t), &buf.obs, &mut head, self.venv.as_ref());
             }
             let log_probs = buf.log_probs_at(t);
             let batch = actions
-                .sample(
-                    t,
-                    &head,
-                    self.venv.as_ref(),
-                    log_probs,
-                    self.epsilon,
-                    &mut self.rng,
-                )
+                .sample_loaded(t, &head, e_len, log_probs, self.epsilon, &mut self.rng)
                 .map_err(|e| EnvError::BadAction {
                     id: self.setup.env.id.clone(),
                     reason: e.to_string(),

@@ -224,6 +224,19 @@ impl InferencePolicy {
     }
 }
 
+impl InferencePolicy {
+    /// [`InferencePolicy::head`] for rows with action masks (`[n *
+    /// head_dim]`, 0 = masked) when the env has them: the fused policy
+    /// computes only the allowed outputs of mostly masked rows, the masked
+    /// entries then being 0 ([`FusedPolicy::head_masked`]).
+    pub fn head_masked(&self, obs: &[f32], n: usize, masks: Option<&[u8]>) -> Vec<f32> {
+        match (&self.model, masks) {
+            (Model::Fused(fused), Some(m)) => fused.head_masked(obs, n, m),
+            _ => self.head(obs, n),
+        }
+    }
+}
+
 fn head_on<B: Backend>(
     model: &ActorCritic<B>,
     spec: &ModelSpec,

@@ -241,7 +241,11 @@ fn greedy_moves(
         .iter()
         .flat_map(|&i| obs[i * d..(i + 1) * d].iter().copied())
         .collect();
-    let head = policy.head(&rows, tables.len());
+    let row_masks: Vec<u8> = tables
+        .iter()
+        .flat_map(|&i| masks[i * n..(i + 1) * n].iter().copied())
+        .collect();
+    let head = policy.head_masked(&rows, tables.len(), Some(&row_masks));
     for (k, &i) in tables.iter().enumerate() {
         let valid = &masks[i * n..(i + 1) * n];
         actions[i] = argmax(&head[k * n..(k + 1) * n], Some(valid)) as u32;

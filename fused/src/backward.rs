@@ -6,6 +6,7 @@
 
 use crate::kernels::{View, add_column_sums, gemm, wide};
 use crate::net::{self, Dense, Layout, TorsoWork, Work};
+use crate::sparse_head::SparseHead;
 use crate::{Activation, conv};
 
 /// The backward pass's buffers for a minibatch of `m` rows, reused from step
@@ -144,8 +145,17 @@ fn torso_backward(p: &[f32], g: &mut [f32], t: &Torso<'_>, m: usize, b: Bufs<'_>
 }
 
 /// Every parameter's gradient into `g` (overwritten) from `grads.d_head` and
-/// `grads.d_value`, using the activations of the last forward pass in `work`.
-pub fn backward(layout: &Layout, p: &[f32], g: &mut [f32], work: &Work, grads: &mut Grads) {
+/// `grads.d_value`, using the activations of the last forward pass in `work`:
+/// through the policy head at the allowed entries only when the pass was
+/// [`crate::sparse_head::forward`] with `sparse`.
+pub fn backward(
+    layout: &Layout,
+    p: &[f32],
+    g: &mut [f32],
+    work: &Work,
+    grads: &mut Grads,
+    sparse: Option<&mut SparseHead>,
+) {
     let (m, act, width) = (work.m, layout.activation, layout.width());
     let [dha, dhv, spare] = &mut grads.scratch;
     let conv = &mut grads.conv;
@@ -155,7 +165,10 @@ pub fn backward(layout: &Layout, p: &[f32], g: &mut [f32], work: &Work, grads: &
         None => ha,
     };
     let (dha_w, dhv_w) = (&mut dha[..m * width], &mut dhv[..m * width]);
-    dense_backward(p, g, &layout.policy, ha, &grads.d_head, m, Some(dha_w));
+    match sparse {
+        Some(head) => head.backward(&layout.policy, g, ha, &grads.d_head, dha_w),
+        None => dense_backward(p, g, &layout.policy, ha, &grads.d_head, m, Some(dha_w)),
+    }
     dense_backward(p, g, &layout.value, hv, &grads.d_value, m, Some(dhv_w));
     match &layout.critic {
         Some(critic) => {

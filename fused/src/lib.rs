@@ -29,6 +29,7 @@ pub mod kernels;
 pub mod net;
 mod obs_norm;
 mod policy;
+pub mod sparse_head;
 pub mod tensors;
 
 pub use adam::TrainState;

@@ -320,7 +320,7 @@ fn torso_forward(p: &[f32], t: &Torso, x: &[f32], m: usize, act: Activation, w: 
 }
 
 /// The actor torso's layer outputs for the rows in `work.x`.
-fn actor_torso(layout: &Layout, p: &[f32], work: &mut Work) {
+pub(crate) fn actor_torso(layout: &Layout, p: &[f32], work: &mut Work) {
     let (m, act) = (work.m, layout.activation);
     torso_forward(p, &layout.actor, &work.x, m, act, &mut work.actor);
 }
@@ -334,7 +334,7 @@ pub fn policy_forward(layout: &Layout, p: &[f32], work: &mut Work) {
 
 /// The critic torso (when separate) and the value head; with a shared torso,
 /// from the actor torso's outputs already in `work`.
-fn value_from_torso(layout: &Layout, p: &[f32], work: &mut Work) {
+pub(crate) fn value_from_torso(layout: &Layout, p: &[f32], work: &mut Work) {
     let m = work.m;
     let hv = match &layout.critic {
         Some(critic) => {

@@ -2,6 +2,7 @@
 //! [`FusedPolicy`] made straight from the published file.
 
 use crate::net::{self, Layout, Work};
+use crate::sparse_head::{self, SparseHead};
 use crate::{Arch, ObsNorm, WeightsError};
 use std::sync::Mutex;
 
@@ -10,7 +11,15 @@ pub struct FusedPolicy {
     layout: Layout,
     params: Vec<f32>,
     norm: Option<ObsNorm>,
-    work: Mutex<Work>,
+    work: Mutex<Buffers>,
+}
+
+/// A forward pass's buffers, and the policy head's weight an action per row
+/// for mostly masked rows ([`FusedPolicy::head_masked`]).
+#[derive(Default)]
+struct Buffers {
+    work: Work,
+    sparse: SparseHead,
 }
 
 impl FusedPolicy {
@@ -25,11 +34,16 @@ impl FusedPolicy {
                 layout.len
             )));
         }
+        let mut sparse = SparseHead::default();
+        sparse.load(&layout.policy, &params);
         Ok(Self {
             layout,
             params,
             norm,
-            work: Mutex::new(Work::default()),
+            work: Mutex::new(Buffers {
+                work: Work::default(),
+                sparse,
+            }),
         })
     }
 
@@ -41,17 +55,46 @@ impl FusedPolicy {
 
     /// Policy-head outputs `[n * head_dim]` for `n` observations `[n * obs_dim]`.
     pub fn head(&self, obs: &[f32], n: usize) -> Vec<f32> {
+        let mut b = self.buffers(obs, n);
+        net::policy_forward(&self.layout, &self.params, &mut b.work);
+        b.work.head.clone()
+    }
+
+    /// [`FusedPolicy::head`] for rows whose allowed actions `masks` (`[n *
+    /// head_dim]`, 0 = masked) gives: where few are allowed, only their
+    /// outputs are computed and the masked entries are 0 (a sampler or an
+    /// argmax that reads the mask never looks at them).
+    pub fn head_masked(&self, obs: &[f32], n: usize, masks: &[u8]) -> Vec<f32> {
+        let hd = self.layout.head_dim;
+        let mut b = self.buffers(obs, n);
+        let Buffers { work, sparse } = &mut *b;
+        sparse.allowed.clear();
+        masks
+            .chunks_exact(hd)
+            .take(n)
+            .for_each(|m| sparse.allowed.push_row(m));
+        if sparse.allowed.rows() == n && sparse.allowed.worth_it(hd) {
+            work.head.fill(0.0);
+            sparse_head::policy_forward(&self.layout, &self.params, work, sparse);
+        } else {
+            net::policy_forward(&self.layout, &self.params, work);
+        }
+        work.head.clone()
+    }
+
+    /// The buffers, sized for `n` rows, with `obs` loaded as the torsos read it.
+    fn buffers(&self, obs: &[f32], n: usize) -> std::sync::MutexGuard<'_, Buffers> {
         // A poisoned lock only means another call panicked mid-pass: the
         // buffers are rewritten before being read, so carry on.
-        let mut work = self.work.lock().unwrap_or_else(|e| e.into_inner());
-        work.resize(&self.layout, n);
+        let mut b = self.work.lock().unwrap_or_else(|e| e.into_inner());
+        b.work.resize(&self.layout, n);
         let d = self.layout.obs_dim;
-        work.x.copy_from_slice(&obs[..n * d]);
+        b.work.x.copy_from_slice(&obs[..n * d]);
         let norm = self.norm.as_ref();
-        work.x
+        b.work
+            .x
             .chunks_exact_mut(d)
             .for_each(|row| self.layout.input_row(norm, row));
-        net::policy_forward(&self.layout, &self.params, &mut work);
-        work.head.clone()
+        b
     }
 }

@@ -81,7 +81,9 @@ pub fn bench_learner(
 /// and network: on synthetic `image`s of bytes (0 or 1, as MinAtar's
 /// grids) in place of the env's observations when given, kept as bytes up
 /// to the minibatch as a byte env's are. A byte env of its own (Atari's
-/// frames) gets synthetic bytes over its whole range.
+/// frames) gets synthetic bytes over its whole range. A game's samples are
+/// positions of random legal play ([`game_positions`]): its masks decide
+/// how much of the policy head the update computes.
 pub fn synthetic_update(
     cfg: &RunConfig,
     image: Option<[usize; 3]>,
@@ -93,6 +95,11 @@ pub fn synthetic_update(
     }
     let spec = ModelSpec::new(&env, &cfg.network)?;
     let mut data = synthetic(&env.action_space, env.obs_dim, samples, cfg.run.seed);
+    if env.is_game() && image.is_none() {
+        let (obs, masks, actions) = game_positions(&cfg.env.id, samples, cfg.run.seed)?;
+        (data.observations, data.masks) = (obs.into(), Some(masks));
+        data.actions = BatchActions::Discrete(actions);
+    }
     if env.obs_dtype == ObsDtype::U8 {
         let floats = data.observations.to_f32(0..data.observations.len());
         let byte = |x: f32| match image {
@@ -111,6 +118,36 @@ pub fn conv_layers(cfg: &RunConfig) -> Vec<[usize; 4]> {
         .iter()
         .map(|l| [l.channels, l.kernel, l.stride, l.padding])
         .collect()
+}
+
+/// `n` positions of game `id` under random legal play, game after game:
+/// the mover's observation, its legal actions (`[n * actions]` flags) and
+/// the move played.
+fn game_positions(id: &str, n: usize, seed: u64) -> anyhow::Result<(Vec<f32>, Vec<u8>, Vec<i32>)> {
+    use sebulba_envs::games::{game_rng, new_game};
+    let mut rng = game_rng(seed);
+    let deal =
+        |rng: &mut StdRng| new_game(id, rng).ok_or_else(|| anyhow::anyhow!("{id} is not a game"));
+    let mut game = deal(&mut rng)?;
+    let (d, k) = (game.obs_dim(), game.actions());
+    let (mut obs, mut masks) = (vec![0.0; n * d], vec![0u8; n * k]);
+    let mut actions = Vec::with_capacity(n);
+    let mut legal = vec![false; k];
+    for i in 0..n {
+        game.observe(game.to_move(), &mut obs[i * d..(i + 1) * d]);
+        game.legal_mask(&mut legal);
+        let allowed: Vec<usize> = (0..k).filter(|&a| legal[a]).collect();
+        anyhow::ensure!(!allowed.is_empty(), "{id}: a position without a legal move");
+        for &a in &allowed {
+            masks[i * k + a] = 1;
+        }
+        let a = allowed[rng.random_range(0..allowed.len())];
+        actions.push(a as i32);
+        if game.play(a).map_err(anyhow::Error::msg)?.is_some() {
+            game = deal(&mut rng)?;
+        }
+    }
+    Ok((obs, masks, actions))
 }
 
 /// Random observations, valid actions, plausible log-probs and returns.

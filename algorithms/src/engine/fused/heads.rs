@@ -22,56 +22,79 @@ pub struct Eval {
     pub entropy: f64,
 }
 
-/// Categorical head row `z` (logits), action `a`, optional mask row.
+/// Which actions of a categorical row are allowed.
+#[derive(Clone, Copy)]
+pub enum Support<'a> {
+    /// Every action (no mask).
+    All,
+    /// A mask row (0 = masked): the gradients at masked entries are written 0.
+    Mask(&'a [u8]),
+    /// The allowed actions, ascending: the sparse policy head's rows, whose
+    /// masked entries are neither read nor written.
+    List(&'a [u32]),
+}
+
+/// Categorical head row `z` (logits), action `a`, its allowed actions.
 pub fn categorical(
     z: &[f32],
     a: usize,
-    mask: Option<&[u8]>,
+    support: Support<'_>,
     d_logp: &mut [f64],
     d_ent: &mut [f64],
 ) -> Eval {
-    let allowed = |j: usize| mask.is_none_or(|m| m[j] != 0);
-    let logit = |j: usize| {
-        if allowed(j) {
-            z[j] as f64
-        } else {
-            MASKED_LOGIT as f64
+    let n = z.len();
+    match support {
+        Support::All => over(z, a, 0..n, d_logp, d_ent),
+        Support::Mask(m) => {
+            d_logp[..n].fill(0.0);
+            d_ent[..n].fill(0.0);
+            over(z, a, (0..n).filter(|&j| m[j] != 0), d_logp, d_ent)
         }
-    };
-    let max = (0..z.len()).map(logit).fold(f64::NEG_INFINITY, f64::max);
-    // One exponential per allowed action (a game's head is mostly masked):
-    // every masked logit adds the same term, zero unless all are masked.
+        Support::List(l) => over(z, a, l.iter().map(|&j| j as usize), d_logp, d_ent),
+    }
+}
+
+/// [`categorical`] over the allowed actions `allowed`: one exponential per
+/// allowed action (a game's head is mostly masked), every masked logit
+/// adding the same term, zero unless all are masked.
+fn over(
+    z: &[f32],
+    a: usize,
+    allowed: impl Iterator<Item = usize> + Clone,
+    d_logp: &mut [f64],
+    d_ent: &mut [f64],
+) -> Eval {
+    let masked = z.len() - allowed.clone().count();
+    let mut max = allowed
+        .clone()
+        .map(|j| z[j] as f64)
+        .fold(f64::NEG_INFINITY, f64::max);
+    if masked > 0 {
+        max = max.max(MASKED_LOGIT as f64);
+    }
     let masked_term = (MASKED_LOGIT as f64 - max).exp();
-    let mut sum = 0.0;
-    for (j, e) in d_logp.iter_mut().enumerate().take(z.len()) {
+    let mut sum = masked as f64 * masked_term;
+    for j in allowed.clone() {
         // e^(logit - max), for now.
-        *e = if allowed(j) {
-            (z[j] as f64 - max).exp()
-        } else {
-            masked_term
-        };
-        sum += *e;
+        d_logp[j] = (z[j] as f64 - max).exp();
+        sum += d_logp[j];
     }
     let ln_sum = sum.ln();
-    let logp_j = |j: usize| logit(j) - max - ln_sum;
+    let logp_j = |j: usize| z[j] as f64 - max - ln_sum;
     let mut entropy = 0.0;
-    for j in (0..z.len()).filter(|&j| allowed(j)) {
+    for j in allowed.clone() {
         entropy -= d_logp[j] / sum * logp_j(j);
     }
-    for j in 0..z.len() {
-        if allowed(j) {
-            let p = d_logp[j] / sum;
-            d_logp[j] = if j == a { 1.0 - p } else { -p };
-            d_ent[j] = -p * (logp_j(j) + entropy);
-        } else {
-            d_logp[j] = 0.0;
-            d_ent[j] = 0.0;
+    let mut logp = MASKED_LOGIT as f64 - max - ln_sum;
+    for j in allowed {
+        let p = d_logp[j] / sum;
+        d_logp[j] = if j == a { 1.0 - p } else { -p };
+        d_ent[j] = -p * (logp_j(j) + entropy);
+        if j == a {
+            logp = logp_j(j);
         }
     }
-    Eval {
-        logp: logp_j(a),
-        entropy,
-    }
+    Eval { logp, entropy }
 }
 
 fn sigmoid(x: f64) -> f64 {

@@ -6,7 +6,7 @@
 //! minibatch's gradient: only the order of the floating-point additions
 //! depends on the shard count.
 
-use super::heads;
+use super::heads::{self, Support};
 use crate::data::{Loss, LossTerms, Minibatch};
 use crate::trajectory::BatchActions;
 use sebulba_core::config::PpoConfig;
@@ -14,6 +14,7 @@ use sebulba_core::distribution::ActionDist;
 use sebulba_fused::ObsNorm;
 use sebulba_fused::backward::{self, Grads};
 use sebulba_fused::net::{self, Layout, Work};
+use sebulba_fused::sparse_head::{self, SparseHead};
 use std::ops::Range;
 
 /// What every shard of a step reads.
@@ -38,6 +39,10 @@ pub struct Shard {
     d_logp: Vec<f64>,
     d_ent: Vec<f64>,
     zeros: Vec<f32>,
+    /// The policy head at the allowed actions only, for mostly masked rows.
+    sparse: SparseHead,
+    /// Whether the last [`Shard::run`] took the sparse head.
+    sparse_on: bool,
 }
 
 impl Shard {
@@ -50,6 +55,7 @@ impl Shard {
             + self.grad_work.bytes()
             + f32_bytes(&self.grads)
             + f32_bytes(&self.zeros)
+            + self.sparse.bytes()
             + f64s
     }
 
@@ -63,6 +69,8 @@ impl Shard {
             d_logp: vec![0.0; width],
             d_ent: vec![0.0; width],
             zeros: vec![0.0; width],
+            sparse: SparseHead::default(),
+            sparse_on: false,
         }
     }
 
@@ -85,7 +93,13 @@ impl Shard {
         let (layout, mb) = (s.layout, s.mb);
         let idx = &mb.idx[rows.clone()];
         self.gather_obs(s, idx);
-        net::forward(layout, s.params, &mut self.work);
+        let sparse = self.sparse_worth_it(s, idx);
+        self.sparse_on = sparse;
+        if sparse {
+            sparse_head::forward(layout, s.params, &mut self.work, &mut self.sparse);
+        } else {
+            net::forward(layout, s.params, &mut self.work);
+        }
         self.grad_work.resize(layout, idx.len());
         let mut sums = LossTerms::default();
         match mb.loss {
@@ -99,7 +113,26 @@ impl Shard {
             &mut self.grads,
             &self.work,
             &mut self.grad_work,
+            sparse.then_some(&mut self.sparse),
         );
+    }
+
+    /// Whether samples `idx` take the sparse policy head: a PPO step on
+    /// masked categorical rows that allow few enough actions
+    /// ([`sebulba_fused::sparse_head::Allowed::worth_it`]); their allowed
+    /// actions are then in `self.sparse`. DQN reads every Q-value: dense.
+    fn sparse_worth_it(&mut self, s: &StepInputs<'_>, idx: &[usize]) -> bool {
+        let (Loss::Ppo { .. }, ActionDist::Categorical { .. }, Some(masks)) =
+            (&s.mb.loss, s.dist, &s.mb.data.masks)
+        else {
+            return false;
+        };
+        let hd = s.layout.head_dim;
+        let allowed = &mut self.sparse.allowed;
+        allowed.clear();
+        idx.iter()
+            .for_each(|&i| allowed.push_row(&masks[i * hd..(i + 1) * hd]));
+        allowed.worth_it(hd)
     }
 
     /// The PPO loss terms of samples `idx` (minibatch rows from `start`) and
@@ -122,8 +155,18 @@ impl Shard {
             sums.clip_fraction += f64::from(u8::from(t.clipped));
             // total = policy - ent_coef * entropy + vf_coef * value, each a mean.
             let d_head = &mut self.grad_work.d_head[k * hd..(k + 1) * hd];
-            for ((g, &dl), &de) in d_head.iter_mut().zip(&self.d_logp).zip(&self.d_ent) {
-                *g = ((t.d_logp * dl - cfg.ent_coef * de) * s.inv_m) as f32;
+            let d = |j: usize| {
+                ((t.d_logp * self.d_logp[j] - cfg.ent_coef * self.d_ent[j]) * s.inv_m) as f32
+            };
+            if self.sparse_on {
+                // The sparse head reads the allowed entries alone.
+                for &j in self.sparse.allowed.row(k) {
+                    d_head[j as usize] = d(j as usize);
+                }
+            } else {
+                for (j, g) in d_head.iter_mut().enumerate() {
+                    *g = d(j);
+                }
             }
             self.grad_work.d_value[k] = (cfg.vf_coef * t.d_value * s.inv_m) as f32;
         }
@@ -176,8 +219,18 @@ impl Shard {
         let head = &self.work.head[k * hd..(k + 1) * hd];
         let eval = match (s.dist, &data.actions) {
             (ActionDist::Categorical { .. }, BatchActions::Discrete(a)) => {
-                let mask = data.masks.as_ref().map(|mk| &mk[i * hd..(i + 1) * hd]);
-                heads::categorical(head, a[i] as usize, mask, &mut self.d_logp, &mut self.d_ent)
+                let support = match &data.masks {
+                    _ if self.sparse_on => Support::List(self.sparse.allowed.row(k)),
+                    Some(mk) => Support::Mask(&mk[i * hd..(i + 1) * hd]),
+                    None => Support::All,
+                };
+                heads::categorical(
+                    head,
+                    a[i] as usize,
+                    support,
+                    &mut self.d_logp,
+                    &mut self.d_ent,
+                )
             }
             (
                 ActionDist::TanhNormal {

@@ -106,6 +106,20 @@ fn cases() -> Vec<Case> {
             masks: false,
             cfg: gaussian,
         },
+        Case {
+            name: "discrete, a wide head mostly masked (the sparse head), shared relu torso",
+            spec: ModelSpec {
+                action_space: ActionSpace::Discrete { n: WIDE_HEAD },
+                ..discrete(NetworkConfig {
+                    hidden: vec![70],
+                    activation: Activation::Relu,
+                    shared_torso: true,
+                    ..Default::default()
+                })
+            },
+            masks: true,
+            cfg: ppo_cfg(),
+        },
     ]
     .into_iter()
     .chain(conv_cases())
@@ -168,7 +182,27 @@ fn conv_cases() -> Vec<Case> {
 }
 
 /// The first case with a convolution stem.
-const FIRST_CONV: usize = 5;
+const FIRST_CONV: usize = 6;
+
+/// A head this wide gets a game's masks: a few actions allowed per row
+/// ([`masks_of`]).
+const WIDE_HEAD: usize = 40;
+
+/// Row `i`'s mask over `k` actions: one action masked on three rows in
+/// four; on a [`WIDE_HEAD`], the actions `a` with `(a + i) % 8 == 0` alone
+/// (5 of 40, as a game's mostly masked head).
+fn masks_of(n: usize, k: usize) -> Vec<u8> {
+    let allowed = move |i: usize, j: usize| {
+        if k >= WIDE_HEAD {
+            (i + j).is_multiple_of(8)
+        } else {
+            j != (i % 4) || i % 4 == 3
+        }
+    };
+    (0..n)
+        .flat_map(|i| (0..k).map(move |j| u8::from(allowed(i, j))))
+        .collect()
+}
 
 /// A discrete-action network on `[h, w, c]` images.
 fn image([h, w, c]: [usize; 3], actions: usize, network: NetworkConfig) -> ModelSpec {
@@ -223,9 +257,7 @@ fn data(case: &Case, n: usize, seed: u64) -> UpdateData {
     let observations: Vec<f32> = (0..n * d).map(|_| rng.random_range(-2.0..2.0)).collect();
     let (actions, masks) = match &case.spec.action_space {
         ActionSpace::Discrete { n: k } => {
-            let masks: Vec<u8> = (0..n)
-                .flat_map(|i| (0..*k).map(move |j| u8::from(j != (i % 4) || i % 4 == 3)))
-                .collect();
+            let masks = masks_of(n, *k);
             let actions = (0..n)
                 .map(|i| {
                     let mut a = rng.random_range(0..*k);
@@ -589,7 +621,12 @@ fn adam_state_round_trip(case: &Case) {
 
 #[test]
 fn checkpoints_cross_between_the_engines() {
-    for case in [&cases()[1], &cases()[3], &cases()[FIRST_CONV + 1]] {
+    for case in [
+        &cases()[1],
+        &cases()[3],
+        &cases()[5],
+        &cases()[FIRST_CONV + 1],
+    ] {
         let data = data(case, 128, 6);
         let m = model(case, &data);
         let cfg = &case.cfg;
@@ -655,6 +692,23 @@ fn bootstrap_values_match_burn() {
         assert_eq!(a.len(), 32);
         assert!(max_diff(&a, &b) < 1e-5, "{}: {a:?} vs {b:?}", case.name);
     }
+}
+
+/// The wide case's rows allow few enough actions for the sparse policy head,
+/// so the comparisons with burn above go through it; the other masked
+/// cases' rows do not.
+#[test]
+fn the_mostly_masked_case_takes_the_sparse_head() {
+    let worth_it = |k: usize| {
+        let mut allowed = sebulba_fused::sparse_head::Allowed::default();
+        let masks = masks_of(256, k);
+        masks.chunks_exact(k).for_each(|m| allowed.push_row(m));
+        allowed.worth_it(k)
+    };
+    let wide = &cases()[5];
+    assert_eq!(wide.spec.head_dim(), WIDE_HEAD, "{}", wide.name);
+    assert!(wide.masks && worth_it(WIDE_HEAD));
+    assert!(!worth_it(3) && !worth_it(6));
 }
 
 /// An action masked in every sample (a game's illegal move) has zero

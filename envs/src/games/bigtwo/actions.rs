@@ -74,6 +74,24 @@ pub fn action_of(positions: &[u8]) -> Option<usize> {
     index.get(positions).copied()
 }
 
+/// The action that plays the positions set in `positions` (bit p for
+/// position p), if the space has one: a table lookup, for the legal mask.
+pub fn action_of_positions(positions: u16) -> Option<usize> {
+    const NONE: u16 = u16::MAX;
+    static BY_SET: OnceLock<Vec<u16>> = OnceLock::new();
+    let by_set = BY_SET.get_or_init(|| {
+        let mut by_set = vec![NONE; 1 << HAND];
+        for (a, p) in table().iter().enumerate().skip(1) {
+            by_set[p.iter().fold(0usize, |s, &q| s | 1 << q)] = a as u16;
+        }
+        by_set
+    });
+    by_set
+        .get(usize::from(positions))
+        .filter(|&&a| a != NONE)
+        .map(|&a| usize::from(a))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,7 +121,11 @@ mod tests {
             assert!(p.windows(2).all(|w| w[0] < w[1]), "{a}: {p:?}");
             assert!(seen.insert(p.clone()), "{a} repeats {p:?}");
             assert_eq!(action_of(p), Some(a));
+            let set = p.iter().fold(0u16, |s, &q| s | 1 << q);
+            assert_eq!(action_of_positions(set), Some(a));
         }
         assert_eq!(action_of(&[0, 4]), None, "a pair four apart");
+        assert_eq!(action_of_positions(0b1_0001), None, "a pair four apart");
+        assert_eq!(action_of_positions(0), None, "no position");
     }
 }

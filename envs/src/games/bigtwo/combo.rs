@@ -63,9 +63,17 @@ pub fn parse(name: &str) -> Option<u8> {
     Some(rank * 4 + suit)
 }
 
-/// The cards of a set, ascending.
+/// The cards of a set, ascending (bits past the deck are not cards).
 pub fn cards(set: u64) -> impl Iterator<Item = u8> {
-    (0..DECK as u8).filter(move |c| set & (1 << c) != 0)
+    // One step per card held, not per card of the deck.
+    let mut rest = set & ((1 << DECK) - 1);
+    std::iter::from_fn(move || {
+        (rest != 0).then(|| {
+            let c = rest.trailing_zeros() as u8;
+            rest &= rest - 1;
+            c
+        })
+    })
 }
 
 /// What a combination is; five-card hands in ascending category order.
@@ -163,14 +171,18 @@ pub fn combos_in(hand: u64) -> Vec<(u64, Combo)> {
     // Straights (straight flushes among them): one card of each of five
     // consecutive ranks, the highest an ace at most.
     for low in 0..RANKS - 5 {
-        let mut partial = vec![0u64];
-        for &r in &by_rank[low..low + 5] {
-            partial = partial
-                .iter()
-                .flat_map(|&p| cards(r).map(move |c| p | 1 << c))
-                .collect();
+        let [a, b, c, d, e] = [0, 1, 2, 3, 4].map(|i| by_rank[low + i]);
+        for x in cards(a) {
+            for y in cards(b) {
+                for z in cards(c) {
+                    for v in cards(d) {
+                        for w in cards(e) {
+                            push(1 << x | 1 << y | 1 << z | 1 << v | 1 << w);
+                        }
+                    }
+                }
+            }
         }
-        partial.into_iter().for_each(&mut push);
     }
     // Flushes that are not straights (those are above already).
     for &s in &by_suit {

@@ -12,8 +12,8 @@
 //! the sum of the cards the others still hold, each other player minus the
 //! cards in their hand (zero-sum).
 
-use super::actions::{ACTIONS, HAND, PASS, table};
-use super::combo::{Combo, DECK, classify};
+use super::actions::{ACTIONS, HAND, PASS, action_of_positions, table};
+use super::combo::{Combo, DECK, classify, combos_in};
 use rand::Rng;
 use rand::seq::SliceRandom;
 
@@ -128,19 +128,23 @@ impl BigTwo {
             return;
         }
         let hand = self.hands[self.to_move];
-        let sorted: Vec<u8> = super::combo::cards(hand).collect();
         mask[PASS] = self.table.is_some();
         let need = self.table.map(|t| t.combo.kind.size());
-        for (a, positions) in table().iter().enumerate().skip(1) {
-            if need.is_some_and(|n| n != positions.len())
-                || positions.iter().any(|&p| usize::from(p) >= sorted.len())
+        // The hand's combinations (a few dozen), not the 1,364 position sets.
+        for (cards, combo) in combos_in(hand) {
+            if need.is_some_and(|n| n != combo.kind.size())
+                || self.first && cards & 1 == 0
+                || self.table.is_some_and(|t| !combo.beats(&t.combo))
             {
                 continue;
             }
-            let cards = positions
-                .iter()
-                .fold(0u64, |s, &p| s | 1 << sorted[usize::from(p)]);
-            mask[a] = self.allowed(cards);
+            // A card's position is the number of lower cards held.
+            let positions = super::combo::cards(cards).fold(0u16, |s, c| {
+                s | 1 << (hand & ((1u64 << c) - 1)).count_ones()
+            });
+            if let Some(a) = action_of_positions(positions) {
+                mask[a] = true;
+            }
         }
     }
 
