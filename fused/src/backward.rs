@@ -5,7 +5,7 @@
 //! `sebulba_algorithms::engine::fused`'s tests.
 
 use crate::kernels::{View, add_column_sums, gemm, wide};
-use crate::net::{self, Dense, Layout, TorsoWork, Work};
+use crate::net::{self, Dense, Head, Layout, TorsoWork, Work};
 use crate::sparse_head::SparseHead;
 use crate::{Activation, conv};
 
@@ -66,14 +66,46 @@ fn dense_backward(
         0.0,
         &mut g[d.w..d.w + d_in * d_out],
     );
-    let gb = &mut g[d.b..d.b + d_out];
-    gb.fill(0.0);
-    add_column_sums(&dy[..m * d_out], d_out, gb);
+    bias_grad(g, d.b, d_out, dy, m);
     if let Some(dx) = dx {
         // dx [m, d_in] = dy [m, d_out] · Wᵀ [d_out, d_in]
         let wt = View::transposed(&p[d.w..d.w + d_in * d_out], d_out);
         gemm(m, d_out, d_in, dy_rows, wt, 0.0, dx);
     }
+}
+
+/// `db = Σ dy` (written) for the bias at `b` of a `d_out`-wide layer.
+fn bias_grad(g: &mut [f32], b: usize, d_out: usize, dy: &[f32], m: usize) {
+    let gb = &mut g[b..b + d_out];
+    gb.fill(0.0);
+    add_column_sums(&dy[..m * d_out], d_out, gb);
+}
+
+/// Gradient of the policy head, whose weight `W` is `[d_out, d_in]`: `dW =
+/// dyᵀ x`, `db = Σ dy` (written) and `dx = dy W`.
+fn head_backward(
+    p: &[f32],
+    g: &mut [f32],
+    h: &Head,
+    x: &[f32],
+    dy: &[f32],
+    m: usize,
+    dx: &mut [f32],
+) {
+    let (d_in, d_out) = (h.d_in, h.d_out);
+    let (dyt, x_rows) = (View::transposed(dy, d_out), View::rows(x, d_in));
+    gemm(
+        d_out,
+        m,
+        d_in,
+        dyt,
+        x_rows,
+        0.0,
+        &mut g[h.w..h.w + d_in * d_out],
+    );
+    bias_grad(g, h.b, d_out, dy, m);
+    let w = View::rows(&p[h.w..h.w + d_in * d_out], d_in);
+    gemm(m, d_out, d_in, View::rows(dy, d_out), w, 0.0, dx);
 }
 
 /// `dy` times the activation's derivative, from the layer's output `y`:
@@ -119,6 +151,14 @@ fn torso_backward(p: &[f32], g: &mut [f32], t: &Torso<'_>, m: usize, b: Bufs<'_>
             _ => &t.outs.dense[i - 1],
         };
         let wanted = i > 0 || !stem.is_empty();
+        if i == 0 && t.outs.input.is_on() {
+            // The observations read as their nonzero entries (no stem, so
+            // no gradient wanted at them).
+            let dw = &mut g[d.w..d.w + d.d_in * d.d_out];
+            t.outs.input.weight_grad(&b.dh[..m * d.d_out], d.d_out, dw);
+            bias_grad(g, d.b, d.d_out, b.dh, m);
+            continue;
+        }
         let dx = wanted.then_some(&mut b.spare[..m * d.d_in]);
         dense_backward(p, g, d, input, b.dh, m, dx);
         if wanted {
@@ -154,7 +194,7 @@ pub fn backward(
     g: &mut [f32],
     work: &Work,
     grads: &mut Grads,
-    sparse: Option<&mut SparseHead>,
+    sparse: Option<&SparseHead>,
 ) {
     let (m, act, width) = (work.m, layout.activation, layout.width());
     let [dha, dhv, spare] = &mut grads.scratch;
@@ -166,8 +206,8 @@ pub fn backward(
     };
     let (dha_w, dhv_w) = (&mut dha[..m * width], &mut dhv[..m * width]);
     match sparse {
-        Some(head) => head.backward(&layout.policy, g, ha, &grads.d_head, dha_w),
-        None => dense_backward(p, g, &layout.policy, ha, &grads.d_head, m, Some(dha_w)),
+        Some(head) => head.backward(&layout.policy, p, g, ha, &grads.d_head, dha_w),
+        None => head_backward(p, g, &layout.policy, ha, &grads.d_head, m, dha_w),
     }
     dense_backward(p, g, &layout.value, hv, &grads.d_value, m, Some(dhv_w));
     match &layout.critic {

@@ -30,6 +30,7 @@ pub mod net;
 mod obs_norm;
 mod policy;
 pub mod sparse_head;
+pub mod sparse_input;
 pub mod tensors;
 
 pub use adam::TrainState;

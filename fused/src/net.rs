@@ -9,6 +9,7 @@
 
 use crate::conv::{self, Conv};
 use crate::kernels::{View, gemm, tanh, wide};
+use crate::sparse_input::SparseRows;
 use crate::{Activation, Arch, ObsNorm};
 
 /// One linear layer's place in the parameter vector.
@@ -20,6 +21,31 @@ pub struct Dense {
     pub b: usize,
     pub d_in: usize,
     pub d_out: usize,
+}
+
+/// The policy head's place in the parameter vector: a linear layer whose
+/// weight is stored an action per row (`[d_out, d_in]`, the transpose of a
+/// [`Dense`] weight), so that a game's mostly masked head reads and writes
+/// the contiguous rows of its allowed actions alone
+/// ([`crate::sparse_head`]). burn's and the file's `[d_in, d_out]` order is
+/// restored at their edges ([`crate::tensors`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Head {
+    /// Offset of the `[d_out, d_in]` weight.
+    pub w: usize,
+    /// Offset of the `[d_out]` bias.
+    pub b: usize,
+    pub d_in: usize,
+    pub d_out: usize,
+}
+
+impl Head {
+    /// Its offsets and sizes as a [`Dense`] has them (the weight's order
+    /// differs: only for listing where the values are).
+    pub fn as_dense(&self) -> Dense {
+        let Head { w, b, d_in, d_out } = *self;
+        Dense { w, b, d_in, d_out }
+    }
 }
 
 /// One convolution layer's place in the parameter vector.
@@ -56,7 +82,7 @@ pub struct Layout {
     pub actor: Torso,
     /// `None`: the critic shares the actor's torso.
     pub critic: Option<Torso>,
-    pub policy: Dense,
+    pub policy: Head,
     pub value: Dense,
     pub activation: Activation,
     /// [`Arch::input_scale`].
@@ -113,7 +139,8 @@ impl Layout {
             .dense
             .last()
             .map_or(actor.stem_width(arch.obs_dim), |d| d.d_out);
-        let policy = dense(width, arch.head_dim);
+        let Dense { w, b, d_in, d_out } = dense(width, arch.head_dim);
+        let policy = Head { w, b, d_in, d_out };
         let value = dense(width, 1);
         Self {
             obs_dim: arch.obs_dim,
@@ -172,6 +199,9 @@ pub struct TorsoWork {
     pub conv: conv::Scratch,
     /// `[m, d_out]` each dense layer's output.
     pub dense: Vec<Vec<f32>>,
+    /// The observations' nonzero entries, when a torso without a stem found
+    /// them sparse enough to read that way ([`crate::sparse_input`]).
+    pub input: SparseRows,
 }
 
 impl TorsoWork {
@@ -183,7 +213,7 @@ impl TorsoWork {
             .chain(&self.dense)
             .map(conv::f32_bytes)
             .sum();
-        layers + self.conv.bytes()
+        layers + self.conv.bytes() + self.input.bytes()
     }
 
     fn resize(&mut self, t: &Torso, m: usize) {
@@ -249,33 +279,47 @@ impl Work {
     }
 }
 
+/// What a dense layer reads: rows of floats, or the nonzero entries of each.
+#[derive(Clone, Copy)]
+enum Input<'a> {
+    Dense(&'a [f32]),
+    Sparse(&'a SparseRows),
+}
+
 /// `out = act(x W + b)` for `m` rows: the product, then the bias and the
 /// activation in one pass over the output.
 fn dense_forward(
     p: &[f32],
     d: &Dense,
-    x: &[f32],
+    x: Input<'_>,
     m: usize,
     act: Option<Activation>,
     out: &mut [f32],
 ) {
     let out = &mut out[..m * d.d_out];
-    let w = &p[d.w..d.w + d.d_in * d.d_out];
-    gemm(
-        m,
-        d.d_in,
-        d.d_out,
-        View::rows(x, d.d_in),
-        View::rows(w, d.d_out),
-        0.0,
-        out,
-    );
+    match x {
+        Input::Dense(x) => {
+            let w = &p[d.w..d.w + d.d_in * d.d_out];
+            let (x, w) = (View::rows(x, d.d_in), View::rows(w, d.d_out));
+            gemm(m, d.d_in, d.d_out, x, w, 0.0, out);
+        }
+        Input::Sparse(rows) => rows.product(&p[d.w..d.w + d.d_in * d.d_out], d.d_out, out),
+    }
     let bias = &p[d.b..d.b + d.d_out];
     match act {
         Some(Activation::Tanh) => add_bias_then(out, bias, tanh),
         Some(Activation::Relu) => add_bias_then(out, bias, |v| v.max(0.0)),
         None => add_bias_then(out, bias, |v| v),
     }
+}
+
+/// The policy head's outputs `out = x Wᵀ + b` for `m` rows (`W` is
+/// `[d_out, d_in]`).
+fn head_forward(p: &[f32], h: &Head, x: &[f32], m: usize, out: &mut [f32]) {
+    let out = &mut out[..m * h.d_out];
+    let wt = View::transposed(&p[h.w..h.w + h.d_in * h.d_out], h.d_in);
+    gemm(m, h.d_in, h.d_out, View::rows(x, h.d_in), wt, 0.0, out);
+    add_bias_then(out, &p[h.b..h.b + h.d_out], |v| v);
 }
 
 /// `f(y + bias)` for every row `y` of `out`, compiled wide (see [`wide`]).
@@ -312,9 +356,21 @@ fn torso_forward(p: &[f32], t: &Torso, x: &[f32], m: usize, act: Activation, w: 
         activate(out, act);
     }
     let x = w.stem.last().map_or(x, |v| v.as_slice());
+    // The observations themselves: read as nonzero entries when sparse.
+    let sparse = match t.dense.first() {
+        Some(d) if t.stem.is_empty() => w.input.index(x, m, d.d_in),
+        _ => {
+            w.input.clear();
+            false
+        }
+    };
     for (i, d) in t.dense.iter().enumerate() {
         let (done, rest) = w.dense.split_at_mut(i);
-        let input = done.last().map_or(x, |v| v.as_slice());
+        let input = match done.last() {
+            Some(h) => Input::Dense(h),
+            None if sparse => Input::Sparse(&w.input),
+            None => Input::Dense(x),
+        };
         dense_forward(p, d, input, m, Some(act), &mut rest[0]);
     }
 }
@@ -329,7 +385,7 @@ pub(crate) fn actor_torso(layout: &Layout, p: &[f32], work: &mut Work) {
 pub fn policy_forward(layout: &Layout, p: &[f32], work: &mut Work) {
     actor_torso(layout, p, work);
     let ha = work.actor.top(&work.x);
-    dense_forward(p, &layout.policy, ha, work.m, None, &mut work.head);
+    head_forward(p, &layout.policy, ha, work.m, &mut work.head);
 }
 
 /// The critic torso (when separate) and the value head; with a shared torso,
@@ -343,7 +399,7 @@ pub(crate) fn value_from_torso(layout: &Layout, p: &[f32], work: &mut Work) {
         }
         None => &work.actor,
     };
-    let hv = hv.top(&work.x);
+    let hv = Input::Dense(hv.top(&work.x));
     dense_forward(p, &layout.value, hv, m, None, &mut work.value);
 }
 

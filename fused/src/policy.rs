@@ -14,8 +14,8 @@ pub struct FusedPolicy {
     work: Mutex<Buffers>,
 }
 
-/// A forward pass's buffers, and the policy head's weight an action per row
-/// for mostly masked rows ([`FusedPolicy::head_masked`]).
+/// A forward pass's buffers, and the allowed actions of mostly masked rows
+/// ([`FusedPolicy::head_masked`]).
 #[derive(Default)]
 struct Buffers {
     work: Work,
@@ -34,15 +34,13 @@ impl FusedPolicy {
                 layout.len
             )));
         }
-        let mut sparse = SparseHead::default();
-        sparse.load(&layout.policy, &params);
         Ok(Self {
             layout,
             params,
             norm,
             work: Mutex::new(Buffers {
                 work: Work::default(),
-                sparse,
+                sparse: SparseHead::default(),
             }),
         })
     }

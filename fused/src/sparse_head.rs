@@ -5,13 +5,12 @@
 //! fraction of the work: the dense head was about two thirds of a Big Two
 //! update.
 //!
-//! The head's weight is `[d_in, d_out]` (as every dense layer), so an
-//! action's weights are a strided column: each step first copies them into
-//! rows (`[d_out, d_in]`), works on contiguous rows, and copies the
-//! gradient back into the layout's order.
+//! The head's weight is stored an action per row ([`Head`]), so an allowed
+//! action's weights and their gradient are contiguous rows of the
+//! parameter and gradient vectors, read and written in place.
 
 use crate::kernels::wide;
-use crate::net::{self, Dense, Layout, Work};
+use crate::net::{self, Head, Layout, Work};
 
 /// Worth it when at most one head entry in this many is allowed: a dense
 /// product runs several times more multiply-adds per second than the
@@ -74,56 +73,48 @@ impl Allowed {
 #[derive(Default)]
 pub struct SparseHead {
     pub allowed: Allowed,
-    /// `[d_out, d_in]` the head's weight, an action per row.
-    wt: Vec<f32>,
-    /// `[d_out, d_in]` its gradient.
-    dwt: Vec<f32>,
 }
 
 impl SparseHead {
     /// Bytes its buffers hold.
     pub fn bytes(&self) -> usize {
-        (self.wt.capacity() + self.dwt.capacity()) * 4
-            + self.allowed.actions.capacity() * 4
-            + self.allowed.starts.capacity() * 8
+        self.allowed.actions.capacity() * 4 + self.allowed.starts.capacity() * 8
     }
 
-    /// Copies the head's weight from `p` into rows, an action per row, for
-    /// the [`SparseHead::forward`] and [`SparseHead::backward`] calls that
-    /// follow (a learner's every step; an actor's once per version).
-    pub fn load(&mut self, d: &Dense, p: &[f32]) {
+    /// `out[r, a] = h[r] · W[a] + b[a]` for each row `r` of `h` (`[m, d_in]`)
+    /// and each of its allowed actions `a`, with the head's weight and bias
+    /// in `p`; the other entries of `out` (`[m, d_out]`) are left as they
+    /// were.
+    pub fn forward(&self, d: &Head, p: &[f32], h: &[f32], out: &mut [f32]) {
         let (d_in, d_out) = (d.d_in, d.d_out);
-        self.wt.resize(d_in * d_out, 0.0);
-        transpose(&p[d.w..d.w + d_in * d_out], d_in, d_out, &mut self.wt);
-    }
-
-    /// `out[r, a] = h[r] · W[:, a] + b[a]` for each row `r` of `h` (`[m,
-    /// d_in]`) and each of its allowed actions `a`, with the weight the last
-    /// [`SparseHead::load`] copied and the bias in `p`; the other entries of
-    /// `out` (`[m, d_out]`) are left as they were.
-    pub fn forward(&self, d: &Dense, p: &[f32], h: &[f32], out: &mut [f32]) {
-        let (d_in, d_out) = (d.d_in, d.d_out);
-        let (wt, bias) = (&self.wt, &p[d.b..d.b + d_out]);
+        let (w, bias) = (&p[d.w..d.w + d_in * d_out], &p[d.b..d.b + d_out]);
         let rows = h.chunks_exact(d_in).zip(out.chunks_exact_mut(d_out));
         for (r, (hr, zr)) in rows.take(self.allowed.rows()).enumerate() {
             for &a in self.allowed.row(r) {
                 let a = a as usize;
-                zr[a] = dot(hr, &wt[a * d_in..(a + 1) * d_in]) + bias[a];
+                zr[a] = dot(hr, &w[a * d_in..(a + 1) * d_in]) + bias[a];
             }
         }
     }
 
     /// The head's gradients from `dy` (`[m, d_out]`, read at the allowed
-    /// entries only): `dW` and `db` written into `g` at the layer's place,
-    /// `dx = dy Wᵀ` into `dx` (`[m, d_in]`). Reads the weight the last
-    /// [`SparseHead::load`] copied.
-    pub fn backward(&mut self, d: &Dense, g: &mut [f32], h: &[f32], dy: &[f32], dx: &mut [f32]) {
+    /// entries only): `dW` and `db` written into `g` at the head's place
+    /// (zero at actions no row allows), `dx = dy W` into `dx` (`[m, d_in]`).
+    pub fn backward(
+        &self,
+        d: &Head,
+        p: &[f32],
+        g: &mut [f32],
+        h: &[f32],
+        dy: &[f32],
+        dx: &mut [f32],
+    ) {
         let (d_in, d_out) = (d.d_in, d.d_out);
-        self.dwt.clear();
-        self.dwt.resize(d_in * d_out, 0.0);
-        let db = &mut g[d.b..d.b + d_out];
+        let w = &p[d.w..d.w + d_in * d_out];
+        let (front, back) = g.split_at_mut(d.b);
+        let (dw, db) = (&mut front[d.w..d.w + d_in * d_out], &mut back[..d_out]);
+        dw.fill(0.0);
         db.fill(0.0);
-        let (wt, dwt) = (&self.wt, &mut self.dwt);
         let rows = h.chunks_exact(d_in).zip(dy.chunks_exact(d_out));
         let rows = rows.zip(dx.chunks_exact_mut(d_in));
         for (r, ((hr, dyr), dxr)) in rows.take(self.allowed.rows()).enumerate() {
@@ -131,27 +122,23 @@ impl SparseHead {
             for &a in self.allowed.row(r) {
                 let (a, s) = (a as usize, dyr[a as usize]);
                 let span = a * d_in..(a + 1) * d_in;
-                axpy(s, &wt[span.clone()], dxr);
-                axpy(s, hr, &mut dwt[span]);
+                axpy(s, &w[span.clone()], dxr);
+                axpy(s, hr, &mut dw[span]);
                 db[a] += s;
             }
         }
-        transpose(&self.dwt, d_out, d_in, &mut g[d.w..d.w + d_in * d_out]);
     }
 }
 
 /// Policy-head outputs at each row's allowed actions only (`head.allowed`,
 /// one row per row of `work.x`; the other entries of `work.head` keep stale
 /// values) and values: a mostly masked head's cheaper [`net::forward`].
-pub fn forward(layout: &Layout, p: &[f32], work: &mut Work, head: &mut SparseHead) {
-    head.load(&layout.policy, p);
+pub fn forward(layout: &Layout, p: &[f32], work: &mut Work, head: &SparseHead) {
     policy_forward(layout, p, work, head);
     net::value_from_torso(layout, p, work);
 }
 
-/// Policy-head outputs at each row's allowed actions only, with the head's
-/// weight `head` already holds ([`SparseHead::load`] of `p`: an actor's
-/// weights, fixed between versions); no value head.
+/// Policy-head outputs at each row's allowed actions only; no value head.
 pub fn policy_forward(layout: &Layout, p: &[f32], work: &mut Work, head: &SparseHead) {
     net::actor_torso(layout, p, work);
     let ha = work.actor.top(&work.x);
@@ -187,34 +174,6 @@ fn axpy(s: f32, x: &[f32], y: &mut [f32]) {
         #[inline(always)]
         || y.iter_mut().zip(x).for_each(|(y, &x)| *y += s * x),
     );
-}
-
-/// `to` (`[cols, rows]`) = the transpose of `from` (`[rows, cols]`): whole
-/// tiles through a fixed-size block (no bounds checks, both sides' lines in
-/// the first-level cache), then the edges.
-fn transpose(from: &[f32], rows: usize, cols: usize, to: &mut [f32]) {
-    const T: usize = 16;
-    let (full_r, full_c) = (rows / T * T, cols / T * T);
-    for r0 in (0..full_r).step_by(T) {
-        for c0 in (0..full_c).step_by(T) {
-            let mut tile = [[0.0f32; T]; T];
-            for (i, row) in tile.iter_mut().enumerate() {
-                row.copy_from_slice(&from[(r0 + i) * cols + c0..][..T]);
-            }
-            for j in 0..T {
-                let out: &mut [f32; T] = (&mut to[(c0 + j) * rows + r0..][..T])
-                    .try_into()
-                    .expect("a tile's row");
-                for (o, row) in out.iter_mut().zip(&tile) {
-                    *o = row[j];
-                }
-            }
-        }
-    }
-    let edge = |r: usize, c: usize| (r >= full_r || c >= full_c).then_some((r, c));
-    for (r, c) in (0..rows).flat_map(|r| (0..cols).filter_map(move |c| edge(r, c))) {
-        to[c * rows + r] = from[r * cols + c];
-    }
 }
 
 #[cfg(test)]

@@ -17,13 +17,18 @@ pub enum Order {
     Conv(Conv),
     /// The first dense weight after a stem: its rows follow the stem output
     /// flattened channels first (`[c, h, w]`, as burn's and PyTorch's NCHW
-    /// tensors flatten) where ours follow `[h, w, c]`.
+    /// tensors flatten) where ours follow `[h, w, c]`; and ours is an
+    /// output per row when it is the policy head's (`transposed`).
     Flattened {
         h: usize,
         w: usize,
         c: usize,
         d_out: usize,
+        transposed: bool,
     },
+    /// The policy head's weight: burn's `[d_in, d_out]`, ours an action per
+    /// row (`[d_out, d_in]`, see [`crate::net::Head`]).
+    Transposed { d_in: usize, d_out: usize },
 }
 
 /// One parameter tensor.
@@ -50,11 +55,22 @@ impl ParamTensor {
     fn ours(&self, i: usize) -> usize {
         match self.order {
             Order::Plain | Order::Conv(_) => i,
-            Order::Flattened { h, w, c, d_out } => {
+            Order::Flattened {
+                h,
+                w,
+                c,
+                d_out,
+                transposed,
+            } => {
                 let (row, j) = (i / d_out, i % d_out);
                 let (ch, pixel) = (row / (h * w), row % (h * w));
-                (pixel * c + ch) * d_out + j
+                let ours = pixel * c + ch;
+                match transposed {
+                    true => j * (h * w * c) + ours,
+                    false => ours * d_out + j,
+                }
             }
+            Order::Transposed { d_in, d_out } => (i % d_out) * d_in + i / d_out,
         }
     }
 
@@ -64,7 +80,9 @@ impl ParamTensor {
         match self.order {
             Order::Plain => ours.to_vec(),
             Order::Conv(c) => c.to_torch(ours),
-            Order::Flattened { .. } => (0..self.len()).map(|i| ours[self.ours(i)]).collect(),
+            Order::Flattened { .. } | Order::Transposed { .. } => {
+                (0..self.len()).map(|i| ours[self.ours(i)]).collect()
+            }
         }
     }
 
@@ -74,7 +92,7 @@ impl ParamTensor {
         match self.order {
             Order::Plain => ours.copy_from_slice(&values[..ours.len()]),
             Order::Conv(c) => ours.copy_from_slice(&c.from_torch(values)),
-            Order::Flattened { .. } => {
+            Order::Flattened { .. } | Order::Transposed { .. } => {
                 for (i, &v) in values[..self.len()].iter().enumerate() {
                     ours[self.ours(i)] = v;
                 }
@@ -83,27 +101,38 @@ impl ParamTensor {
     }
 }
 
-/// A dense layer's weight and bias, its rows reordered when it reads a stem.
-fn dense(out: &mut Vec<ParamTensor>, name: &str, d: &Dense, after: Option<&Conv>) {
+/// A dense layer's weight and bias, its rows reordered when it reads a stem
+/// and its values an output per row when it is the policy head
+/// (`transposed`).
+fn dense(
+    out: &mut Vec<ParamTensor>,
+    name: &str,
+    d: &Dense,
+    after: Option<&Conv>,
+    transposed: bool,
+) {
+    let (d_in, d_out) = (d.d_in, d.d_out);
     let order = match after {
         Some(c) => Order::Flattened {
             h: c.out_h(),
             w: c.out_w(),
             c: c.c_out,
-            d_out: d.d_out,
+            d_out,
+            transposed,
         },
+        None if transposed => Order::Transposed { d_in, d_out },
         None => Order::Plain,
     };
     out.push(ParamTensor {
         name: format!("{name}.weight"),
         at: d.w,
-        shape: vec![d.d_in, d.d_out],
+        shape: vec![d_in, d_out],
         order,
     });
     out.push(ParamTensor {
         name: format!("{name}.bias"),
         at: d.b,
-        shape: vec![d.d_out],
+        shape: vec![d_out],
         order: Order::Plain,
     });
 }
@@ -131,6 +160,7 @@ fn torso(out: &mut Vec<ParamTensor>, name: &str, t: &Torso) {
             &format!("{name}.layers.{i}"),
             d,
             last.filter(|_| i == 0),
+            false,
         );
     }
 }
@@ -152,8 +182,15 @@ pub fn param_tensors(layout: &Layout) -> Vec<ParamTensor> {
     };
     let actor_top = feeds_heads(&layout.actor);
     let critic_top = layout.critic.as_ref().map_or(actor_top, feeds_heads);
-    dense(&mut out, "policy_head", &layout.policy, actor_top.as_ref());
-    dense(&mut out, "value_head", &layout.value, critic_top.as_ref());
+    let policy = layout.policy.as_dense();
+    dense(&mut out, "policy_head", &policy, actor_top.as_ref(), true);
+    dense(
+        &mut out,
+        "value_head",
+        &layout.value,
+        critic_top.as_ref(),
+        false,
+    );
     out
 }
 

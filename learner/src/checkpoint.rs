@@ -18,10 +18,12 @@ use std::path::{Path, PathBuf};
 
 /// The checkpoint's name in the run directory.
 pub const FILE: &str = "checkpoint.bin";
-/// Format 3: each part is `len (u64 LE) | sha256 (32 bytes) | bytes`; the
+/// Format 4: each part is `len (u64 LE) | sha256 (32 bytes) | bytes`; the
 /// parts are meta (JSON), parameters, Adam's first and second moments (f32 LE
-/// each), Adam's step count and the RNG seed (u64 LE each).
-const MAGIC: &[u8; 8] = b"SEBCKPT3";
+/// each, in the layout's order, where the policy head's weight is an action
+/// per row), Adam's step count and the RNG seed (u64 LE each). Format 3 was
+/// the same with the policy head's weight `[d_in, d_out]`.
+const MAGIC: &[u8; 8] = b"SEBCKPT4";
 
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
@@ -143,6 +145,12 @@ impl Checkpoint {
             return Err(corrupt(
                 "magic: format 2 (burn records, written by sebulba up to commit 2c1b005); finish the run \
                  with the build that wrote it, or start afresh",
+            ));
+        }
+        if bytes.starts_with(b"SEBCKPT3") {
+            return Err(corrupt(
+                "magic: format 3 (the policy head's weight in another order, written by sebulba up \
+                 to commit cfca97e); finish the run with the build that wrote it, or start afresh",
             ));
         }
         bytes = bytes.strip_prefix(MAGIC).ok_or_else(|| corrupt("magic"))?;
@@ -280,6 +288,10 @@ mod tests {
         old[..8].copy_from_slice(b"SEBCKPT2");
         let e = Checkpoint::decode(&old, p).err().expect("refused");
         assert!(e.to_string().contains("format 2"), "{e}");
+        // So is a format-3 file (the policy head's weight in burn's order).
+        old[..8].copy_from_slice(b"SEBCKPT3");
+        let e = Checkpoint::decode(&old, p).err().expect("refused");
+        assert!(e.to_string().contains("format 3"), "{e}");
     }
 
     /// A flipped bit in any part's data is refused, naming that part.

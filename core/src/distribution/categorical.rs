@@ -52,9 +52,15 @@ pub fn log_softmax_row(logits: &[f32], valid: Option<&[u8]>, out: &mut [f32]) {
         *o = if allowed(i) { l } else { MASKED_LOGIT };
     }
     let max = out.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    // A masked entry's exp is exactly 0 beside an allowed one, so the sum
+    // skips it: the same bits, without libm's slow underflow path for each
+    // of a game's thousand masked actions. A row with none allowed sums all.
+    let none_allowed = valid.is_some_and(|v| v.iter().all(|&x| x == 0));
+    let counted = |i: usize| none_allowed || allowed(i);
     // Subtract the max before the log-sum, not after: `l - (max + ln s)` loses the
     // low bits of ln s when |max| is large.
-    let ln_sum = out.iter().map(|&l| (l - max).exp()).sum::<f32>().ln();
+    let terms = out.iter().enumerate().filter(|&(i, _)| counted(i));
+    let ln_sum = terms.map(|(_, &l)| (l - max).exp()).sum::<f32>().ln();
     for o in out.iter_mut() {
         *o = (*o - max) - ln_sum;
     }
@@ -216,6 +222,39 @@ mod tests {
         assert_eq!(
             sample_categorical(&logits, Some(&[0, 0, 0]), &mut scratch, &mut rng),
             Err(DistError::AllMasked { env: 0 })
+        );
+    }
+
+    /// Masked entries count for nothing in the log-sum: against the sum
+    /// over every entry with each masked one at [`MASKED_LOGIT`], to the
+    /// bit; a row with none allowed is uniform, as it was.
+    #[test]
+    fn masked_entries_are_left_out_of_the_log_sum_to_the_bit() {
+        let logits = [0.3f32, 7.0, -2.5, 1.0, 40.0];
+        let valid = [1u8, 0, 1, 1, 0];
+        let mut out = [0.0f32; 5];
+        log_softmax_row(&logits, Some(&valid), &mut out);
+        let with_masked: Vec<f32> = (0..5)
+            .map(|i| {
+                if valid[i] == 1 {
+                    logits[i]
+                } else {
+                    MASKED_LOGIT
+                }
+            })
+            .collect();
+        let max = 1.0f32;
+        let sum: f32 = with_masked.iter().map(|&l| (l - max).exp()).sum();
+        for i in 0..5 {
+            assert_eq!(
+                out[i].to_bits(),
+                ((with_masked[i] - max) - sum.ln()).to_bits()
+            );
+        }
+        log_softmax_row(&logits, Some(&[0; 5]), &mut out);
+        assert!(
+            out.iter().all(|&l| (l - 0.2f32.ln()).abs() < 1e-6),
+            "{out:?}"
         );
     }
 }

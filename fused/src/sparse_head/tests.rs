@@ -3,10 +3,11 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 /// A head of `d_in` inputs and `d_out` actions at offset 3 of a parameter
-/// vector, random weights, and `m` random rows of input.
-fn setup(m: usize, d_in: usize, d_out: usize) -> (Dense, Vec<f32>, Vec<f32>) {
+/// vector (its weight an action per row), random weights, and `m` random
+/// rows of input.
+fn setup(m: usize, d_in: usize, d_out: usize) -> (Head, Vec<f32>, Vec<f32>) {
     let mut rng = StdRng::seed_from_u64(5);
-    let d = Dense {
+    let d = Head {
         w: 3,
         b: 3 + d_in * d_out,
         d_in,
@@ -54,14 +55,12 @@ fn logits_and_gradients_match_the_definitions_at_the_allowed_entries() {
     for (m, d_in, d_out) in [(6, 150, 23), (4, 7, 11)] {
         let (d, p, h) = setup(m, d_in, d_out);
         let mask = masks(m, d_out);
-        let mut head = SparseHead {
+        let head = SparseHead {
             allowed: allowed_of(&mask, d_out),
-            ..Default::default()
         };
         let mut z = vec![9.0f32; m * d_out];
-        head.load(&d, &p);
         head.forward(&d, &p, &h, &mut z);
-        let w = |i: usize, a: usize| f64::from(p[d.w + i * d_out + a]);
+        let w = |i: usize, a: usize| f64::from(p[d.w + a * d_in + i]);
         for r in 0..m {
             for a in 0..d_out {
                 let got = z[r * d_out + a];
@@ -93,13 +92,13 @@ fn logits_and_gradients_match_the_definitions_at_the_allowed_entries() {
         };
         let mut g = vec![7.0f32; p.len()];
         let mut dx = vec![7.0f32; m * d_in];
-        head.backward(&d, &mut g, &h, &dy, &mut dx);
+        head.backward(&d, &p, &mut g, &h, &dy, &mut dx);
         for i in 0..d_in {
             for a in 0..d_out {
                 let want: f64 = (0..m)
                     .map(|r| f64::from(h[r * d_in + i]) * dy_at(r, a))
                     .sum();
-                let got = g[d.w + i * d_out + a];
+                let got = g[d.w + a * d_in + i];
                 assert!(
                     (f64::from(got) - want).abs() < 1e-4,
                     "dW ({i}, {a}): {got} vs {want}"

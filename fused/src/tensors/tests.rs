@@ -108,3 +108,48 @@ fn names_shapes_and_the_flattened_order() {
             .all(|t| matches!(t.order, Order::Flattened { .. }))
     );
 }
+
+/// The policy head's weight is ours an action per row: burn's `(i, a)` is
+/// our `(a, i)`, and its rows follow the stem's `[h, w, c]` when it reads
+/// the stem directly; the value head's is as burn's (or only flattened).
+#[test]
+fn the_policy_heads_weight_is_an_action_per_row() {
+    let flat_of = |layout: &Layout| (0..layout.len).map(|i| i as f32).collect::<Vec<f32>>();
+    let layout = Layout::new(&arch(vec![], vec![4, 5], false));
+    let list = param_tensors(&layout);
+    let head = list
+        .iter()
+        .find(|t| t.name == "policy_head.weight")
+        .expect("a policy head");
+    assert_eq!(head.shape, [5, 3]);
+    let flat = flat_of(&layout);
+    let burn = head.gather(&flat);
+    for i in 0..5 {
+        for a in 0..3 {
+            assert_eq!(burn[i * 3 + a], flat[head.at + a * 5 + i]);
+        }
+    }
+    let value = list.iter().find(|t| t.name == "value_head.weight");
+    assert_eq!(value.map(|t| t.order), Some(Order::Plain));
+    // A stem (3x4 pixels of 4 channels) straight into the heads.
+    let layout = Layout::new(&arch(vec![layer(4, 3, 1, 0)], vec![], false));
+    let list = param_tensors(&layout);
+    let head = list
+        .iter()
+        .find(|t| t.name == "policy_head.weight")
+        .expect("a policy head");
+    let flat = flat_of(&layout);
+    let burn = head.gather(&flat);
+    let (h, w, c, d_in) = (3, 4, 4, 48);
+    for ch in 0..c {
+        for y in 0..h {
+            for x in 0..w {
+                for a in 0..3 {
+                    let theirs = ((ch * h + y) * w + x) * 3 + a;
+                    let ours = a * d_in + (y * w + x) * c + ch;
+                    assert_eq!(burn[theirs], flat[head.at + ours]);
+                }
+            }
+        }
+    }
+}

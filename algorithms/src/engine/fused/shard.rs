@@ -96,7 +96,7 @@ impl Shard {
         let sparse = self.sparse_worth_it(s, idx);
         self.sparse_on = sparse;
         if sparse {
-            sparse_head::forward(layout, s.params, &mut self.work, &mut self.sparse);
+            sparse_head::forward(layout, s.params, &mut self.work, &self.sparse);
         } else {
             net::forward(layout, s.params, &mut self.work);
         }
@@ -113,7 +113,7 @@ impl Shard {
             &mut self.grads,
             &self.work,
             &mut self.grad_work,
-            sparse.then_some(&mut self.sparse),
+            sparse.then_some(&self.sparse),
         );
     }
 

@@ -40,6 +40,8 @@ struct Case {
     name: &'static str,
     spec: ModelSpec,
     masks: bool,
+    /// Whether the observations are a game's flags: 0 or 1, mostly 0.
+    flags: bool,
     cfg: PpoConfig,
 }
 
@@ -70,12 +72,14 @@ fn cases() -> Vec<Case> {
             name: "discrete, separate tanh torsos",
             spec: discrete(net(vec![16, 8])),
             masks: false,
+            flags: false,
             cfg: ppo_cfg(),
         },
         Case {
             name: "discrete, masks, clipped value loss",
             spec: discrete(net(vec![8])),
             masks: true,
+            flags: false,
             cfg: clipped_value,
         },
         Case {
@@ -89,6 +93,7 @@ fn cases() -> Vec<Case> {
                 ..Default::default()
             }),
             masks: false,
+            flags: false,
             cfg: ppo_cfg(),
         },
         Case {
@@ -98,32 +103,43 @@ fn cases() -> Vec<Case> {
                 ..net(vec![16, 8])
             }),
             masks: false,
+            flags: false,
             cfg: ppo_cfg(),
         },
         Case {
             name: "continuous, gaussian entropy, no hidden layer",
             spec: pendulum(net(vec![])),
             masks: false,
+            flags: false,
             cfg: gaussian,
-        },
-        Case {
-            name: "discrete, a wide head mostly masked (the sparse head), shared relu torso",
-            spec: ModelSpec {
-                action_space: ActionSpace::Discrete { n: WIDE_HEAD },
-                ..discrete(NetworkConfig {
-                    hidden: vec![70],
-                    activation: Activation::Relu,
-                    shared_torso: true,
-                    ..Default::default()
-                })
-            },
-            masks: true,
-            cfg: ppo_cfg(),
         },
     ]
     .into_iter()
+    .chain([game_case()])
     .chain(conv_cases())
     .collect()
+}
+
+/// A game's network: flags observed (mostly 0), a wide head mostly masked.
+fn game_case() -> Case {
+    Case {
+        name: "a game: flags observed (the sparse input), a wide head mostly masked (the sparse head), shared relu torso",
+        spec: ModelSpec {
+            input_scale: 1.0,
+            obs_dim: 48,
+            image: None,
+            action_space: ActionSpace::Discrete { n: WIDE_HEAD },
+            network: NetworkConfig {
+                hidden: vec![70],
+                activation: Activation::Relu,
+                shared_torso: true,
+                ..Default::default()
+            },
+        },
+        masks: true,
+        flags: true,
+        cfg: ppo_cfg(),
+    }
 }
 
 /// Convolution stems, one shape class each: padding and a stride that leaves
@@ -142,6 +158,7 @@ fn conv_cases() -> Vec<Case> {
                 stem(&[(4, 3, 1, 1), (3, 2, 2, 0)], vec![8], false),
             ),
             masks: false,
+            flags: false,
             cfg: ppo_cfg(),
         },
         Case {
@@ -156,12 +173,14 @@ fn conv_cases() -> Vec<Case> {
                 )
             },
             masks: false,
+            flags: false,
             cfg: conv_clipped_value,
         },
         Case {
             name: "image, MinAtar-shaped stem, masks",
             spec: image([10, 10, 4], 6, stem(&[(8, 3, 1, 0)], vec![16], true)),
             masks: true,
+            flags: false,
             cfg: ppo_cfg(),
         },
         Case {
@@ -176,6 +195,7 @@ fn conv_cases() -> Vec<Case> {
                 },
             ),
             masks: false,
+            flags: false,
             cfg: ppo_cfg(),
         },
     ]
@@ -254,7 +274,12 @@ fn model(case: &Case, data: &UpdateData) -> ActorCritic<B> {
 fn data(case: &Case, n: usize, seed: u64) -> UpdateData {
     let mut rng = StdRng::seed_from_u64(seed);
     let d = case.spec.obs_dim;
-    let observations: Vec<f32> = (0..n * d).map(|_| rng.random_range(-2.0..2.0)).collect();
+    let observations: Vec<f32> = (0..n * d)
+        .map(|_| match case.flags {
+            true => f32::from(u8::from(rng.random_ratio(1, 8))),
+            false => rng.random_range(-2.0..2.0),
+        })
+        .collect();
     let (actions, masks) = match &case.spec.action_space {
         ActionSpace::Discrete { n: k } => {
             let masks = masks_of(n, *k);
@@ -711,6 +736,21 @@ fn the_mostly_masked_case_takes_the_sparse_head() {
     assert!(!worth_it(3) && !worth_it(6));
 }
 
+/// The game case's flags are sparse enough for the first layer to read
+/// their nonzero entries alone, so the comparisons with burn above go
+/// through it; the other cases' observations are not.
+#[test]
+fn the_flags_case_takes_the_sparse_input() {
+    for case in cases() {
+        let (n, d) = (256, case.spec.obs_dim);
+        let data = data(&case, n, 3);
+        let x = data.observations.to_f32(0..n * d);
+        let mut rows = sebulba_fused::sparse_input::SparseRows::default();
+        assert_eq!(rows.index(&x, n, d), case.flags, "{}", case.name);
+    }
+    assert!(cases()[5].flags);
+}
+
 /// An action masked in every sample (a game's illegal move) has zero
 /// probability and gets exactly zero gradient, in burn's engine and in the
 /// fused one: its logit's bias and weights do not move.
@@ -774,13 +814,15 @@ fn a_masked_action_gets_zero_probability_and_zero_gradient_in_both_engines() {
         },
     });
     let slots = param_slots(f.layout(), &m).unwrap();
-    let slot = |id| slots.iter().find(|s| s.id == id).expect("a slot").tensor.at;
-    let fused_bias = &f.grads()[slot(bias_id)..slot(bias_id) + 3];
-    let w_at = slot(head.weight.id);
-    let fused_weight = &f.grads()[w_at..w_at + burn_weight.len()];
+    // In burn's order (the fused layout holds the head an action per row).
+    let gathered = |id| {
+        let slot = slots.iter().find(|s| s.id == id).expect("a slot");
+        slot.tensor.gather(f.grads())
+    };
+    let (fused_bias, fused_weight) = (gathered(bias_id), gathered(head.weight.id));
     for (engine, bias, weight) in [
         ("burn", &burn_bias[..], &burn_weight[..]),
-        ("fused", fused_bias, fused_weight),
+        ("fused", &fused_bias[..], &fused_weight[..]),
     ] {
         assert_eq!(bias[2], 0.0, "{engine}: bias gradient of the masked action");
         assert!(bias[0] != 0.0 && bias[1] != 0.0, "{engine}: {bias:?}");
