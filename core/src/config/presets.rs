@@ -146,7 +146,7 @@ impl RunConfig {
                 c.ppo.ent_coef = 0.01;
                 c.ppo.scale_rewards = true;
             }
-            "Nim-v0" | "BigTwo-v0" | "BigTwo-v1" => c.tune_for_game(env_id),
+            "Nim-v0" | "BigTwo-v0" | "BigTwo-v1" | "BigTwo-v2" => c.tune_for_game(env_id),
             id if id.starts_with("MinAtar/") => c.tune_for_minatar(),
             id if sebulba_envs::is_atari(id) => c.tune_for_atari(),
             id => {

@@ -295,7 +295,7 @@ fn big_two_trains_on_wins_with_one_torso_and_a_bad_scoring_is_named() {
         let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
         RunConfig::resolve(Some(id), None, &sets)
     };
-    for id in ["BigTwo-v0", "BigTwo-v1"] {
+    for id in ["BigTwo-v0", "BigTwo-v1", "BigTwo-v2"] {
         let c = set(id, &[]).unwrap();
         assert_eq!(c.env.kwargs_json(), r#"{"scoring":"wins"}"#, "{id}");
         assert!(c.network.shared_torso, "{id}");

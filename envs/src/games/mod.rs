@@ -17,7 +17,7 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 
 /// Every game id [`new_game`] knows.
-pub const GAME_IDS: &[&str] = &["BigTwo-v0", "BigTwo-v1", "Nim-v0"];
+pub const GAME_IDS: &[&str] = &["BigTwo-v0", "BigTwo-v1", "BigTwo-v2", "Nim-v0"];
 
 /// A new game of `id` (a fresh deal drawn from `rng` where the game deals),
 /// or `None` for an id that is not a game.
@@ -25,6 +25,7 @@ pub fn new_game(id: &str, rng: &mut StdRng) -> Option<Box<dyn TurnGame + Send>> 
     match id {
         "BigTwo-v0" => Some(Box::new(bigtwo::BigTwo::deal(rng))),
         "BigTwo-v1" => Some(Box::new(bigtwo::Planned::new(bigtwo::BigTwo::deal(rng)))),
+        "BigTwo-v2" => Some(Box::new(bigtwo::Remembered::new(bigtwo::BigTwo::deal(rng)))),
         "Nim-v0" => Some(Box::new(nim::Nim::random(rng))),
         _ => None,
     }
@@ -106,43 +107,52 @@ impl TurnGame for bigtwo::BigTwo {
     }
 }
 
-/// `BigTwo-v1`: the same game and rule players, observed with the plan.
-impl TurnGame for bigtwo::Planned {
-    fn players(&self) -> usize {
-        bigtwo::PLAYERS
-    }
+/// A Big Two game observed more fully than v0 (`BigTwo-v1`, `BigTwo-v2`):
+/// the same rules and rule players, its own observation and width, and a
+/// `step` that keeps what that observation remembers.
+macro_rules! observed_big_two {
+    ($game:ty, $obs_dim:expr) => {
+        impl TurnGame for $game {
+            fn players(&self) -> usize {
+                bigtwo::PLAYERS
+            }
 
-    fn obs_dim(&self) -> usize {
-        bigtwo::PLANNED_OBS_DIM
-    }
+            fn obs_dim(&self) -> usize {
+                $obs_dim
+            }
 
-    fn actions(&self) -> usize {
-        bigtwo::ACTIONS
-    }
+            fn actions(&self) -> usize {
+                bigtwo::ACTIONS
+            }
 
-    fn to_move(&self) -> usize {
-        self.game().to_move()
-    }
+            fn to_move(&self) -> usize {
+                self.game().to_move()
+            }
 
-    fn observe(&self, player: usize, out: &mut [f32]) {
-        bigtwo::Planned::observe(self, player, out);
-    }
+            fn observe(&self, player: usize, out: &mut [f32]) {
+                <$game>::observe(self, player, out);
+            }
 
-    fn legal_mask(&self, mask: &mut [bool]) {
-        self.game().legal_mask(mask);
-    }
+            fn legal_mask(&self, mask: &mut [bool]) {
+                self.game().legal_mask(mask);
+            }
 
-    fn rules(&self) -> &'static [&'static str] {
-        self.game().rules()
-    }
+            fn rules(&self) -> &'static [&'static str] {
+                self.game().rules()
+            }
 
-    fn rule_move(&self, rule: usize) -> usize {
-        self.game().rule_move(rule)
-    }
+            fn rule_move(&self, rule: usize) -> usize {
+                self.game().rule_move(rule)
+            }
 
-    fn play(&mut self, action: usize) -> Result<Option<Vec<f64>>, String> {
-        self.step(action)
-            .map(|s| s.map(|s| s.to_vec()))
-            .map_err(|e| e.to_string())
-    }
+            fn play(&mut self, action: usize) -> Result<Option<Vec<f64>>, String> {
+                self.step(action)
+                    .map(|s| s.map(|s| s.to_vec()))
+                    .map_err(|e| e.to_string())
+            }
+        }
+    };
 }
+
+observed_big_two!(bigtwo::Planned, bigtwo::PLANNED_OBS_DIM);
+observed_big_two!(bigtwo::Remembered, bigtwo::REMEMBERED_OBS_DIM);

@@ -42,7 +42,7 @@ pub fn game_spec(id: &str) -> Option<EnvSpec> {
 /// Two's scores are counts of cards (up to 39), Nim's are ±1.
 pub fn default_normaliser(id: &str) -> f64 {
     match id {
-        "BigTwo-v0" | "BigTwo-v1" => 5.0,
+        "BigTwo-v0" | "BigTwo-v1" | "BigTwo-v2" => 5.0,
         _ => 1.0,
     }
 }
@@ -338,6 +338,11 @@ mod tests {
         assert_eq!(
             (v1.players, v1.obs_dim, v1.action_space.dim()),
             (4, 602, 1365)
+        );
+        let v2 = env_spec_with("BigTwo-v2", "").expect("spec");
+        assert_eq!(
+            (v2.players, v2.obs_dim, v2.action_space.dim()),
+            (4, 602 + 3 * 126, 1365)
         );
         for bad in [
             r#"{"score_normaliser": 0}"#,

@@ -4,7 +4,8 @@
 //! ([`observe`]) and two rule-based opponents ([`greedy`], and
 //! [`planner`], which plans its hand with [`partition`]). [`planned`] is
 //! the game with each player's plan added to what it observes
-//! (`BigTwo-v1`).
+//! (`BigTwo-v1`), and [`remembered`] adds each opponent's lowest passes
+//! (`BigTwo-v2`).
 
 pub mod actions;
 pub mod combo;
@@ -14,6 +15,7 @@ pub mod observe;
 pub mod partition;
 pub mod planned;
 pub mod planner;
+pub mod remembered;
 
 pub use actions::{ACTIONS, PASS};
 pub use game::{BigTwo, MoveError, PLAYERS};
@@ -21,6 +23,7 @@ pub use greedy::greedy_move;
 pub use observe::{OBS_DIM, observe};
 pub use planned::{PLANNED_OBS_DIM, Planned};
 pub use planner::planner_move;
+pub use remembered::{REMEMBERED_OBS_DIM, Remembered};
 
 #[cfg(test)]
 mod tests {
