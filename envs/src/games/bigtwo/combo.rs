@@ -99,6 +99,17 @@ impl Kind {
             _ => 5,
         }
     }
+
+    /// This kind's [`size_class`].
+    pub fn class(self) -> usize {
+        size_class(self.size())
+    }
+}
+
+/// The size class of a play of `cards` cards, the index observations use
+/// for it: single 0, pair 1, triple 2, five cards 3.
+pub fn size_class(cards: usize) -> usize {
+    cards.clamp(1, 4) - 1
 }
 
 /// A valid combination: its kind and its key within the kind.
@@ -311,6 +322,20 @@ mod tests {
         assert_eq!(kind("4♠ 5♠ 6♠ 7♠ 8♠"), Some(Kind::StraightFlush));
         assert_eq!(kind("4♠ 5♠ 6♠ 7♠"), None);
         assert_eq!(kind("4♠ 4♦ 6♠ 6♣ 8♥"), None);
+    }
+
+    #[test]
+    fn size_classes_are_single_pair_triple_five() {
+        let classes = [
+            "7♣",
+            "9♦ 9♠",
+            "K♦ K♣ K♠",
+            "3♦ 4♣ 5♥ 6♠ 7♦",
+            "4♠ 5♠ 6♠ 7♠ 8♠",
+        ]
+        .map(|s| classify(set(s)).unwrap().kind.class());
+        assert_eq!(classes, [0, 1, 2, 3, 3]);
+        assert_eq!([1, 2, 3, 5].map(size_class), [0, 1, 2, 3]);
     }
 
     #[test]

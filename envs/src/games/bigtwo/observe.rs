@@ -57,13 +57,7 @@ pub fn observe(game: &BigTwo, player: usize, out: &mut [f32]) {
     match game.table() {
         None => out[KIND] = 1.0,
         Some(t) => {
-            let class = match t.combo.kind.size() {
-                1 => 1,
-                2 => 2,
-                3 => 3,
-                _ => 4,
-            };
-            out[KIND + class] = 1.0;
+            out[KIND + 1 + t.combo.kind.class()] = 1.0;
             out[BY + (t.by + PLAYERS - player) % PLAYERS] = 1.0;
             out[PASSES + usize::from(game.passes())] = 1.0;
         }

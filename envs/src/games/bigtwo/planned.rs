@@ -23,7 +23,7 @@
 //! costs a few lookups.
 
 use super::actions::HAND;
-use super::combo::{DECK, cards, classify};
+use super::combo::{DECK, cards, classify, size_class};
 use super::game::{BigTwo, MoveError, PLAYERS};
 use super::observe::{OBS_DIM, observe};
 use super::partition::Partition;
@@ -80,13 +80,7 @@ impl Planned {
         for (i, c) in cards(hand).enumerate() {
             let at = &mut out[OBS_DIM + i * PER_POSITION..OBS_DIM + (i + 1) * PER_POSITION];
             if let Some(k) = plays.iter().position(|&p| p & (1 << c) != 0) {
-                let class = match plays[k].count_ones() {
-                    1 => 0,
-                    2 => 1,
-                    3 => 2,
-                    _ => 3,
-                };
-                at[class] = 1.0;
+                at[size_class(plays[k].count_ones() as usize)] = 1.0;
                 at[4] = f32::from(u8::from(boss[k]));
             }
             let higher = (unseen >> c >> 1).count_ones();

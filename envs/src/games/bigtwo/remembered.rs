@@ -59,7 +59,7 @@ impl Remembered {
         let table = self.game().table();
         let out = self.planned.step(action)?;
         if let (PASS, Some(t)) = (action, table) {
-            let lowest = &mut self.passed[mover][class(t.combo.kind)];
+            let lowest = &mut self.passed[mover][t.combo.kind.class()];
             if lowest.is_none_or(|l| (t.combo.kind, t.combo.key) < (l.kind, l.key)) {
                 *lowest = Some(t.combo);
             }
@@ -79,16 +79,6 @@ impl Remembered {
                 base += width;
             }
         }
-    }
-}
-
-/// The size class of a kind: single, pair, triple, five cards.
-fn class(kind: Kind) -> usize {
-    match kind.size() {
-        1 => 0,
-        2 => 1,
-        3 => 2,
-        _ => 3,
     }
 }
 
