@@ -277,6 +277,10 @@ impl RunConfig {
                 c.network.shared_torso = true;
                 c.ppo.learning_rate = 6e-4;
                 c.ppo.epochs = 2;
+                // An entropy bonus of 0.03, not 0.01: the policy's entropy
+                // stays near 0.22 instead of falling to 0.11, and seeds 1-3
+                // end at 50.3% against greedy pooled instead of 49.1%.
+                c.ppo.ent_coef = 0.03;
                 c.eval.interval = 500;
                 // Trained on who won, not by how many cards: against
                 // greedy 44.6% instead of 40.3% after 3M moves (seed 1).

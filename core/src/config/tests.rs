@@ -300,6 +300,7 @@ fn big_two_trains_on_wins_with_one_torso_and_a_bad_scoring_is_named() {
         assert_eq!(c.env.kwargs_json(), r#"{"scoring":"wins"}"#, "{id}");
         assert!(c.network.shared_torso, "{id}");
         assert_eq!(c.ppo.learning_rate, 6e-4, "{id}");
+        assert_eq!(c.ppo.ent_coef, 0.03, "{id}");
         assert_eq!(c.run.time_limit_secs, 1800, "{id}");
         assert!(
             c.budget_used(20_000_000, 900.0) < 0.5 + 1e-9,
@@ -307,6 +308,7 @@ fn big_two_trains_on_wins_with_one_torso_and_a_bad_scoring_is_named() {
         );
     }
     assert!(!set("Nim-v0", &[]).unwrap().network.shared_torso);
+    assert_eq!(set("Nim-v0", &[]).unwrap().ppo.ent_coef, 0.01);
     assert_eq!(set("Nim-v0", &[]).unwrap().env.kwargs_json(), "");
     let c = set("BigTwo-v1", &["env.kwargs.scoring=game"]).unwrap();
     assert_eq!(c.env.kwargs_json(), r#"{"scoring":"game"}"#);
