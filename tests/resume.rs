@@ -1,8 +1,9 @@
 //! Checkpoint and resume through the real binary: the learner is killed with
 //! SIGKILL mid-run and restarted on the same address and run directory, with
 //! no flag: it finds the checkpoint and resumes by itself; the actor
-//! reconnects and rejoins, the evaluator keeps following, and the run finishes
-//! at its step budget, continuing from the checkpoint's counters.
+//! reconnects and rejoins, the evaluator keeps following (on the schedule the
+//! run publishes), and the run finishes at its step budget, continuing from
+//! the checkpoint's counters.
 
 // One scenario, read top to bottom.
 #![allow(clippy::too_many_lines)]
@@ -28,6 +29,10 @@ fn a_learner_killed_mid_run_resumes_from_its_checkpoint_and_finishes() {
         "learner.checkpoint_interval=5",
         "--set",
         "eval.interval=5",
+        "--set",
+        "eval.episodes=3",
+        "--set",
+        "eval.final_episodes=7",
     ];
     let (mut first, port) = learner(&dir, "learner", "127.0.0.1:0", &ps_url, &run, &args, |_| {});
     let learner_url = format!("http://127.0.0.1:{port}");
@@ -128,4 +133,21 @@ fn a_learner_killed_mid_run_resumes_from_its_checkpoint_and_finishes() {
     let last = evals.last().expect("evaluations");
     assert_eq!(last["final"], true);
     assert_eq!(last["version"], summary["final_version"]);
+    // The evaluator was given no schedule: it followed the one the learner
+    // publishes with its weights (the run's eval.* keys), through both
+    // segments: every 5 versions, 3 episodes, 7 for the final version.
+    assert!(evals.len() >= 3, "{evals:?}");
+    for e in &evals {
+        let want = if e["final"] == true { 7 } else { 3 };
+        assert_eq!(e["episodes"].as_u64(), Some(want), "{e}");
+    }
+    let versions: Vec<u64> = evals
+        .iter()
+        .filter(|e| e["final"] != true)
+        .map(|e| e["version"].as_u64().unwrap_or(0))
+        .collect();
+    assert!(
+        versions.windows(2).all(|v| v[1] >= v[0] + 5),
+        "evaluated versions {versions:?}"
+    );
 }

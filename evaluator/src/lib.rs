@@ -6,10 +6,12 @@
 mod episodes;
 mod games;
 mod metrics;
+mod schedule;
 mod versions;
 
 pub use episodes::{EpisodeResults, play_episodes};
 pub use games::{MatchResult, Player, play_match, rule_players, wilson_interval};
+pub use schedule::Schedule;
 use sebulba_core::policy::{InferencePolicy, network_from_wire};
 use sebulba_proto::parameter_server_client::ParameterServerClient;
 use sebulba_proto::{EvalReport, Weights};
@@ -42,14 +44,15 @@ pub struct EvaluatorOptions {
     /// Where `eval.jsonl` and `best.safetensors` go.
     pub output: Output,
     /// Evaluate when the version is at least this many past the last
-    /// evaluated one (`None`: [`Schedule::default_for`] the run's env).
+    /// evaluated one. This and the next three: `None` follows the run's
+    /// published schedule ([`EvaluatorOptions::schedule`]).
     pub interval: Option<u64>,
     /// Episodes (a game: games per match) per evaluation.
     pub episodes: Option<usize>,
     /// Episodes for the run's final version.
     pub final_episodes: Option<usize>,
-    /// A game's earlier versions kept as opponents (`None`: 16); each holds
-    /// one copy of the weights.
+    /// A game's earlier versions kept as opponents; each holds one copy of
+    /// the weights.
     pub earlier_versions: Option<usize>,
     /// The run seed; evaluation envs use `eval_seed(seed)`, the same start states for every version.
     pub seed: u64,
@@ -57,54 +60,6 @@ pub struct EvaluatorOptions {
     pub device: sebulba_core::devices::DeviceKind,
     /// The read-only token is sent on every call; TLS when a CA is given.
     pub security: Security,
-}
-
-/// How often and how long an evaluator scores a run's versions.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Schedule {
-    pub interval: u64,
-    pub episodes: usize,
-    pub final_episodes: usize,
-}
-
-impl Schedule {
-    /// What an evaluator started without the run's settings uses: a
-    /// turn-based game plays matches of 1,000 games every 100 versions
-    /// (narrow win-rate intervals); anything else 10 episodes every 10
-    /// versions, 100 for the final one.
-    pub fn default_for(env_id: &str) -> Self {
-        if sebulba_envs::games::GAME_IDS.contains(&env_id) {
-            Self {
-                interval: 100,
-                episodes: 1000,
-                final_episodes: 1000,
-            }
-        } else {
-            Self {
-                interval: 10,
-                episodes: 10,
-                final_episodes: 100,
-            }
-        }
-    }
-}
-
-impl EvaluatorOptions {
-    /// The schedule for a run of `env_id`: the options given, the env's
-    /// defaults for the rest.
-    pub fn schedule(&self, env_id: &str) -> Schedule {
-        let d = Schedule::default_for(env_id);
-        Schedule {
-            interval: self.interval.unwrap_or(d.interval),
-            episodes: self.episodes.unwrap_or(d.episodes),
-            final_episodes: self.final_episodes.unwrap_or(d.final_episodes),
-        }
-    }
-
-    /// How many earlier versions a game's evaluation keeps.
-    pub fn earlier_versions(&self) -> usize {
-        self.earlier_versions.unwrap_or(versions::DEFAULT_KEEP)
-    }
 }
 
 /// The newest version and the best return in an `eval.jsonl` (none, and
@@ -206,10 +161,10 @@ pub async fn run(
         let Some(w) = rx.borrow_and_update().clone() else {
             continue;
         };
-        if w.run_id != ev.run && !ev.follow_run(&w.run_id)? {
+        if w.run_id != ev.run && !ev.follow_run(&w)? {
             continue;
         }
-        let interval = opts.schedule(&w.env_id).interval;
+        let interval = ev.schedule.interval;
         let due = w.r#final || ev.last.is_none_or(|l| w.version >= l + interval);
         if !due || ev.last == Some(w.version) {
             continue;
@@ -226,6 +181,20 @@ pub async fn run(
     Ok(ev.lines)
 }
 
+/// The schedule run `w.run_id` publishes, if any; one out of range is
+/// refused (logged naming the key, counted) and the evaluator's defaults
+/// score the run.
+fn published_schedule(w: &Weights) -> Option<Schedule> {
+    match Schedule::published(w.eval.as_ref()?) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            warn!(run = %w.run_id, "the run's evaluation schedule (field `eval`) is refused, the defaults are used: {e}");
+            metrics::schedule_refused();
+            None
+        }
+    }
+}
+
 /// The evaluator's state between versions.
 struct Evaluator<'a> {
     opts: &'a EvaluatorOptions,
@@ -238,8 +207,9 @@ struct Evaluator<'a> {
     policy: Option<InferencePolicy>,
     /// A game's earlier versions, the checkpoint opponents.
     earlier: versions::Earlier,
-    /// The run of the versions evaluated.
+    /// The run of the versions evaluated, and its schedule.
     run: String,
+    schedule: Schedule,
     last: Option<u64>,
     best: f64,
     lines: Vec<EvalLine>,
@@ -257,18 +227,21 @@ impl<'a> Evaluator<'a> {
             out: None,
             client,
             policy: None,
-            earlier: versions::Earlier::new(opts.earlier_versions()),
+            earlier: versions::Earlier::new(versions::DEFAULT_KEEP),
             run: String::new(),
+            schedule: Schedule::default_for(""),
             last: None,
             best: f64::NEG_INFINITY,
             lines: Vec::new(),
         })
     }
 
-    /// Starts following run `run_id` (another run on the parameter server:
-    /// its versions start afresh, and its files go to its directory). False
+    /// Starts following run `w.run_id` (another run on the parameter server:
+    /// its versions start afresh, its files go to its directory, and its
+    /// schedule is the one it publishes unless the options say). False
     /// when the id cannot name a directory: its versions are not evaluated.
-    fn follow_run(&mut self, run_id: &str) -> Result<bool, EvaluatorError> {
+    fn follow_run(&mut self, w: &Weights) -> Result<bool, EvaluatorError> {
+        let run_id = w.run_id.as_str();
         let Some(dir) = self.opts.output.dir_for(run_id) else {
             warn!(run = %run_id, "a run id that names no directory: not evaluated");
             return Ok(false);
@@ -287,7 +260,9 @@ impl<'a> Evaluator<'a> {
         info!(run = %run_id, dir = %dir.display(), ?last, "following run");
         self.out = Some((out, dir));
         (self.run, self.last, self.best) = (run_id.to_string(), last, best);
-        self.earlier = versions::Earlier::new(self.opts.earlier_versions());
+        self.schedule = self.opts.schedule(&w.env_id, published_schedule(w));
+        info!(run = %run_id, schedule = ?self.schedule, "evaluation schedule");
+        self.earlier = versions::Earlier::new(self.schedule.earlier_versions);
         Ok(true)
     }
 
@@ -319,11 +294,10 @@ impl<'a> Evaluator<'a> {
             self.policy = Some(p);
             return Ok(None);
         }
-        let schedule = self.opts.schedule(&w.env_id);
         let episodes = if w.r#final {
-            schedule.final_episodes
+            self.schedule.final_episodes
         } else {
-            schedule.episodes
+            self.schedule.episodes
         };
         let seed = sebulba_core::config::eval_seed(self.opts.seed);
         let (env_id, env_kwargs) = (w.env_id.clone(), w.env_kwargs.clone());
@@ -460,37 +434,5 @@ async fn report_eval(
             _ = tokio::time::sleep(Duration::from_millis(250)) => {}
             _ = shutdown.cancelled() => return,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_games_schedule_defaults_to_matches_of_a_thousand_games_and_options_win() {
-        let opts = |episodes| EvaluatorOptions {
-            param_server: String::new(),
-            output: Output::Dir(PathBuf::new()),
-            interval: None,
-            episodes,
-            final_episodes: None,
-            earlier_versions: None,
-            seed: 1,
-            device: sebulba_core::devices::DeviceKind::Cpu,
-            security: Security::default(),
-        };
-        let game = opts(None).schedule("BigTwo-v0");
-        assert_eq!(
-            (game.interval, game.episodes, game.final_episodes),
-            (100, 1000, 1000)
-        );
-        let other = opts(None).schedule("CartPole-v1");
-        assert_eq!(
-            (other.interval, other.episodes, other.final_episodes),
-            (10, 10, 100)
-        );
-        assert_eq!(opts(Some(3)).schedule("Nim-v0").episodes, 3);
-        assert_eq!(opts(None).earlier_versions(), 16);
     }
 }

@@ -13,6 +13,10 @@ pub(crate) fn describe() {
         "sebulba_evaluator_env_restarts_total",
         "Evaluation envs replaced after they failed"
     );
+    describe_counter!(
+        "sebulba_evaluator_schedules_refused_total",
+        "Runs whose published evaluation schedule was out of range (the defaults scored them)"
+    );
     describe_gauge!(
         "sebulba_evaluator_return_mean",
         "Mean deterministic return of the newest evaluation"
@@ -45,4 +49,9 @@ pub(crate) fn evaluated(line: &EvalLine) {
     gauge!("sebulba_evaluator_version").set(line.version as f64);
     gauge!("sebulba_evaluator_env_steps").set(line.env_steps as f64);
     histogram!("sebulba_evaluator_eval_seconds").record(line.eval_seconds);
+}
+
+/// A run's published schedule refused.
+pub(crate) fn schedule_refused() {
+    counter!("sebulba_evaluator_schedules_refused_total").increment(1);
 }

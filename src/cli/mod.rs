@@ -278,19 +278,21 @@ pub struct EvaluatorArgs {
     #[arg(long, env = "SEBULBA_RUNS_ROOT", conflicts_with = "run_dir")]
     pub runs_root: Option<PathBuf>,
     /// Evaluate every this many versions (the final version always).
-    /// Default 10; 100 for a turn-based game.
+    /// Default: the run's `eval.interval`, which its learner publishes with
+    /// the weights (so do the next three flags' `eval.*` keys).
     #[arg(long, env = "SEBULBA_EVAL_INTERVAL", value_parser = within::<u64>("eval.interval"))]
     pub interval: Option<u64>,
     /// Deterministic episodes per evaluation (a game: games against each
-    /// opponent). Default 10; 1,000 for a turn-based game.
+    /// opponent). Default: the run's `eval.episodes`.
     #[arg(long, env = "SEBULBA_EVAL_EPISODES", value_parser = within::<usize>("eval.episodes"))]
     pub episodes: Option<usize>,
-    /// Deterministic episodes for the run's final version. Default 100;
-    /// 1,000 for a turn-based game.
+    /// Deterministic episodes for the run's final version. Default: the
+    /// run's `eval.final_episodes`.
     #[arg(long, env = "SEBULBA_EVAL_FINAL_EPISODES", value_parser = within::<usize>("eval.final_episodes"))]
     pub final_episodes: Option<usize>,
     /// A game's earlier versions kept as opponents (each one copy of the
-    /// weights: about 2 MB for Big Two). Default 16.
+    /// weights: about 2 MB for Big Two). Default: the run's
+    /// `eval.earlier_versions`.
     #[arg(long, env = "SEBULBA_EVAL_EARLIER_VERSIONS", value_parser = within::<usize>("eval.earlier_versions"))]
     pub earlier_versions: Option<usize>,
     /// The run seed (evaluation envs derive theirs from it).

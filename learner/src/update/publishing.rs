@@ -9,7 +9,7 @@ use super::outbox;
 use super::record::Progress;
 use crate::LearnerError;
 use sebulba_core::policy::network_to_wire;
-use sebulba_proto::Weights;
+use sebulba_proto::{EvalSchedule, Weights};
 use std::sync::atomic::Ordering;
 use tracing::{Instrument, info_span};
 
@@ -87,6 +87,7 @@ impl UpdateLoop {
             },
             past_stride: c.selfplay.past_stride,
             epsilon: sebulba_algorithms::dqn::epsilon(c, at.env_steps),
+            eval: Some(eval_schedule(&c.eval)),
             trace_context: sebulba_transport::trace::context_map(span),
         })
     }
@@ -115,5 +116,18 @@ impl UpdateLoop {
                 status: tonic::Status::internal(format!("the publishing task failed: {e}")),
             }),
         }
+    }
+}
+
+/// The run's `eval` config as it travels with the weights: a cluster's
+/// evaluator then scores the run as local mode's does. The config's ranges
+/// keep every count within `u32`.
+fn eval_schedule(e: &sebulba_core::config::EvalConfig) -> EvalSchedule {
+    let n = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
+    EvalSchedule {
+        interval: e.interval,
+        episodes: n(e.episodes),
+        final_episodes: n(e.final_episodes),
+        earlier_versions: n(e.earlier_versions),
     }
 }
