@@ -193,7 +193,7 @@ net_sizes() {
 }
 
 # The value of a "key": number pair in a JSON file.
-field() { sed -n "s/.*\"$2\": \([-0-9.eE+a-z]*\).*/\1/p" "$1" | head -n 1; }
+field() { sed -n "s/.*\"$2\": \"\?\([-0-9.eE+a-z]*\).*/\1/p" "$1" | head -n 1; }
 
 say "device-check $(date -u +%FT%TZ) device $device dry_run $dry binary $bin"
 "$bin" --version 2>/dev/null | tee -a "$summary" || true
@@ -228,7 +228,7 @@ for net in ${AGREE_NETS-mlp nature minatar}; do
     verdict="FAILED (exit $rc: $(tail -n 1 "$out/agree-$net.log"))"
   fi
   [ $rc = 0 ] || failed=1
-  say "agree $net: $verdict (relative difference $(field "$out/agree-$net.json" relative_diff), tolerance $(field "$out/agree-$net.json" tolerance), rounding alone $(field "$out/agree-$net.json" rounding_floor))"
+  say "agree $net: $verdict (relative difference $(field "$out/agree-$net.json" relative_diff), tolerance $(field "$out/agree-$net.json" tolerance) for $(field "$out/agree-$net.json" precision) products, rounding alone $(field "$out/agree-$net.json" rounding_floor), TF32 rounding of the weights $(field "$out/agree-$net.json" tf32_floor))"
   # The device does not run at all: nothing after this would either, and
   # the machine's minutes are better kept for a second try.
   if [ $net = mlp ] && [ ! -f "$out/agree-$net.json" ] && [ $rc != 124 ] && [ $rc != 137 ]; then

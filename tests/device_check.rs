@@ -38,6 +38,15 @@ fn the_device_script_runs_every_step_on_the_cpu() {
         let moved = a["moved"].as_f64().expect("moved");
         assert!(moved > 0.0, "{a}");
         assert!(a["relative_diff"].as_f64().expect("relative_diff") <= 0.02);
+        // On the CPU the products are f32 and the tolerance the one asked
+        // for; TF32's rounding (2^-11) parts the updates further than f32's.
+        assert_eq!(a["precision"], "f32", "{a}");
+        assert_eq!(a["tolerance"], a["tolerance_asked"], "{a}");
+        let (ulp, tf32) = (a["rounding_floor"].as_f64(), a["tf32_floor"].as_f64());
+        assert!(
+            matches!((ulp, tf32), (Some(u), Some(t)) if t > u && t.is_finite()),
+            "{a}"
+        );
     }
     let conv = read_json(&dir.join("agree-nature.json"))["conv"].clone();
     assert_eq!(

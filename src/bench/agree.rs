@@ -2,7 +2,8 @@
 //! same initial weights on the fused CPU engine and on burn on the run's
 //! `learner.devices`, and how far apart their parameters end. On a GPU
 //! machine (`--learner-devices cuda:0`) it is the check that CUDA computes
-//! what the CPU does; on `cpu` it is the same check between the two CPU
+//! what the CPU does (to TF32's rounding, which its tensor cores apply to
+//! f32 products); on `cpu` it is the same check between the two CPU
 //! engines, which CI runs so that the device script cannot rot.
 
 use super::learner::{conv_layers, synthetic_update};
@@ -57,12 +58,56 @@ pub struct Agreement {
     /// `relative_diff`, the updates amplify rounding and no two engines that
     /// add in different orders can agree more closely.
     pub rounding_floor: f64,
-    /// The most `relative_diff` may be.
+    /// The same with the start nudged by TF32's rounding ([`TF32_SHARE`]):
+    /// the scale of what a device whose matrix units round f32 operands to
+    /// TF32 does to these updates.
+    pub tf32_floor: f64,
+    /// What burn's matrix products round their operands to on its device:
+    /// `f32` on the CPU, `tf32` on CUDA (cubek-matmul stages f32 operands as
+    /// TF32 whenever a kernel runs on the tensor cores, and burn 0.21 offers
+    /// no way to ask otherwise).
+    pub precision: Precision,
+    /// The tolerance asked for (`--tolerance`).
+    pub tolerance_asked: f64,
+    /// The most `relative_diff` may be: the tolerance asked for, or, where
+    /// the products are TF32, [`TF32_ALLOWANCE`] times `tf32_floor` if that
+    /// is more.
     pub tolerance: f64,
     pub agrees: bool,
     pub fused: EngineSide,
     pub burn: EngineSide,
 }
+
+/// What a device's matrix products round their f32 operands to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    F32,
+    Tf32,
+}
+
+impl Precision {
+    /// TF32 on any CUDA device: the tensor cores' products take it from
+    /// Ampere on, and where a GPU lacks it the allowance is only lax.
+    fn of(devices: &[String]) -> Self {
+        match devices.iter().any(|d| d.starts_with("cuda")) {
+            true => Precision::Tf32,
+            false => Precision::F32,
+        }
+    }
+}
+
+/// TF32 keeps 10 of f32's 23 fraction bits: rounding to it moves a value by
+/// up to 2^-11 of itself.
+pub const TF32_SHARE: f32 = 1.0 / (1 << 11) as f32;
+
+/// How many times the TF32 nudge's effect a TF32 device may differ by. The
+/// nudge moves each weight by the most TF32 rounding can (2^-11); the
+/// tensor cores round both operands of every product, forward and backward
+/// (three products a layer), each by a random share of that, about 1.4
+/// nudges' worth together. 3 leaves room for that and no more: a wrong
+/// gradient parts the updates by most of the move, not a tenth of it.
+pub const TF32_ALLOWANCE: f64 = 3.0;
 
 /// `updates` PPO updates of one synthetic batch of `samples` on the fused
 /// engine (on `learner.threads`) and on burn (on `learner.devices`), both
@@ -93,27 +138,37 @@ pub fn agree(
         max_diff(&start, &burn_start) == 0.0,
         "the two engines start from different weights"
     );
-    let mut nudged_state = fused.state()?;
-    nudge(&mut nudged_state.params);
     let choice = EngineChoice::for_run(&spec, &fused_cfg)?;
-    let mut nudged = Trainer::new(
-        &spec,
-        &nudged_state,
-        &choice,
-        cfg.ppo.adam_eps,
-        cfg.run.seed,
-    )?;
+    let nudged = |share: f32| -> anyhow::Result<Trainer> {
+        let mut state = fused.state()?;
+        nudge(&mut state.params, share);
+        Ok(Trainer::new(
+            &spec,
+            &state,
+            &choice,
+            cfg.ppo.adam_eps,
+            cfg.run.seed,
+        )?)
+    };
+    let (mut ulp_nudged, mut tf32_nudged) = (nudged(ULP_SHARE)?, nudged(TF32_SHARE)?);
     let side = |t: &mut Trainer, devices: &[String]| -> anyhow::Result<EngineSide> {
         run_updates(t, devices, &data, cfg, updates)
     };
     let fused_side = side(&mut fused, &fused_cfg.learner.devices)?;
     let burn_side = side(&mut burn, &burn_cfg.learner.devices)?;
-    side(&mut nudged, &fused_cfg.learner.devices)?;
+    side(&mut ulp_nudged, &fused_cfg.learner.devices)?;
+    side(&mut tf32_nudged, &fused_cfg.learner.devices)?;
     let (pf, pb) = (fused.state()?.params, burn.state()?.params);
     let moved = distance(&pf, &start).max(f64::MIN_POSITIVE);
     let apart = distance(&pf, &pb);
     let relative_diff = apart / moved;
-    let rounding_floor = distance(&pf, &nudged.state()?.params) / moved;
+    let rounding_floor = distance(&pf, &ulp_nudged.state()?.params) / moved;
+    let tf32_floor = distance(&pf, &tf32_nudged.state()?.params) / moved;
+    let precision = Precision::of(&burn_cfg.learner.devices);
+    let allowed = match precision {
+        Precision::F32 => tolerance,
+        Precision::Tf32 => tolerance.max(TF32_ALLOWANCE * tf32_floor),
+    };
     let max_param_diff = max_diff(&pf, &pb);
     let finite = pf.iter().chain(&pb).all(|x| x.is_finite());
     Ok(Agreement {
@@ -130,8 +185,11 @@ pub fn agree(
         relative_diff,
         max_param_diff,
         rounding_floor,
-        tolerance,
-        agrees: finite && moved > 0.0 && relative_diff <= tolerance,
+        tf32_floor,
+        precision,
+        tolerance_asked: tolerance,
+        tolerance: allowed,
+        agrees: finite && moved > 0.0 && relative_diff <= allowed,
         fused: fused_side,
         burn: burn_side,
     })
@@ -162,13 +220,15 @@ fn run_updates(
     })
 }
 
-/// Moves every parameter by 4 units in the 24th bit (about 2.4e-7 of its
-/// size), up and down in turn: a change of the size rounding makes.
-fn nudge(params: &mut [f32]) {
-    const SHARE: f32 = 4.0 / (1 << 24) as f32;
+/// 4 units in f32's 24th significant bit (about 2.4e-7): a change of the
+/// size f32 rounding makes.
+const ULP_SHARE: f32 = 4.0 / (1 << 24) as f32;
+
+/// Moves every parameter by `share` of its size, up and down in turn.
+fn nudge(params: &mut [f32], share: f32) {
     for (i, p) in params.iter_mut().enumerate() {
         let sign = if i % 2 == 0 { 1.0 } else { -1.0 };
-        *p *= 1.0 + sign * SHARE;
+        *p *= 1.0 + sign * share;
     }
 }
 
@@ -205,6 +265,35 @@ mod tests {
         assert_eq!(distance(&[0.0, 0.0], &[3.0, 4.0]), 5.0);
         assert!(distance(&[0.0], &[f32::NAN]).is_nan());
         assert_eq!(distance(&[0.0], &[0.0, 1.0]), f64::INFINITY);
+    }
+
+    #[test]
+    fn nudge_moves_each_parameter_by_its_share_up_and_down_in_turn() {
+        let mut p = [1.0f32, 2.0, -4.0, 0.0];
+        nudge(&mut p, TF32_SHARE);
+        // 2^-11 of each value: exact in f32.
+        assert_eq!(
+            p,
+            [
+                1.0 + 1.0 / 2048.0,
+                2.0 - 2.0 / 2048.0,
+                -4.0 - 4.0 / 2048.0,
+                0.0
+            ]
+        );
+    }
+
+    #[test]
+    fn only_cuda_devices_round_products_to_tf32() {
+        assert_eq!(Precision::of(&["cpu".into()]), Precision::F32);
+        assert_eq!(
+            Precision::of(&["cuda:0".into(), "cuda:1".into()]),
+            Precision::Tf32
+        );
+        assert_eq!(
+            serde_json::to_string(&Precision::Tf32).ok().as_deref(),
+            Some("\"tf32\"")
+        );
     }
 
     #[test]

@@ -143,7 +143,7 @@ fn bench_agree(args: cli::BenchAgreeArgs) -> anyhow::Result<()> {
         args.tolerance,
     )?;
     println!(
-        "engines agree {}: {} conv {:?} hidden {:?}, {} update(s) of {} samples: fused {:.2} s, burn on {:?} {:.2} s; parameters moved {:.3e} (L2), apart by {:.3e} ({:.2e} of the move, tolerance {:.2e}; rounding alone {:.2e}; largest single difference {:.2e})",
+        "engines agree {}: {} conv {:?} hidden {:?}, {} update(s) of {} samples: fused {:.2} s, burn on {:?} {:.2} s; parameters moved {:.3e} (L2), apart by {:.3e} ({:.2e} of the move, tolerance {:.2e} for {:?} products; rounding alone {:.2e}, TF32's rounding of the weights {:.2e}; largest single difference {:.2e})",
         if r.agrees { "yes" } else { "NO" },
         r.env_id,
         r.conv,
@@ -157,7 +157,9 @@ fn bench_agree(args: cli::BenchAgreeArgs) -> anyhow::Result<()> {
         r.apart,
         r.relative_diff,
         r.tolerance,
+        r.precision,
         r.rounding_floor,
+        r.tf32_floor,
         r.max_param_diff
     );
     emit_json(&r, args.json.as_deref())?;
