@@ -45,12 +45,15 @@ pub fn compose_program() -> Option<Vec<String>> {
 }
 
 /// The compose program, or `None` (the test is skipped, saying so) where
-/// Docker with Compose is not usable; under CI (`CI` set) that is a failure.
+/// Docker with Compose is not usable; with `SEBULBA_REQUIRE_DOCKER` set (as
+/// `.ci/run` sets it) or `CI` set, that is a failure.
 pub fn compose_or_skip() -> Option<Vec<String>> {
     let compose = compose_program();
     if compose.is_none() {
-        if std::env::var_os("CI").is_some() {
-            panic!("CI is set but Docker with Compose is not usable here");
+        for var in ["SEBULBA_REQUIRE_DOCKER", "CI"] {
+            if std::env::var_os(var).is_some() {
+                panic!("{var} is set but Docker with Compose is not usable here");
+            }
         }
         eprintln!("SKIPPED: Docker with Compose is not available on this machine");
     }
