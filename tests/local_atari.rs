@@ -76,6 +76,7 @@ fn local_mode_trains_atari_on_both_paths_and_numpy_reads_its_weights() {
             .expect("a final score");
         // Whole games at the raw score: Pong's run from -21 to 21.
         assert!((-21.0..=864.0).contains(&score), "{id}: {score}");
+        assert_curves(&run, id);
         let bytes = std::fs::read(run.join("final.safetensors")).expect("final.safetensors");
         let spec = spec_in(&bytes);
         assert_eq!(spec.image, Some([84, 84, 4]), "{id}");

@@ -1,6 +1,7 @@
 //! MinAtar through the user's path: `sebulba local --env MinAtar/Breakout-v1`
 //! with its preset (the MinAtar network: a convolution stem on the 10x10x4
-//! grid) trains, the accounting balances, and the published
+//! grid) trains, writes the curves `sebulba plot` draws, the accounting
+//! balances, and the published
 //! `final.safetensors` gives the logits sebulba acts with under an
 //! independent NumPy forward pass (`tests/numpy_forward.py`, PyTorch's
 //! conventions).
@@ -42,6 +43,7 @@ fn local_mode_trains_minatar_breakout_and_numpy_reads_its_weights() {
         .as_f64()
         .expect("best eval");
     assert!(best > 2.0, "best evaluation {best} <= 2");
+    assert_curves(&run, ID);
 
     let cfg = RunConfig::preset(ID).expect("preset");
     let mut env = MinAtar::new(ID, Options::default(), 5).expect("env");

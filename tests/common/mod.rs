@@ -197,6 +197,42 @@ pub fn assert_accounted(summary: &serde_json::Value) {
     );
 }
 
+/// The run's curves as a user draws them: one `metrics.jsonl` line per
+/// update, the final evaluation last in `eval.jsonl`, and `sebulba plot` of
+/// the run writes a 1500x600 PNG (beside the run) labelled with its env.
+pub fn assert_curves(run: &Path, env_id: &str) {
+    let summary = read_json(&run.join("summary.json"));
+    let metrics = read_jsonl(&run.join("metrics.jsonl"));
+    assert_eq!(
+        Some(metrics.len() as u64),
+        summary["updates"].as_u64(),
+        "{env_id}: one metrics line per update"
+    );
+    let evals = read_jsonl(&run.join("eval.jsonl"));
+    let last = evals.last().expect("evaluations in eval.jsonl");
+    assert_eq!(last["final"], true, "{env_id}: the final evaluation last");
+    let png = run.with_extension("png");
+    let out = bin()
+        .arg("plot")
+        .arg(run)
+        .arg("--out")
+        .arg(&png)
+        .output()
+        .expect("run sebulba plot");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{env_id}: plot failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains(&format!("{env_id} (1 seed)")), "{text}");
+    let decoder = png::Decoder::new(std::io::BufReader::new(
+        std::fs::File::open(&png).expect("the PNG"),
+    ));
+    let info = decoder.read_info().expect("a PNG").info().clone();
+    assert_eq!((info.width, info.height), (1500, 600), "{env_id}");
+}
+
 /// The run's best evaluation is the best line of its `eval.jsonl`.
 pub fn assert_best_is_the_runs(summary: &serde_json::Value, evals: &[serde_json::Value]) {
     let best = evals
