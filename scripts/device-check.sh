@@ -207,9 +207,12 @@ failed=0
 for net in ${AGREE_NETS-mlp nature minatar}; do
   step agree || break
   net_flags "$net"
+  # The MLP at 512 samples, as on the H100 (2026-11-27). A CNN at its first
+  # benchmark size: the learner step that follows then meets the shapes
+  # burn-cuda compiled and tuned here (seconds a shape, cold) warm.
   samples=512
+  [ "$net" != mlp ] && samples=$(net_sizes "$net" | cut -d' ' -f1)
   [ $dry = 1 ] && samples=32
-  [ "$net" = minatar ] && [ $dry = 0 ] && samples=2048
   # One epoch (4 or 8 minibatch steps): over more, these synthetic updates
   # amplify rounding until an engine nudged by 2.4e-7 parts from itself by
   # a tenth of the move (docs/experiments.md, 2026-11-27), and no comparison
