@@ -158,9 +158,10 @@ impl RunConfig {
     }
 
     /// MinAtar: the paper's network (16 filters 3x3 VALID, dense 128) and
-    /// the PureJaxRL settings the peer's JAX loop (`bench/purejax_style_minatar_ppo.py`
-    /// beside the project) runs: 64 envs x 128 steps per update, 4 epochs x 8 minibatches, lr
-    /// 5e-4 annealed, clipped value loss, entropy 0.01, per-minibatch
+    /// the PureJaxRL settings the peer's JAX loop
+    /// (`bench/purejax_style_minatar_ppo.py` beside the project) runs: 64
+    /// envs x 128 steps per update, 4 epochs x 8 minibatches, lr 5e-4
+    /// annealed, clipped value loss, entropy 0.01, per-minibatch
     /// advantages, 5M steps.
     fn tune_for_minatar(&mut self) {
         let c = self;
