@@ -45,13 +45,15 @@ dry=0
 [ "${1:-}" = "--dry-run" ] && dry=1
 pack=${PACK:-.device}
 bin=${SEBULBA:-}
+bin_from=SEBULBA
 if [ -z "$bin" ] && [ -f "$pack/sebulba.xz" ]; then
   bin=$(mktemp -d)/sebulba
   xz -dc "$pack/sebulba.xz" >"$bin"
   chmod +x "$bin"
+  bin_from="$pack/sebulba.xz"
 fi
 if [ -z "$bin" ]; then
-  for b in ./sebulba target/release/sebulba; do [ -x "$b" ] && { bin=$b; break; }; done
+  for b in ./sebulba target/release/sebulba; do [ -x "$b" ] && { bin=$b; bin_from=$b; break; }; done
 fi
 [ -n "$bin" ] && [ -x "$bin" ] || { echo "device-check: no sebulba binary (set SEBULBA)" >&2; exit 1; }
 out=${OUT:-device-out}
@@ -195,7 +197,7 @@ net_sizes() {
 # The value of a "key": number pair in a JSON file.
 field() { sed -n "s/.*\"$2\": \"\?\([-0-9.eE+a-z]*\).*/\1/p" "$1" | head -n 1; }
 
-say "device-check $(date -u +%FT%TZ) device $device dry_run $dry binary $bin"
+say "device-check $(date -u +%FT%TZ) device $device dry_run $dry binary $bin (from $bin_from)"
 "$bin" --version 2>/dev/null | tee -a "$summary" || true
 if command -v nvidia-smi >/dev/null; then
   nvidia-smi -L | tee -a "$summary" || true

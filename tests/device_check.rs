@@ -1,6 +1,8 @@
 //! The GPU machine's script (`scripts/device-check.sh`) in its CPU dry run,
-//! so that it cannot rot while no GPU is at hand: every step runs on the
-//! binary under test with burn on `cpu` where the GPU run puts `cuda:0`, and
+//! so that it cannot rot while no GPU is at hand: run as the GPU machine
+//! runs it (the script itself, the binary unpacked from a pack's
+//! `sebulba.xz`, as `scripts/device-pack.sh` leaves it), every step runs on
+//! the binary under test with burn on `cpu` where the GPU run puts `cuda:0`, and
 //! writes the figures the note will quote (training too, with `auto`
 //! devices, which choose the CPU here and say why). And `bench agree`'s verdict can
 //! fail: at a tolerance of zero the two engines (which add in different
@@ -15,10 +17,11 @@ use std::process::Command;
 fn the_device_script_runs_every_step_on_the_cpu() {
     let dir = run_dir("device-check");
     let root = env!("CARGO_MANIFEST_DIR");
-    let out = Command::new("bash")
-        .arg(format!("{root}/scripts/device-check.sh"))
+    let pack = pack_of_the_binary(&dir);
+    let out = Command::new(format!("{root}/scripts/device-check.sh"))
         .arg("--dry-run")
-        .env("SEBULBA", env!("CARGO_BIN_EXE_sebulba"))
+        .env_remove("SEBULBA")
+        .env("PACK", &pack)
         .env("OUT", &dir)
         .env("PEERS", format!("{root}/../shared/bench"))
         .output()
@@ -26,6 +29,8 @@ fn the_device_script_runs_every_step_on_the_cpu() {
     let summary = std::fs::read_to_string(dir.join("summary.txt")).unwrap_or_default();
     assert!(out.status.success(), "{out:?}\n{summary}");
     assert!(summary.contains("device cpu dry_run 1"), "{summary}");
+    let unpacked = format!("(from {})", pack.join("sebulba.xz").display());
+    assert!(summary.contains(&unpacked), "{summary}");
     for net in ["mlp", "nature", "minatar"] {
         assert!(
             summary.contains(&format!("agree {net}: agrees")),
@@ -79,6 +84,22 @@ fn the_device_script_runs_every_step_on_the_cpu() {
         "{summary}"
     );
     assert!(summary.ends_with("device-check: done\n"), "{summary}");
+}
+
+/// A pack as the GPU machine receives it, holding the binary under test
+/// alone (the dry run trains on MinAtar: no Python runtime needed), as
+/// `sebulba.xz` (`xz -0`: the format matters here, not the size).
+fn pack_of_the_binary(dir: &std::path::Path) -> std::path::PathBuf {
+    let pack = dir.join("pack");
+    std::fs::create_dir_all(&pack).expect("the pack folder");
+    let xz = std::fs::File::create(pack.join("sebulba.xz")).expect("sebulba.xz");
+    let status = Command::new("xz")
+        .args(["-0", "-T0", "-c", env!("CARGO_BIN_EXE_sebulba")])
+        .stdout(xz)
+        .status()
+        .expect("xz (xz-utils), which scripts/device-pack.sh needs too");
+    assert!(status.success(), "xz: {status}");
+    pack
 }
 
 #[test]
