@@ -25,7 +25,7 @@ fn the_device_script_runs_every_step_on_the_cpu() {
         .env("OUT", &dir)
         .env("PEERS", format!("{root}/../shared/bench"))
         .output()
-        .expect("bash scripts/device-check.sh");
+        .expect("scripts/device-check.sh, executable as the GPU machine runs it");
     let summary = std::fs::read_to_string(dir.join("summary.txt")).unwrap_or_default();
     assert!(out.status.success(), "{out:?}\n{summary}");
     assert!(summary.contains("device cpu dry_run 1"), "{summary}");
