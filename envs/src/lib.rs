@@ -19,6 +19,7 @@ mod mountain_car_continuous;
 mod observations;
 mod pendulum;
 mod spec;
+pub mod stall;
 mod vec_env;
 mod vector;
 
@@ -33,7 +34,8 @@ pub use spec::{ActionSpace, EnvSpec};
 pub use vec_env::*;
 pub use vector::*;
 
-/// Every environment id [`make_env`] knows, in a stable order.
+/// The classic-control ids [`make_env`] knows (Gymnasium's twins), in a
+/// stable order; it also makes MinAtar's games and [`stall::STALL_ID`].
 pub const ENV_IDS: &[&str] = &[
     "CartPole-v1",
     "Acrobot-v1",
@@ -70,7 +72,7 @@ pub enum StateOrigin {
 
 #[derive(thiserror::Error, Debug)]
 pub enum EnvError {
-    #[error("unknown environment id `{0}` (known: {known})", known = [ENV_IDS, crate::games::GAME_IDS, crate::minatar::MINATAR_IDS].concat().join(", "))]
+    #[error("unknown environment id `{0}` (known: {known})", known = [ENV_IDS, crate::games::GAME_IDS, crate::minatar::MINATAR_IDS, &[stall::STALL_ID]].concat().join(", "))]
     UnknownId(String),
     #[error("bad state for `{id}`: {reason}")]
     BadState { id: String, reason: String },
@@ -135,6 +137,7 @@ pub fn make_env(id: &str, seed: u64) -> Result<Box<dyn Env>, EnvError> {
         "MountainCar-v0" => Box::new(MountainCar::new(seed)),
         "Pendulum-v1" => Box::new(Pendulum::new(seed)),
         "MountainCarContinuous-v0" => Box::new(MountainCarContinuous::new(seed)),
+        stall::STALL_ID => Box::new(stall::Stall::new()),
         _ if minatar::minatar_spec(id).is_some() => Box::new(minatar::MinAtar::new(
             id,
             minatar::Options::default(),
@@ -152,6 +155,7 @@ pub fn env_spec(id: &str) -> Result<EnvSpec, EnvError> {
         "MountainCar-v0" => mountain_car::spec(),
         "Pendulum-v1" => pendulum::spec(),
         "MountainCarContinuous-v0" => mountain_car_continuous::spec(),
+        stall::STALL_ID => stall::spec(),
         _ => {
             return crate::games::game_spec(id)
                 .or_else(|| minatar::minatar_spec(id))
