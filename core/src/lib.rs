@@ -5,6 +5,7 @@
 //! `sebulba-runfiles`. No networking: that is `sebulba-transport`.
 
 pub mod config;
+pub mod cpu;
 pub mod device_choice;
 pub mod devices;
 pub mod distribution;

@@ -97,6 +97,10 @@ pub const RANGES: &[Range] = &[
     int("eval.episodes", 1.0, 10_000.0),
     int("eval.final_episodes", 1.0, 10_000.0),
     int("eval.earlier_versions", 2.0, 256.0),
+    closed("eval.epsilon", 0.0, 1.0),
+    int("eval.max_steps", 1.0, 1e9),
+    int("eval.final_max_steps", 1.0, 1e9),
+    above("eval.cpu_share", 0.0, 1.0),
     closed("selfplay.past_fraction", 0.0, 1.0),
     closed("selfplay.rule_fraction", 0.0, 1.0),
     int("selfplay.past_versions", 1.0, 32.0),
@@ -179,6 +183,11 @@ pub fn check_key(key: &str, value: u64) -> Result<(), ConfigError> {
     range(key).check(value as f64, &value)
 }
 
+/// Checks one real-valued key's value against its range.
+pub fn check_real(key: &str, value: f64) -> Result<(), ConfigError> {
+    range(key).check(value, &value)
+}
+
 fn range(key: &str) -> Range {
     RANGES
         .iter()
@@ -229,6 +238,10 @@ pub fn check(c: &RunConfig) -> Result<(), ConfigError> {
     int("eval.episodes", c.eval.episodes as u64)?;
     int("eval.final_episodes", c.eval.final_episodes as u64)?;
     int("eval.earlier_versions", c.eval.earlier_versions as u64)?;
+    real("eval.epsilon", c.eval.epsilon)?;
+    int("eval.max_steps", c.eval.max_steps)?;
+    int("eval.final_max_steps", c.eval.final_max_steps)?;
+    real("eval.cpu_share", c.eval.cpu_share)?;
     real("selfplay.past_fraction", c.selfplay.past_fraction)?;
     real("selfplay.rule_fraction", c.selfplay.rule_fraction)?;
     int(
@@ -237,6 +250,7 @@ pub fn check(c: &RunConfig) -> Result<(), ConfigError> {
     )?;
     int("selfplay.past_stride", c.selfplay.past_stride)?;
     check_dqn(c)?;
+    check_eval_policy(c)?;
     check_network_size(c)?;
     check_derived(c)
 }
@@ -258,6 +272,17 @@ fn check_dqn(c: &RunConfig) -> Result<(), ConfigError> {
     real("dqn.epsilon_start", q.epsilon_start)?;
     real("dqn.epsilon_end", q.epsilon_end)?;
     real("dqn.exploration_fraction", q.exploration_fraction)
+}
+
+/// A DQN's head is Q-values: there is no distribution to sample.
+fn check_eval_policy(c: &RunConfig) -> Result<(), ConfigError> {
+    if c.run.algorithm == super::Algorithm::Dqn && c.eval.policy == super::EvalPolicy::Sample {
+        return bad(
+            "eval.policy",
+            "`sample` draws from a policy's distribution, and a DQN's outputs are Q-values: use `greedy` or `epsilon`".into(),
+        );
+    }
+    Ok(())
 }
 
 fn bad(key: &str, reason: String) -> Result<(), ConfigError> {
