@@ -1,11 +1,18 @@
-//! Deterministic evaluation episodes: N envs from the evaluation seed's start
-//! states, one counted episode each, greedy actions (argmax over the allowed
-//! actions, or the squashed Gaussian mean); one batched inference call per step
-//! over all N envs (an env whose episode is counted steps on uncounted).
+//! Evaluation episodes: N envs from the evaluation seed's start states, one
+//! counted episode each, actions as the run's evaluation protocol picks them
+//! ([`crate::acting`]); one batched inference call per step over all N envs
+//! (an env whose episode is counted steps on uncounted). An evaluation has a
+//! budget of env steps, counted over the episodes still playing: what has not
+//! finished within it, or when the evaluator is stopped, is cut, reported
+//! apart and never counted as finished.
 
-use sebulba_core::distribution::{ActionDist, DistError, argmax, tanh_normal_mode};
+use crate::acting::Acting;
+use crate::cpu::Throttle;
+use sebulba_core::config::EvalPolicy;
+use sebulba_core::distribution::DistError;
 use sebulba_core::policy::InferencePolicy;
-use sebulba_envs::{ActionBatch, EnvError, Purpose, VectorEnv, make_vector_env};
+use sebulba_envs::{EnvError, Purpose, make_vector_env};
+use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PlayError {
@@ -13,122 +20,270 @@ pub enum PlayError {
     Env(#[from] EnvError),
     #[error(transparent)]
     Dist(#[from] DistError),
+    /// The evaluator was stopped before a game's matches were played.
+    #[error("stopped before the matches were played")]
+    Stopped,
+}
+
+/// What one evaluation plays, and how.
+#[derive(Debug, Clone, Copy)]
+pub struct Plan {
+    pub episodes: usize,
+    /// Env steps the evaluation may play, summed over its unfinished episodes.
+    pub max_steps: u64,
+    pub policy: EvalPolicy,
+    pub epsilon: f64,
+    /// The evaluation seed: start states and the protocol's draws.
+    pub seed: u64,
+    /// The share of the machine's cores the evaluation may take (`None`:
+    /// unbounded).
+    pub cpu_share: Option<f64>,
+}
+
+/// Why an evaluation's unfinished episodes were cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CutBy {
+    /// The step budget (`eval.max_steps`, `eval.final_max_steps`) ran out.
+    MaxSteps,
+    /// The evaluator was stopped.
+    Shutdown,
+}
+
+impl CutBy {
+    pub fn name(self) -> &'static str {
+        match self {
+            CutBy::MaxSteps => "max_steps",
+            CutBy::Shutdown => "shutdown",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default)]
 pub struct EpisodeResults {
+    /// The finished episodes' returns and lengths.
     pub returns: Vec<f64>,
     pub lengths: Vec<u32>,
+    /// Finished episodes that ended at the env's step cap (truncated).
+    pub truncated: usize,
+    /// The cut episodes' returns and lengths so far.
+    pub cut_returns: Vec<f64>,
+    pub cut_lengths: Vec<u32>,
+    pub cut_by: Option<CutBy>,
     /// Envs replaced after they failed mid-episode.
     pub env_restarts: u64,
+    /// CPU time of the evaluation's threads, and the time it slept to
+    /// keep to its share of the cores.
+    pub cpu_seconds: f64,
+    pub throttled_seconds: f64,
 }
 
 impl EpisodeResults {
-    pub fn mean(&self) -> f64 {
-        self.returns.iter().sum::<f64>() / self.returns.len().max(1) as f64
+    /// The returns an evaluation is scored by: the finished episodes', or,
+    /// where none finished, the cut ones' so far (a line then says
+    /// `episodes: 0`), so that a stalled policy still has a figure.
+    pub fn scored(&self) -> (&[f64], &[u32]) {
+        if self.returns.is_empty() {
+            (&self.cut_returns, &self.cut_lengths)
+        } else {
+            (&self.returns, &self.lengths)
+        }
     }
+
+    pub fn mean(&self) -> f64 {
+        mean(self.scored().0)
+    }
+
     pub fn std(&self) -> f64 {
-        let m = self.mean();
-        (self.returns.iter().map(|r| (r - m).powi(2)).sum::<f64>()
-            / self.returns.len().max(1) as f64)
-            .sqrt()
+        let (r, m) = (self.scored().0, self.mean());
+        (r.iter().map(|r| (r - m).powi(2)).sum::<f64>() / r.len().max(1) as f64).sqrt()
+    }
+
+    /// Episodes set out to play: finished and cut.
+    pub fn asked(&self) -> usize {
+        self.returns.len() + self.cut_returns.len()
     }
 }
 
-/// Plays `episodes` episodes (env i plays episode i from the seed's start
-/// state). An env that fails (a Python env raised or returned NaN/Inf) is
+/// The mean of `v`, 0 for none.
+pub(crate) fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
+/// Plays `plan.episodes` episodes (env i plays episode i from the seed's
+/// start state) until each has finished, the step budget is spent or `stop`
+/// fires. An env that fails (a Python env raised or returned NaN/Inf) is
 /// replaced and plays a new episode in place of the one it broke, at most
 /// `episodes` times in all; the results count the replacements.
 pub fn play_episodes(
     policy: &InferencePolicy,
     env_id: &str,
     env_kwargs: &str,
-    episodes: usize,
-    seed: u64,
+    plan: &Plan,
+    stop: &CancellationToken,
 ) -> Result<EpisodeResults, PlayError> {
-    let spec = policy.spec();
+    let mut throttle = Throttle::new(plan.cpu_share);
+    let (spec, episodes) = (policy.spec(), plan.episodes);
     let dist = spec.dist();
-    let mut venv = make_vector_env(env_id, env_kwargs, episodes, seed, Purpose::Evaluate)?;
+    let mut venv = make_vector_env(env_id, env_kwargs, episodes, plan.seed, Purpose::Evaluate)?;
     let mut obs = vec![0.0f32; episodes * spec.obs_dim];
     venv.reset(&mut obs)?;
     let mut out = venv.new_step_out();
-    let mut greedy = Greedy::new(&dist, episodes);
-    let mut returns = vec![None; episodes];
-    let mut lengths = vec![0u32; episodes];
-    let mut remaining = episodes;
+    let mut acting = Acting::new(&dist, episodes, plan.policy, plan.epsilon, plan.seed);
+    let mut book = Book::new(episodes);
+    let mut rows = Rows::new(episodes, spec.obs_dim, spec.head_dim());
     let mut restarts = 0;
-    while remaining > 0 {
-        let head = policy.head(&obs, episodes);
-        let batch = greedy.actions(&dist, &head, venv.as_ref());
+    let cut_by = loop {
+        if book.remaining == 0 {
+            break None;
+        }
+        if stop.is_cancelled() {
+            break Some(CutBy::Shutdown);
+        }
+        if book.steps + book.remaining as u64 > plan.max_steps {
+            break Some(CutBy::MaxSteps);
+        }
+        let head = book.heads(policy, &obs, &mut rows);
+        let batch = acting.actions(&dist, head, venv.as_ref())?;
         match venv.step(batch, &mut out) {
             Ok(()) => obs.copy_from_slice(&out.obs),
             Err(EnvError::EnvFailed { index, .. } | EnvError::NonFinite { index, .. })
                 if restarts < episodes =>
             {
                 restarts += 1;
+                book.restart(index);
                 venv.restart(index, &mut obs)?;
                 continue;
             }
             Err(e) => return Err(e.into()),
         }
-        for ep in &out.episodes {
-            if returns[ep.env_index].is_none() {
-                returns[ep.env_index] = Some(ep.episode_return);
-                lengths[ep.env_index] = ep.length;
-                remaining -= 1;
-            }
-        }
-    }
-    Ok(EpisodeResults {
-        returns: returns.into_iter().map(|r| r.unwrap_or(f64::NAN)).collect(),
-        lengths,
-        env_restarts: restarts as u64,
-    })
+        book.step(&out);
+        throttle.pace(&|| stop.is_cancelled());
+    };
+    // Before the envs go: their threads' CPU time is the evaluation's.
+    let (cpu_seconds, throttled) = (throttle.cpu_seconds(), throttle.slept());
+    drop(venv);
+    Ok(book.results(
+        cut_by,
+        restarts as u64,
+        cpu_seconds,
+        throttled.as_secs_f64(),
+    ))
 }
 
-/// Greedy actions for every env: argmax over the allowed actions, or the
-/// squashed Gaussian mean; buffers sized once.
-struct Greedy {
-    discrete: Vec<u32>,
-    continuous: Vec<f32>,
-    masks: Vec<u8>,
+/// Buffers for the forward pass over the unfinished episodes' rows only.
+struct Rows {
+    obs_dim: usize,
+    head_dim: usize,
+    obs: Vec<f32>,
+    /// Every env's head row; a finished one's keeps its last values (its
+    /// actions are played on an uncounted episode).
+    head: Vec<f32>,
 }
 
-impl Greedy {
-    fn new(dist: &ActionDist, envs: usize) -> Self {
+impl Rows {
+    fn new(envs: usize, obs_dim: usize, head_dim: usize) -> Self {
         Self {
-            discrete: vec![0; envs],
-            continuous: vec![0.0; envs * dist.action_width()],
-            masks: match dist {
-                ActionDist::Categorical { n } => vec![1u8; envs * n],
-                ActionDist::TanhNormal { .. } => Vec::new(),
-            },
-        }
-    }
-
-    fn actions<'a>(
-        &'a mut self,
-        dist: &ActionDist,
-        head: &[f32],
-        venv: &dyn VectorEnv,
-    ) -> ActionBatch<'a> {
-        match dist {
-            ActionDist::Categorical { n } => {
-                let n = *n;
-                let has_masks = venv.action_masks(&mut self.masks);
-                for (e, a) in self.discrete.iter_mut().enumerate() {
-                    let valid = has_masks.then(|| &self.masks[e * n..(e + 1) * n]);
-                    *a = argmax(&head[e * n..(e + 1) * n], valid) as u32;
-                }
-                ActionBatch::Discrete(&self.discrete)
-            }
-            ActionDist::TanhNormal { dim, squash, .. } => {
-                let h = 2 * dim;
-                for (e, a) in self.continuous.chunks_exact_mut(*dim).enumerate() {
-                    tanh_normal_mode(&head[e * h..(e + 1) * h], squash, a);
-                }
-                ActionBatch::Continuous(&self.continuous)
-            }
+            obs_dim,
+            head_dim,
+            obs: Vec::with_capacity(envs * obs_dim),
+            head: vec![0.0; envs * head_dim],
         }
     }
 }
+
+/// Each episode's progress: its return and length so far, or its result.
+struct Book {
+    running: Vec<(f64, u32)>,
+    finished: Vec<Option<(f64, u32, bool)>>,
+    remaining: usize,
+    /// Steps of unfinished episodes played.
+    steps: u64,
+}
+
+impl Book {
+    fn new(episodes: usize) -> Self {
+        Self {
+            running: vec![(0.0, 0); episodes],
+            finished: vec![None; episodes],
+            remaining: episodes,
+            steps: 0,
+        }
+    }
+
+    /// The head rows of every env, computed for the unfinished ones only: a
+    /// finished env steps on, but its actions count for nothing, and late in
+    /// an evaluation of a convolutional network most of its time was theirs.
+    fn heads<'a>(&self, policy: &InferencePolicy, obs: &[f32], rows: &'a mut Rows) -> &'a [f32] {
+        let (d, h) = (rows.obs_dim, rows.head_dim);
+        if self.remaining == self.finished.len() {
+            rows.head.copy_from_slice(&policy.head(obs, self.remaining));
+            return &rows.head;
+        }
+        let playing = || (0..self.finished.len()).filter(|&i| self.finished[i].is_none());
+        rows.obs.clear();
+        for i in playing() {
+            rows.obs.extend_from_slice(&obs[i * d..(i + 1) * d]);
+        }
+        let head = policy.head(&rows.obs, self.remaining);
+        for (k, i) in playing().enumerate() {
+            rows.head[i * h..(i + 1) * h].copy_from_slice(&head[k * h..(k + 1) * h]);
+        }
+        &rows.head
+    }
+
+    /// A failed env's episode starts again.
+    fn restart(&mut self, index: usize) {
+        self.running[index] = (0.0, 0);
+    }
+
+    fn step(&mut self, out: &sebulba_envs::VecStepOut) {
+        for (i, run) in self.running.iter_mut().enumerate() {
+            if self.finished[i].is_none() {
+                run.0 += f64::from(out.reward[i]);
+                run.1 += 1;
+                self.steps += 1;
+            }
+        }
+        for ep in &out.episodes {
+            let i = ep.env_index;
+            if self.finished[i].is_none() {
+                let at_cap = out.truncated[i] && !out.terminated[i];
+                self.finished[i] = Some((ep.episode_return, ep.length, at_cap));
+                self.remaining -= 1;
+            }
+        }
+    }
+
+    fn results(
+        self,
+        cut_by: Option<CutBy>,
+        env_restarts: u64,
+        cpu_seconds: f64,
+        throttled_seconds: f64,
+    ) -> EpisodeResults {
+        let mut r = EpisodeResults {
+            cut_by,
+            env_restarts,
+            cpu_seconds,
+            throttled_seconds,
+            ..EpisodeResults::default()
+        };
+        for (done, run) in self.finished.into_iter().zip(self.running) {
+            match done {
+                Some((ret, len, at_cap)) => {
+                    r.returns.push(ret);
+                    r.lengths.push(len);
+                    r.truncated += usize::from(at_cap);
+                }
+                None => {
+                    r.cut_returns.push(run.0);
+                    r.cut_lengths.push(run.1);
+                }
+            }
+        }
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -18,6 +18,7 @@ use sebulba_envs::games::GameVecEnv;
 use sebulba_envs::games::{GameOptions, Scoring};
 use sebulba_envs::{ActionBatch, VectorEnv};
 use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
 
 /// Who sits in a seat: the evaluated version, or an opponent.
 #[derive(Clone, Copy)]
@@ -101,6 +102,7 @@ pub fn play_matches(
     env_kwargs: &str,
     games: usize,
     seed: u64,
+    stop: &CancellationToken,
 ) -> Result<(EpisodeResults, Vec<MatchResult>), PlayError> {
     let mut opponents = vec![Player::Random];
     opponents.extend(rule_players(env_id)?);
@@ -110,7 +112,8 @@ pub fn play_matches(
     let mut results = Vec::new();
     let mut episodes = EpisodeResults::default();
     for o in opponents {
-        let (m, played) = play_match(Player::Policy(policy), o, env_id, env_kwargs, games, seed)?;
+        let me = Player::Policy(policy);
+        let (m, played) = play_match(me, o, env_id, env_kwargs, games, seed, stop)?;
         if matches!(o, Player::Rule(0, _)) {
             episodes.returns = played
                 .iter()
@@ -125,7 +128,9 @@ pub fn play_matches(
 
 /// Plays `games` games of `env_id` between `me` (one seat) and `them`
 /// (the others); see the module docs. Returns the match (named for `them`,
-/// won or lost by `me`) and each game's (score, length).
+/// won or lost by `me`) and each game's (score, length); stopped between
+/// two moves when `stop` fires ([`PlayError::Stopped`]: a match is not
+/// scored in part).
 pub fn play_match(
     me: Player<'_>,
     them: Player<'_>,
@@ -133,6 +138,7 @@ pub fn play_match(
     env_kwargs: &str,
     games: usize,
     seed: u64,
+    stop: &CancellationToken,
 ) -> Result<(MatchResult, Vec<(f64, u32)>), PlayError> {
     // Matches report the game's own scores (Big Two: cards), whatever
     // `env.kwargs.scoring` trains on, so that mean scores compare across runs.
@@ -153,6 +159,9 @@ pub fn play_match(
     let mut results: Vec<Option<(f64, u32)>> = vec![None; games];
     let mut remaining = games;
     while remaining > 0 {
+        if stop.is_cancelled() {
+            return Err(PlayError::Stopped);
+        }
         venv.to_move(&mut movers);
         venv.action_masks(&mut masks);
         let (ours, theirs): (Vec<usize>, Vec<usize>) =

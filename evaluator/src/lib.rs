@@ -1,17 +1,25 @@
 //! The evaluator: follows the parameter server and, every `interval` versions
 //! (and always for the final one, with `final_episodes` episodes), plays
-//! deterministic (argmax) episodes on its own environments. Results go to `eval.jsonl`; the best weights to
-//! `best.safetensors`; each score is filed with the parameter server too.
+//! episodes on its own environments by the run's evaluation protocol
+//! (`eval.policy`: greedy, sampled or ε-greedy), within a budget of env
+//! steps and a share of the cores. Results go to `eval.jsonl`; the best
+//! weights to `best.safetensors`; each score is filed with the parameter
+//! server too. Stopped mid-evaluation, it writes and files what it has.
 
+mod acting;
+mod cpu;
 mod episodes;
 mod games;
+mod line;
 mod metrics;
 mod schedule;
 mod versions;
 
-pub use episodes::{EpisodeResults, play_episodes};
+pub use cpu::THREAD_NAME;
+pub use episodes::{CutBy, EpisodeResults, Plan, play_episodes};
 pub use games::{MatchResult, Player, play_match, rule_players, wilson_interval};
-pub use schedule::Schedule;
+pub use line::EvalLine;
+pub use schedule::{Overrides, Schedule};
 use sebulba_core::policy::{InferencePolicy, network_from_wire};
 use sebulba_proto::parameter_server_client::ParameterServerClient;
 use sebulba_proto::{EvalReport, Weights};
@@ -19,7 +27,6 @@ use sebulba_runfiles::files::write_atomic;
 use sebulba_runfiles::tensorboard::{self, MirroredLines};
 use sebulba_transport::grpc::{SecureChannel, channel};
 use sebulba_transport::security::{Class, Security};
-use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -43,17 +50,9 @@ pub struct EvaluatorOptions {
     pub param_server: String,
     /// Where `eval.jsonl` and `best.safetensors` go.
     pub output: Output,
-    /// Evaluate when the version is at least this many past the last
-    /// evaluated one. This and the next three: `None` follows the run's
-    /// published schedule ([`EvaluatorOptions::schedule`]).
-    pub interval: Option<u64>,
-    /// Episodes (a game: games per match) per evaluation.
-    pub episodes: Option<usize>,
-    /// Episodes for the run's final version.
-    pub final_episodes: Option<usize>,
-    /// A game's earlier versions kept as opponents; each holds one copy of
-    /// the weights.
-    pub earlier_versions: Option<usize>,
+    /// The evaluator's own schedule settings; each one not given follows
+    /// the run's published schedule ([`Overrides::over`]).
+    pub schedule: Overrides,
     /// The run seed; evaluation envs use `eval_seed(seed)`, the same start states for every version.
     pub seed: u64,
     /// Inference device (`cpu`, or `cuda:N` with the `cuda` feature).
@@ -100,37 +99,6 @@ impl Output {
     }
 }
 
-/// One evaluation. For a turn-based game, the `return_*` fields are the
-/// win/loss of the evaluated seat in the match against the greedy player
-/// (`return_mean` is that win rate: the number a run is ranked by, and
-/// `best.safetensors` follows), and `matches` has every match in full.
-#[derive(Debug, Clone, Serialize)]
-pub struct EvalLine {
-    pub version: u64,
-    pub env_steps: u64,
-    pub return_mean: f64,
-    pub return_std: f64,
-    pub return_min: f64,
-    pub return_max: f64,
-    pub length_mean: f64,
-    pub episodes: usize,
-    pub r#final: bool,
-    pub eval_seconds: f64,
-    /// The learner's run clock (seconds of training) when it published this
-    /// version.
-    pub wall_seconds: f64,
-    /// Envs replaced after they failed mid-episode (Python envs; absent when 0).
-    #[serde(skip_serializing_if = "is_zero")]
-    pub env_restarts: u64,
-    /// A game's matches: against random, greedy, and an earlier checkpoint.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub matches: Vec<MatchResult>,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
-
 /// Evaluates until the final version is done or `shutdown` fires; returns the
 /// evaluations made.
 pub async fn run(
@@ -169,11 +137,12 @@ pub async fn run(
         if !due || ev.last == Some(w.version) {
             continue;
         }
-        let Some(line) = ev.evaluate(&w).await? else {
+        let Some(line) = ev.evaluate(&w, &shutdown).await? else {
             continue;
         };
+        let stopped = line.cut_by == Some(CutBy::Shutdown.name());
         ev.record(&w, line, &shutdown).await?;
-        if w.r#final {
+        if w.r#final || stopped || shutdown.is_cancelled() {
             break;
         }
     }
@@ -213,6 +182,8 @@ struct Evaluator<'a> {
     last: Option<u64>,
     best: f64,
     lines: Vec<EvalLine>,
+    /// CPU seconds of the evaluations made.
+    cpu_seconds: f64,
 }
 
 impl<'a> Evaluator<'a> {
@@ -233,6 +204,7 @@ impl<'a> Evaluator<'a> {
             last: None,
             best: f64::NEG_INFINITY,
             lines: Vec::new(),
+            cpu_seconds: 0.0,
         })
     }
 
@@ -260,7 +232,7 @@ impl<'a> Evaluator<'a> {
         info!(run = %run_id, dir = %dir.display(), ?last, "following run");
         self.out = Some((out, dir));
         (self.run, self.last, self.best) = (run_id.to_string(), last, best);
-        self.schedule = self.opts.schedule(&w.env_id, published_schedule(w));
+        self.schedule = self.opts.schedule.over(&w.env_id, published_schedule(w));
         info!(run = %run_id, schedule = ?self.schedule, "evaluation schedule");
         self.earlier = versions::Earlier::new(self.schedule.earlier_versions);
         Ok(true)
@@ -284,53 +256,98 @@ impl<'a> Evaluator<'a> {
         }
     }
 
-    /// Plays the episodes of version `w` on a blocking thread (its span
-    /// continues the trace of the publish that made it); `None` when its
-    /// weights do not load.
-    async fn evaluate(&mut self, w: &Weights) -> Result<Option<EvalLine>, EvaluatorError> {
+    /// Plays the episodes of version `w` on a thread of its own, named
+    /// [`THREAD_NAME`] (its span continues the trace of the publish that
+    /// made it), until they finish, its budget is spent or `stop` fires;
+    /// `None` when its weights do not load.
+    async fn evaluate(
+        &mut self,
+        w: &Weights,
+        stop: &CancellationToken,
+    ) -> Result<Option<EvalLine>, EvaluatorError> {
         let mut p = self.policy_for(w)?;
         if let Err(e) = p.load(w.version, w.safetensors.to_vec()) {
             warn!(version = w.version, "skipping unloadable weights: {e}");
             self.policy = Some(p);
             return Ok(None);
         }
-        let episodes = if w.r#final {
-            self.schedule.final_episodes
-        } else {
-            self.schedule.episodes
-        };
-        let seed = sebulba_core::config::eval_seed(self.opts.seed);
-        let (env_id, env_kwargs) = (w.env_id.clone(), w.env_kwargs.clone());
-        let t0 = Instant::now();
-        let span = info_span!("evaluate", version = w.version, episodes);
-        sebulba_transport::trace::set_parent_from_map(&span, &w.trace_context);
+        let s = &self.schedule;
         // Games are native ids: no spec (for a `gym:` id, a Python call) needed.
         let game = sebulba_envs::games::GAME_IDS.contains(&w.env_id.as_str());
+        // A game's matches are played greedily (module `games`).
+        let acted = if game {
+            (sebulba_core::config::EvalPolicy::Greedy, 0.0)
+        } else {
+            line::acting_for(s, w.epsilon.is_some())
+        };
+        let plan = Plan {
+            episodes: if w.r#final {
+                s.final_episodes
+            } else {
+                s.episodes
+            },
+            max_steps: if w.r#final {
+                s.final_max_steps
+            } else {
+                s.max_steps
+            },
+            policy: acted.0,
+            epsilon: acted.1,
+            seed: sebulba_core::config::eval_seed(self.opts.seed),
+            // After training, the final evaluation takes what it needs.
+            cpu_share: (!w.r#final).then_some(s.cpu_share),
+        };
         let earlier = if game {
             self.earlier.opponent_for(w)?
         } else {
             None
         };
-        let (p, results) = tokio::task::spawn_blocking(move || {
+        let kind = if w.r#final { "final" } else { "periodic" };
+        info!(
+            version = w.version,
+            evaluation = %kind,
+            episodes = plan.episodes,
+            max_steps = plan.max_steps,
+            policy = %acted.0.name(),
+            "evaluating"
+        );
+        let t0 = Instant::now();
+        let span = info_span!("evaluate", version = w.version, episodes = plan.episodes);
+        sebulba_transport::trace::set_parent_from_map(&span, &w.trace_context);
+        let (env_id, env_kwargs, stop) = (w.env_id.clone(), w.env_kwargs.clone(), stop.clone());
+        let (p, results) = on_eval_thread(move || {
             let _e = span.enter();
             let r = if game {
-                games::play_matches(&p, earlier.as_ref(), &env_id, &env_kwargs, episodes, seed)
+                let seed = plan.seed;
+                games::play_matches(
+                    &p,
+                    earlier.as_ref(),
+                    &env_id,
+                    &env_kwargs,
+                    plan.episodes,
+                    seed,
+                    &stop,
+                )
             } else {
-                play_episodes(&p, &env_id, &env_kwargs, episodes, seed).map(|r| (r, Vec::new()))
+                play_episodes(&p, &env_id, &env_kwargs, &plan, &stop).map(|r| (r, Vec::new()))
             };
             (p, r)
         })
-        .await
-        .map_err(|e| EvaluatorError::Task(e.to_string()))?;
-        let bad = |e: episodes::PlayError| EvaluatorError::BadWeights {
-            version: w.version,
-            reason: e.to_string(),
+        .await?;
+        self.policy = Some(p);
+        let (results, matches) = match results {
+            Ok(r) => r,
+            Err(episodes::PlayError::Stopped) => return Ok(None),
+            Err(e) => {
+                return Err(EvaluatorError::BadWeights {
+                    version: w.version,
+                    reason: e.to_string(),
+                });
+            }
         };
-        let (results, matches) = results.map_err(bad)?;
         if game {
             self.earlier.keep(w.version, &w.safetensors);
         }
-        self.policy = Some(p);
         self.last = Some(w.version);
         // The learner's training clock when it published this version (what
         // curves against wall time want); this evaluator's own clock only for
@@ -340,7 +357,11 @@ impl<'a> Evaluator<'a> {
         } else {
             self.started.elapsed().as_secs_f64()
         };
-        let mut line = EvalLine::new(w, &results, t0.elapsed().as_secs_f64(), wall);
+        let clocks = line::Clocks {
+            eval_seconds: t0.elapsed().as_secs_f64(),
+            wall_seconds: wall,
+        };
+        let mut line = EvalLine::new(w, &results, acted, clocks);
         line.matches = matches;
         Ok(Some(line))
     }
@@ -357,29 +378,29 @@ impl<'a> Evaluator<'a> {
             version = line.version,
             env_steps = line.env_steps,
             return_mean = format!("{:.1}", line.return_mean),
+            episodes = line.episodes,
+            of = line.episodes_asked,
+            cut_by = line.cut_by.unwrap_or("none"),
+            cpu_seconds = format!("{:.1}", line.cpu_seconds),
             "evaluated"
         );
         // A run is followed before any of its versions is evaluated.
         if let Some((out, dir)) = &mut self.out {
             out.write(&line)
                 .map_err(|e| EvaluatorError::Io("eval.jsonl".into(), e))?;
-            if line.return_mean > self.best {
+            // An evaluation of cut episodes alone is no candidate.
+            let whole = line.episodes > 0 || line.episodes_asked == 0;
+            if whole && line.return_mean > self.best {
                 self.best = line.return_mean;
                 write_atomic(&dir.join("best.safetensors"), &w.safetensors)
                     .map_err(|e| EvaluatorError::Io("best.safetensors".into(), e))?;
             }
         }
-        let report = EvalReport {
-            version: line.version,
-            env_steps: line.env_steps,
-            return_mean: line.return_mean,
-            return_std: line.return_std,
-            episodes: line.episodes as u32,
-            r#final: line.r#final,
-            run_id: w.run_id.clone(),
-            matches: line.matches.iter().map(MatchResult::to_wire).collect(),
-        };
-        metrics::evaluated(&line);
+        let report = line.report(&w.run_id);
+        self.cpu_seconds += line.cpu_seconds;
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        let wall = self.started.elapsed().as_secs_f64().max(1e-9);
+        metrics::evaluated(&line, self.cpu_seconds, self.cpu_seconds / (wall * cores));
         let span = info_span!("report_eval", version = line.version);
         sebulba_transport::trace::set_parent_from_map(&span, &w.trace_context);
         report_eval(self.client.clone(), report, shutdown)
@@ -390,26 +411,22 @@ impl<'a> Evaluator<'a> {
     }
 }
 
-impl EvalLine {
-    fn new(w: &Weights, results: &EpisodeResults, eval_seconds: f64, wall_seconds: f64) -> Self {
-        let returns = || results.returns.iter().copied();
-        Self {
-            version: w.version,
-            env_steps: w.env_steps,
-            return_mean: results.mean(),
-            return_std: results.std(),
-            return_min: returns().fold(f64::INFINITY, f64::min),
-            return_max: returns().fold(f64::NEG_INFINITY, f64::max),
-            length_mean: results.lengths.iter().map(|&l| l as f64).sum::<f64>()
-                / results.lengths.len().max(1) as f64,
-            episodes: results.returns.len(),
-            r#final: w.r#final,
-            eval_seconds,
-            wall_seconds,
-            env_restarts: results.env_restarts,
-            matches: Vec::new(),
-        }
-    }
+/// Runs `work` on a new thread named [`THREAD_NAME`] (the threads it starts
+/// inherit the name, and their CPU time is the evaluation's), off the
+/// runtime's threads: a long evaluation starves no task, and the runtime
+/// can end without waiting for it.
+async fn on_eval_thread<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, EvaluatorError> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name(THREAD_NAME.into())
+        .spawn(move || {
+            let _ = tx.send(work());
+        })
+        .map_err(|e| EvaluatorError::Task(e.to_string()))?;
+    rx.await
+        .map_err(|_| EvaluatorError::Task("the evaluation thread died".into()))
 }
 
 /// Files a score with the parameter server, retrying briefly; a failure only costs the summary.
@@ -420,7 +437,9 @@ async fn report_eval(
 ) {
     for attempt in 0..20u32 {
         let mut req = tonic::Request::new(report.clone());
-        req.set_timeout(Duration::from_secs(5));
+        // Stopping: one try, short, so that the process ends promptly.
+        let stopping = shutdown.is_cancelled();
+        req.set_timeout(Duration::from_secs(if stopping { 2 } else { 5 }));
         match client.report_eval(req).await {
             Ok(_) => return,
             Err(e) if attempt == 19 => warn!(
@@ -428,6 +447,14 @@ async fn report_eval(
                 "could not report evaluation: {}",
                 e.message()
             ),
+            Err(e) if stopping => {
+                warn!(
+                    version = report.version,
+                    "could not report evaluation while stopping: {}",
+                    e.message()
+                );
+                return;
+            }
             Err(_) => {}
         }
         tokio::select! {

@@ -33,14 +33,31 @@ pub(crate) fn describe() {
         "sebulba_evaluator_env_steps",
         "Env steps the newest evaluated version was trained on"
     );
+    describe_counter!(
+        "sebulba_evaluator_episodes_cut_total",
+        "Evaluation episodes cut unfinished (the step budget, a stop)"
+    );
+    describe_gauge!(
+        "sebulba_evaluator_cpu_seconds",
+        "CPU time of this evaluator's evaluations (their envs' threads included), seconds"
+    );
+    describe_gauge!(
+        "sebulba_evaluator_cpu_share",
+        "The evaluations' CPU time over this evaluator's wall time times the machine's cores"
+    );
     describe_histogram!(
         "sebulba_evaluator_eval_seconds",
         "Playing one evaluation's episodes"
     );
 }
 
-/// One evaluation, as written to `eval.jsonl`.
-pub(crate) fn evaluated(line: &EvalLine) {
+/// One evaluation, as written to `eval.jsonl`, and the evaluator's CPU
+/// account after it: its evaluations' CPU seconds, and their share of the
+/// machine's cores over the evaluator's wall time.
+pub(crate) fn evaluated(line: &EvalLine, cpu_seconds: f64, cpu_share: f64) {
+    counter!("sebulba_evaluator_episodes_cut_total").increment(line.episodes_cut as u64);
+    gauge!("sebulba_evaluator_cpu_seconds").set(cpu_seconds);
+    gauge!("sebulba_evaluator_cpu_share").set(cpu_share);
     counter!("sebulba_evaluator_evaluations_total").increment(1);
     counter!("sebulba_evaluator_episodes_total").increment(line.episodes as u64);
     counter!("sebulba_evaluator_env_restarts_total").increment(line.env_restarts);

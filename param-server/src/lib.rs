@@ -87,7 +87,7 @@ impl ParameterServer for Service {
                 past_keep: w.past_keep,
                 past_stride: w.past_stride,
                 epsilon: w.epsilon,
-                eval: w.eval,
+                eval: w.eval.clone(),
             })),
             Some(w) => Ok(Response::new((*w).clone())),
             None => Err(Status::not_found("no version published yet")),

@@ -91,6 +91,25 @@ fn check_matches(matches: &[sebulba_proto::GameMatch]) -> Result<(), String> {
     Ok(())
 }
 
+/// A report's episode counts, cut and CPU time: counts that hold together,
+/// a known reason, a finite time.
+fn check_episodes(r: &EvalReport) -> Result<(), String> {
+    let bad = if r.episodes_asked > 0 && r.episodes > r.episodes_asked {
+        "field `episodes`: more than `episodes_asked`"
+    } else if r.episodes_truncated > r.episodes {
+        "field `episodes_truncated`: more than `episodes`"
+    } else if !matches!(r.cut_by.as_str(), "" | "max_steps" | "shutdown") {
+        "field `cut_by`: expected \"\", \"max_steps\" or \"shutdown\""
+    } else if !r.cut_by.is_empty() && r.episodes >= r.episodes_asked {
+        "field `cut_by`: set, but no episode of `episodes_asked` was cut"
+    } else if !(r.cpu_seconds.is_finite() && r.cpu_seconds >= 0.0) {
+        "field `cpu_seconds`: must be finite and not negative"
+    } else {
+        return Ok(());
+    };
+    Err(bad.into())
+}
+
 /// The weights and evaluation reports of one run: the one being trained.
 pub struct Store {
     /// The run the versions and reports belong to ("" before the first publish).
@@ -252,6 +271,7 @@ impl Store {
     /// Files an evaluation report of the run held (its game matches checked).
     pub fn report(&self, r: EvalReport) -> Result<(), Status> {
         check_matches(&r.matches).map_err(Status::invalid_argument)?;
+        check_episodes(&r).map_err(Status::invalid_argument)?;
         let run = self.current_run();
         if r.run_id != *run {
             return Err(Status::failed_precondition(format!(

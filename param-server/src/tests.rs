@@ -306,6 +306,87 @@ async fn a_games_matches_are_checked_field_by_field() {
     assert!(svc.report_eval(Request::new(nine)).await.is_err());
 }
 
+#[tokio::test]
+async fn a_reports_episode_counts_cut_and_cpu_time_are_checked_naming_the_field() {
+    let svc = Service {
+        store: Arc::new(Store::default()),
+        gate: Gate::default(),
+    };
+    svc.publish(Request::new(w(0))).await.unwrap();
+    let good = EvalReport {
+        version: 1,
+        run_id: "run-a".into(),
+        episodes: 3,
+        episodes_asked: 8,
+        episodes_truncated: 1,
+        cut_by: "max_steps".into(),
+        cpu_seconds: 2.5,
+        ..Default::default()
+    };
+    svc.report_eval(Request::new(good.clone())).await.unwrap();
+    let broken = [
+        (
+            EvalReport {
+                episodes: 9,
+                ..good.clone()
+            },
+            "episodes",
+        ),
+        (
+            EvalReport {
+                episodes_truncated: 4,
+                ..good.clone()
+            },
+            "episodes_truncated",
+        ),
+        (
+            EvalReport {
+                cut_by: "boredom".into(),
+                ..good.clone()
+            },
+            "cut_by",
+        ),
+        (
+            EvalReport {
+                episodes: 8,
+                ..good.clone()
+            },
+            "cut_by",
+        ),
+        (
+            EvalReport {
+                cpu_seconds: f64::NAN,
+                ..good.clone()
+            },
+            "cpu_seconds",
+        ),
+        (
+            EvalReport {
+                cpu_seconds: -1.0,
+                ..good.clone()
+            },
+            "cpu_seconds",
+        ),
+    ];
+    for (r, field) in broken {
+        let e = svc.report_eval(Request::new(r)).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument, "{field}");
+        assert!(
+            e.message().contains(&format!("`{field}`")),
+            "{field}: {}",
+            e.message()
+        );
+    }
+    // An evaluator before the fields: nothing asked, nothing cut.
+    let old = EvalReport {
+        version: 2,
+        run_id: "run-a".into(),
+        episodes: 10,
+        ..Default::default()
+    };
+    svc.report_eval(Request::new(old)).await.unwrap();
+}
+
 async fn listed(svc: &Service, run: &str) -> Vec<u64> {
     let request = Request::new(PastRequest { run_id: run.into() });
     svc.past_versions(request)
