@@ -61,6 +61,9 @@ fn main() -> anyhow::Result<()> {
     let result = rt.block_on(run(cli, hold));
     // Flush the last spans (the final update, the summary) before exiting.
     telemetry.shutdown();
+    // Whatever still runs on the runtime's blocking threads (a Python call
+    // that has not returned) does not hold the process: it exits now.
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
     result
 }
 
@@ -104,6 +107,7 @@ async fn run_learner(args: cli::LearnerArgs, shutdown: CancellationToken) -> any
         run_name,
         // Deterministic runs are `sebulba local`'s: it knows its actors.
         deterministic_actors: Vec::new(),
+        evaluator_in_process: false,
     };
     let summary = sebulba_learner::run(listener, opts, shutdown).await?;
     info!(run_dir = %run_dir.display(), env_steps = summary.env_steps, final_eval = sebulba_learner::summary::shown(summary.final_eval_return_mean), "summary written");
@@ -160,16 +164,13 @@ async fn run_command(cli: Cli, shutdown: CancellationToken) -> anyhow::Result<()
         }
         Command::Evaluator(args) => {
             let opts = sebulba_evaluator::EvaluatorOptions {
-                param_server: args.param_server,
-                output: match (args.run_dir, args.runs_root) {
+                param_server: args.param_server.clone(),
+                output: match (args.run_dir.clone(), args.runs_root.clone()) {
                     (Some(dir), _) => sebulba_evaluator::Output::Dir(dir),
                     (None, Some(root)) => sebulba_evaluator::Output::PerRun(root),
                     (None, None) => anyhow::bail!("--run-dir or --runs-root is required"),
                 },
-                interval: args.interval,
-                episodes: args.episodes,
-                final_episodes: args.final_episodes,
-                earlier_versions: args.earlier_versions,
+                schedule: args.overrides(),
                 seed: args.seed,
                 device: args.device,
                 security: args.security.load()?,

@@ -207,6 +207,25 @@ fn check_other_roles(m: &Scrape, summary: &serde_json::Value, evals: &[serde_jso
         m.value("sebulba_evaluator_return_mean", &[]),
         last["return_mean"].as_f64().unwrap()
     );
+    let cpu: f64 = evals
+        .iter()
+        .map(|e| e["cpu_seconds"].as_f64().unwrap())
+        .sum();
+    let exported = m.value("sebulba_evaluator_cpu_seconds", &[]);
+    assert!(
+        (exported - cpu).abs() <= 1e-9 * cpu.max(1.0),
+        "{exported} against {cpu}"
+    );
+    let share = m.value("sebulba_evaluator_cpu_share", &[]);
+    assert!((0.0..=1.0).contains(&share), "{share}");
+    let cut: u64 = evals
+        .iter()
+        .map(|e| e["episodes_cut"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        m.value("sebulba_evaluator_episodes_cut_total", &[]),
+        cut as f64
+    );
     let episodes: u64 = evals.iter().map(|e| e["episodes"].as_u64().unwrap()).sum();
     assert_eq!(
         m.value("sebulba_evaluator_episodes_total", &[]),

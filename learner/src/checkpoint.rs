@@ -239,8 +239,12 @@ mod tests {
                         version: 5,
                         return_mean: -150.5,
                         matches: Vec::new(),
+                        episodes: 7,
+                        episodes_asked: 8,
+                        cut_by: "max_steps".into(),
                     }),
                     latest: None,
+                    cpu_seconds: 41.25,
                 },
             },
             trainer: TrainerState {

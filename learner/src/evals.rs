@@ -21,6 +21,35 @@ pub struct Score {
     /// A game's evaluation matches (empty for other envs).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub matches: Vec<MatchScore>,
+    /// Episodes finished, of those asked (an evaluator before these fields
+    /// reports 0 asked: all finished), and why the rest were cut (`""`:
+    /// none was).
+    #[serde(default)]
+    pub episodes: u32,
+    #[serde(default)]
+    pub episodes_asked: u32,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cut_by: String,
+}
+
+impl Score {
+    /// The score of a report.
+    pub fn of(r: &EvalReport) -> Self {
+        Self {
+            version: r.version,
+            return_mean: r.return_mean,
+            matches: r.matches.iter().map(MatchScore::from).collect(),
+            episodes: r.episodes,
+            episodes_asked: r.episodes_asked,
+            cut_by: r.cut_by.clone(),
+        }
+    }
+
+    /// At least one episode finished: the return is a whole episode's (one
+    /// scored over cut episodes alone is no candidate for the best).
+    fn finished_any(&self) -> bool {
+        self.episodes > 0 || self.episodes_asked == 0
+    }
 }
 
 /// One evaluation match of a game, as `summary.json` shows it.
@@ -56,6 +85,9 @@ impl From<&sebulba_proto::GameMatch> for MatchScore {
 pub struct Scores {
     pub best: Option<Score>,
     pub latest: Option<Score>,
+    /// CPU seconds of the evaluations read, summed.
+    #[serde(default)]
+    pub cpu_seconds: f64,
 }
 
 impl Scores {
@@ -73,7 +105,7 @@ impl Scores {
             .latest
             .as_ref()
             .is_none_or(|old| s.version >= old.version);
-        if self.best.as_ref().is_none_or(better) {
+        if s.finished_any() && self.best.as_ref().is_none_or(better) {
             self.best = Some(s.clone());
         }
         if newest {
@@ -107,11 +139,10 @@ impl EvalBook {
     pub fn record(&self, reports: &[EvalReport]) {
         let mut scores = self.0.lock().unwrap_or_else(|p| p.into_inner());
         for r in reports {
-            scores.record(Score {
-                version: r.version,
-                return_mean: r.return_mean,
-                matches: r.matches.iter().map(MatchScore::from).collect(),
-            });
+            if r.cpu_seconds.is_finite() && r.cpu_seconds > 0.0 {
+                scores.cpu_seconds += r.cpu_seconds;
+            }
+            scores.record(Score::of(r));
         }
         scores.export();
     }
@@ -192,7 +223,39 @@ mod tests {
             version,
             return_mean,
             matches: Vec::new(),
+            episodes: 0,
+            episodes_asked: 0,
+            cut_by: String::new(),
         })
+    }
+
+    #[test]
+    fn an_evaluation_cut_before_any_episode_finished_is_never_the_best() {
+        let book = EvalBook::default();
+        let cut = |version, return_mean, episodes| EvalReport {
+            episodes,
+            episodes_asked: 8,
+            cut_by: "max_steps".into(),
+            cpu_seconds: 1.5,
+            ..report(version, return_mean)
+        };
+        book.record(&[report(5, 2.0), cut(10, 900.0, 0), cut(15, 3.0, 2)]);
+        let s = book.scores();
+        assert_eq!(s.best.as_ref().map(|b| b.version), Some(15));
+        let latest = s.latest.expect("latest");
+        assert_eq!(
+            (latest.version, latest.episodes, latest.episodes_asked),
+            (15, 2, 8)
+        );
+        assert_eq!(latest.cut_by, "max_steps");
+        // CPU seconds add up; a non-finite or negative figure is left out.
+        assert_eq!(s.cpu_seconds, 3.0);
+        let bad = |cpu| EvalReport {
+            cpu_seconds: cpu,
+            ..report(20, 1.0)
+        };
+        book.record(&[bad(f64::NAN), bad(-1.0), bad(f64::INFINITY)]);
+        assert_eq!(book.scores().cpu_seconds, 3.0);
     }
 
     #[test]

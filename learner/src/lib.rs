@@ -12,6 +12,7 @@ pub mod evals;
 pub mod metrics;
 pub mod progress;
 pub mod publish;
+pub mod returns;
 pub mod run;
 pub mod run_dir;
 pub mod service;

@@ -1,12 +1,14 @@
 //! The learner's progress line, in every mode (a container's log included):
 //! steps, SPS over the whole run, updates, version, policy lag, the newest
-//! evaluation and each actor's env steps/s since the last line, every
+//! evaluation, evaluation's share of the run's CPU time so far and each
+//! actor's env steps/s since the last line, every
 //! `every`. Between lines it reads new evaluation reports every `EVALS_EVERY`,
 //! so a param-server that restarts forgets little the summary would report.
 
 use crate::accounting::BatchCounts;
 use crate::publish::Publisher;
 use crate::state::{LiveProgress, RunClock, Shared};
+use crate::summary::EvalCpu;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -23,6 +25,8 @@ pub struct ProgressTask {
     pub live: Arc<LiveProgress>,
     pub publisher: Publisher,
     pub clock: RunClock,
+    /// For evaluation's share of the run's CPU time ([`EvalCpu::measure`]).
+    pub evaluator_in_process: bool,
 }
 
 impl ProgressTask {
@@ -57,7 +61,9 @@ impl ProgressTask {
         let now = (self.per_name_steps(), self.clock.wall_seconds());
         let steps = self.live.env_steps.load(Ordering::Relaxed);
         let budget = self.shared.config.budget_used(steps, now.1);
-        let latest = self.shared.evals.scores().latest;
+        let scores = self.shared.evals.scores();
+        let cpu = EvalCpu::measure(scores.cpu_seconds, self.evaluator_in_process);
+        let latest = scores.latest;
         let fmt = |x: f64| {
             if x.is_finite() {
                 format!("{x:.1}")
@@ -75,6 +81,7 @@ impl ProgressTask {
             train_return = fmt(self.live.last_return()),
             eval_return = latest.as_ref().map_or("-".into(), |r| fmt(r.return_mean)),
             eval_version = latest.map(|r| r.version),
+            eval_cpu_share = cpu.share.map_or("-".into(), |s| format!("{s:.3}")),
             per_actor = per_actor_sps(&since.0, &now.0, now.1 - since.1),
             "progress"
         );

@@ -9,7 +9,7 @@ use crate::publish::Publisher;
 use crate::run_dir::RunStart;
 use crate::service::LearnerService;
 use crate::state::{LiveProgress, RunClock, Shared};
-use crate::summary::{MemoryReport, Summary, mib};
+use crate::summary::{EvalCpu, MemoryReport, Summary, mib};
 use crate::update::{LoopContext, LoopOutcome, UpdateLoop};
 use crate::validate::Expect;
 use sebulba_algorithms::{Trainer, prepare};
@@ -47,7 +47,15 @@ pub struct LearnerOptions {
     /// The actors of a deterministic run (`run.deterministic`), by name, in
     /// lane order: `sebulba local` names its own. Empty otherwise.
     pub deterministic_actors: Vec<String>,
+    /// The evaluator runs in this process (`sebulba local`): its CPU time is
+    /// part of this process's, for the summary's `eval_cpu`.
+    pub evaluator_in_process: bool,
 }
+
+/// How long a learner stopped while it waits for the final evaluation waits
+/// for the evaluator's partial one (the evaluator, stopped too, files it
+/// after the step it is in).
+const STOPPED_EVAL_WAIT: Duration = Duration::from_secs(2);
 
 /// How often the learner logs its progress line.
 const PROGRESS_EVERY: Duration = Duration::from_secs(10);
@@ -106,6 +114,7 @@ pub async fn run(
         live: opts.live.clone(),
         publisher: publisher.clone(),
         clock,
+        evaluator_in_process: opts.evaluator_in_process,
     };
     let progress = tokio::spawn(progress.log_every(PROGRESS_EVERY, shutdown.child_token()));
     let done = spawn_loop(ctx, queue_rx, resume)?;
@@ -123,7 +132,14 @@ pub async fn run(
         }
     };
     final_evals(&publisher, &shared, &outcome, &shutdown).await;
-    let summary = write_summary(&run_dir, &outcome, clock, &shared, &device_choice)?;
+    let cpu = EvalCpu::measure(shared.evals.scores().cpu_seconds, opts.evaluator_in_process);
+    let ended = Ended {
+        outcome: &outcome,
+        clock,
+        devices: &device_choice,
+        cpu,
+    };
+    let summary = write_summary(&run_dir, &ended, &shared)?;
     shared.streams_end.cancel();
     server_stop.cancel();
     match tokio::time::timeout(Duration::from_secs(5), server).await {
@@ -335,8 +351,13 @@ async fn final_evals(
     }
     let wait = Duration::from_secs(shared.config.learner.final_eval_timeout_secs);
     let run = &shared.run_id;
-    book.wait_for(publisher, run, outcome.final_version, wait, shutdown)
-        .await;
+    let (version, never) = (outcome.final_version, CancellationToken::new());
+    if !book.wait_for(publisher, run, version, wait, shutdown).await && shutdown.is_cancelled() {
+        // Stopped mid-evaluation: the evaluator, stopped too, files what it
+        // has played within a step; the summary reports it.
+        book.wait_for(publisher, run, version, STOPPED_EVAL_WAIT, &never)
+            .await;
+    }
     if book.scores().of_version(outcome.final_version).is_none() {
         warn!(
             "no evaluation of the final version {} arrived; summary has none",
@@ -345,35 +366,44 @@ async fn final_evals(
     }
 }
 
-/// The summary of a run that ended with `outcome`, timed by `clock` (all
-/// segments); its evaluations (final, best, latest) are the whole run's, as
-/// `shared.evals` has kept them.
+/// How the run ended: what the update loop did, its clock (all segments),
+/// the learner's devices, and evaluation's CPU time.
+struct Ended<'a> {
+    outcome: &'a LoopOutcome,
+    clock: RunClock,
+    devices: &'a DeviceChoice,
+    cpu: EvalCpu,
+}
+
+/// The summary of a run that `ended` so; its evaluations (final, best,
+/// latest) are the whole run's, as `shared.evals` has kept them.
 /// Writes `summary.json` and says how the run ended.
 fn write_summary(
     run_dir: &std::path::Path,
-    outcome: &LoopOutcome,
-    clock: RunClock,
+    ended: &Ended<'_>,
     shared: &Shared,
-    devices: &DeviceChoice,
 ) -> Result<Summary, LearnerError> {
-    let summary = summarize(outcome, clock, shared, devices);
+    let summary = summarize(ended, shared);
     write_json_atomic(&run_dir.join("summary.json"), &summary)
         .map_err(|e| LearnerError::Io("summary.json".into(), e))?;
     info!(
         env_steps = summary.env_steps,
         sps = format!("{:.0}", summary.steps_per_second),
         final_eval = crate::summary::shown(summary.final_eval_return_mean),
+        train_return = crate::summary::shown(summary.train_return_mean),
+        eval_cpu_share = crate::summary::shown(summary.eval_cpu.share),
         "learner finished"
     );
     Ok(summary)
 }
 
-fn summarize(
-    outcome: &LoopOutcome,
-    clock: RunClock,
-    shared: &Shared,
-    devices: &DeviceChoice,
-) -> Summary {
+fn summarize(ended: &Ended<'_>, shared: &Shared) -> Summary {
+    let Ended {
+        outcome,
+        clock,
+        devices,
+        cpu,
+    } = *ended;
     let cfg = &shared.config;
     let wall = clock.wall_seconds();
     let scores = shared.evals.scores();
@@ -381,6 +411,7 @@ fn summarize(
     let final_eval = final_score.as_ref().map(|s| s.return_mean);
     let (best, latest) = (scores.best.as_ref(), scores.latest.as_ref());
     let (batches, batches_per_actor) = shared.accounting.snapshot();
+    let (train_return_mean, train_episodes) = shared.train_returns.mean();
     Summary {
         run_id: shared.run_id.clone(),
         env_id: cfg.env.id.clone(),
@@ -393,12 +424,21 @@ fn summarize(
         updates: outcome.updates,
         final_version: outcome.final_version,
         final_eval_return_mean: final_eval,
+        final_eval_episodes: final_score.as_ref().map(|s| s.episodes),
+        final_eval_episodes_asked: final_score.as_ref().map(|s| s.episodes_asked),
+        final_eval_cut_by: final_score
+            .as_ref()
+            .map(|s| s.cut_by.clone())
+            .filter(|c| !c.is_empty()),
         best_eval_return_mean: best.map(|r| r.return_mean),
         best_eval_version: best.map(|r| r.version),
         final_eval_matches: final_score.map(|s| s.matches).unwrap_or_default(),
         best_eval_matches: best.map(|s| s.matches.clone()).unwrap_or_default(),
         latest_eval_return_mean: latest.map(|r| r.return_mean),
         latest_eval_version: latest.map(|r| r.version),
+        train_return_mean,
+        train_episodes,
+        eval_cpu: cpu,
         batches,
         batches_per_actor,
         stopped_by_error: outcome.failure.clone(),

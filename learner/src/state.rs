@@ -61,6 +61,8 @@ pub struct Shared {
     pub accounting: Accounting,
     /// The best and newest evaluations read from the param-server.
     pub evals: crate::evals::EvalBook,
+    /// The last finished training episodes' returns.
+    pub train_returns: crate::returns::TrainReturns,
     /// Fired when the learner's server is about to stop: every open
     /// trajectory stream ends then (UNAVAILABLE when the run is not over), so
     /// the server need not wait out its shutdown grace for actors that keep
@@ -85,6 +87,7 @@ impl Shared {
             stopping: AtomicBool::new(false),
             accounting: Accounting::default(),
             evals: Default::default(),
+            train_returns: Default::default(),
             streams_end: Default::default(),
             actors: Actors::default(),
             deterministic: None,

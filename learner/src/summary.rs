@@ -21,9 +21,17 @@ pub struct Summary {
     pub completed: bool,
     pub updates: u64,
     pub final_version: u64,
-    /// Mean deterministic return of the final version (None if no evaluation
-    /// came, or the run stopped before its budget).
+    /// Mean return of the final version's evaluation (None if no evaluation
+    /// came, or the run stopped before its budget): over its finished
+    /// episodes, or, where none finished, its cut episodes' returns so far.
     pub final_eval_return_mean: Option<f64>,
+    /// The final evaluation's episodes finished, of those it set out to
+    /// play, and why the rest were cut (`max_steps`, `shutdown`; absent
+    /// when none was).
+    pub final_eval_episodes: Option<u32>,
+    pub final_eval_episodes_asked: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub final_eval_cut_by: Option<String>,
     pub best_eval_return_mean: Option<f64>,
     pub best_eval_version: Option<u64>,
     /// A game's evaluation matches of the final and the best version (win
@@ -35,6 +43,12 @@ pub struct Summary {
     /// The newest evaluation filed, whether or not the run completed.
     pub latest_eval_return_mean: Option<f64>,
     pub latest_eval_version: Option<u64>,
+    /// Mean return of the last finished training episodes (at most
+    /// `returns::KEPT`; whole games at the raw score for Atari), and how many.
+    pub train_return_mean: Option<f64>,
+    pub train_episodes: usize,
+    /// What evaluation cost in CPU time, beside the whole run's.
+    pub eval_cpu: EvalCpu,
     pub batches: BatchCounts,
     pub batches_per_actor: BTreeMap<String, BatchCounts>,
     /// Why the run stopped before its budget, when it could not go on.
@@ -55,6 +69,43 @@ pub struct Summary {
     /// resolved), and why those (`as configured`, or what `auto` found).
     pub learner_devices: Vec<String>,
     pub device_choice: String,
+}
+
+/// Evaluation's CPU time beside the run's.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct EvalCpu {
+    /// The evaluations' threads (their envs' included), summed over the
+    /// evaluations filed.
+    pub eval_seconds: f64,
+    /// The whole run: this process and its children (local mode: every
+    /// role, actor processes included), plus the evaluator's where it runs
+    /// elsewhere; None where the OS does not say.
+    pub run_seconds: Option<f64>,
+    /// `eval_seconds` over `run_seconds`.
+    pub share: Option<f64>,
+}
+
+impl EvalCpu {
+    /// Measured now: `eval_seconds` from the reports, the run's from the
+    /// OS (`evaluator_in_process`: this process's time holds the
+    /// evaluator's already).
+    pub fn measure(eval_seconds: f64, evaluator_in_process: bool) -> Self {
+        let own = sebulba_core::cpu::process_tree_seconds();
+        let run_seconds = own.map(|s| {
+            if evaluator_in_process {
+                s
+            } else {
+                s + eval_seconds
+            }
+        });
+        Self {
+            eval_seconds,
+            run_seconds,
+            share: run_seconds
+                .filter(|r| *r > 0.0)
+                .map(|r| (eval_seconds / r).min(1.0)),
+        }
+    }
 }
 
 /// Where the learner process's memory goes as its update loop ends, in MiB.

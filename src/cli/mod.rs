@@ -3,7 +3,7 @@
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use sebulba_core::config::RunConfig;
+use sebulba_core::config::{EvalPolicy, RunConfig};
 use sebulba_core::devices::DeviceKind;
 use std::path::PathBuf;
 
@@ -282,11 +282,11 @@ pub struct EvaluatorArgs {
     /// the weights (so do the next three flags' `eval.*` keys).
     #[arg(long, env = "SEBULBA_EVAL_INTERVAL", value_parser = within::<u64>("eval.interval"))]
     pub interval: Option<u64>,
-    /// Deterministic episodes per evaluation (a game: games against each
+    /// Episodes per evaluation (a game: games against each
     /// opponent). Default: the run's `eval.episodes`.
     #[arg(long, env = "SEBULBA_EVAL_EPISODES", value_parser = within::<usize>("eval.episodes"))]
     pub episodes: Option<usize>,
-    /// Deterministic episodes for the run's final version. Default: the
+    /// Episodes for the run's final version. Default: the
     /// run's `eval.final_episodes`.
     #[arg(long, env = "SEBULBA_EVAL_FINAL_EPISODES", value_parser = within::<usize>("eval.final_episodes"))]
     pub final_episodes: Option<usize>,
@@ -295,6 +295,26 @@ pub struct EvaluatorArgs {
     /// `eval.earlier_versions`.
     #[arg(long, env = "SEBULBA_EVAL_EARLIER_VERSIONS", value_parser = within::<usize>("eval.earlier_versions"))]
     pub earlier_versions: Option<usize>,
+    /// How evaluation acts: `greedy`, `sample` or `epsilon`. Default: the
+    /// run's `eval.policy`.
+    #[arg(long = "policy", env = "SEBULBA_EVAL_POLICY", value_parser = parse_eval_policy)]
+    pub eval_policy: Option<EvalPolicy>,
+    /// The random action's probability under `--policy epsilon`. Default:
+    /// the run's `eval.epsilon`.
+    #[arg(long, env = "SEBULBA_EVAL_EPSILON", value_parser = within_real("eval.epsilon"))]
+    pub epsilon: Option<f64>,
+    /// Env steps one periodic evaluation may play (summed over its
+    /// episodes; the rest are cut). Default: the run's `eval.max_steps`.
+    #[arg(long, env = "SEBULBA_EVAL_MAX_STEPS", value_parser = within::<u64>("eval.max_steps"))]
+    pub max_steps: Option<u64>,
+    /// The same for the final evaluation. Default: the run's
+    /// `eval.final_max_steps`.
+    #[arg(long, env = "SEBULBA_EVAL_FINAL_MAX_STEPS", value_parser = within::<u64>("eval.final_max_steps"))]
+    pub final_max_steps: Option<u64>,
+    /// The share of the machine's cores, (0, 1], a periodic evaluation may
+    /// take. Default: the run's `eval.cpu_share`.
+    #[arg(long, env = "SEBULBA_EVAL_CPU_SHARE", value_parser = within_real("eval.cpu_share"))]
+    pub cpu_share: Option<f64>,
     /// The run seed (evaluation envs derive theirs from it).
     #[arg(long, env = "SEBULBA_SEED", default_value_t = 1)]
     pub seed: u64,
@@ -303,6 +323,39 @@ pub struct EvaluatorArgs {
     pub device: DeviceKind,
     #[command(flatten)]
     pub security: SecurityArgs,
+}
+
+impl EvaluatorArgs {
+    /// The schedule settings given on the command line.
+    pub fn overrides(&self) -> sebulba_evaluator::Overrides {
+        sebulba_evaluator::Overrides {
+            interval: self.interval,
+            episodes: self.episodes,
+            final_episodes: self.final_episodes,
+            earlier_versions: self.earlier_versions,
+            policy: self.eval_policy,
+            epsilon: self.epsilon,
+            max_steps: self.max_steps,
+            final_max_steps: self.final_max_steps,
+            cpu_share: self.cpu_share,
+        }
+    }
+}
+
+fn parse_eval_policy(s: &str) -> Result<EvalPolicy, String> {
+    EvalPolicy::from_name(s)
+        .ok_or_else(|| format!("`{s}`: expected one of {}", EvalPolicy::NAMES.join(", ")))
+}
+
+/// A parser of a real-valued flag that sets `key`, held to its range.
+fn within_real(key: &'static str) -> impl Fn(&str) -> Result<f64, String> + Clone + Send + Sync {
+    move |text: &str| {
+        let x: f64 = text
+            .parse()
+            .map_err(|_| format!("expected a number, got `{text}`"))?;
+        sebulba_core::config::ranges::check_real(key, x).map_err(|e| e.to_string())?;
+        Ok(x)
+    }
 }
 
 fn parse_device(s: &str) -> Result<DeviceKind, String> {

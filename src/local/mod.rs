@@ -44,12 +44,17 @@ pub async fn run(
     info!(env = %config.env.id, seed = config.run.seed, actors, actors_as = hosting, run_dir = %run_dir.display(), "local run");
 
     // Roles stop on `roles`; the learner decides when training is over.
+    // The parameter server stops only after the learner has returned: a
+    // signal stops the evaluator mid-evaluation, and the learner reads its
+    // partial report from the server for the summary.
     let roles = shutdown.child_token();
+    let ps_stop = CancellationToken::new();
     let peers = Peers {
         ps_url: &ps_url,
         learner_url: &learner_url,
         security: &security,
         roles: &roles,
+        ps_stop: &ps_stop,
     };
     let mut tasks = spawn_roles(&peers, ps_listener, &config, &run_dir);
     if as_processes {
@@ -80,9 +85,11 @@ pub async fn run(
         start: crate::cli::run_start(args.resume, args.fresh),
         run_name,
         deterministic_actors,
+        evaluator_in_process: true,
     };
     let result = sebulba_learner::run(learner_listener, opts, shutdown.clone()).await;
     roles.cancel();
+    ps_stop.cancel();
     let _ = progress.await;
     drain(&mut tasks).await;
     let summary = result.context("learner")?;
@@ -103,6 +110,7 @@ struct Peers<'a> {
     learner_url: &'a str,
     security: &'a sebulba_transport::security::Security,
     roles: &'a CancellationToken,
+    ps_stop: &'a CancellationToken,
 }
 
 type Roles = tokio::task::JoinSet<anyhow::Result<()>>;
@@ -116,7 +124,7 @@ fn spawn_roles(
 ) -> Roles {
     let mut tasks = Roles::new();
     {
-        let t = p.roles.clone();
+        let t = p.ps_stop.clone();
         let security = p.security.clone();
         tasks.spawn(async move {
             sebulba_param_server::run(ps_listener, &security, t)
@@ -129,10 +137,7 @@ fn spawn_roles(
         let opts = sebulba_evaluator::EvaluatorOptions {
             param_server: p.ps_url.to_string(),
             output: sebulba_evaluator::Output::Dir(run_dir.to_path_buf()),
-            interval: Some(config.eval.interval),
-            episodes: Some(config.eval.episodes),
-            final_episodes: Some(config.eval.final_episodes),
-            earlier_versions: Some(config.eval.earlier_versions),
+            schedule: sebulba_evaluator::Overrides::all(&config.eval),
             seed: config.run.seed,
             device: sebulba_core::devices::DeviceKind::Cpu,
             security: p.security.clone(),

@@ -129,5 +129,10 @@ fn eval_schedule(e: &sebulba_core::config::EvalConfig) -> EvalSchedule {
         episodes: n(e.episodes),
         final_episodes: n(e.final_episodes),
         earlier_versions: n(e.earlier_versions),
+        policy: e.policy.name().into(),
+        epsilon: e.epsilon,
+        max_steps: e.max_steps,
+        final_max_steps: e.final_max_steps,
+        cpu_share: e.cpu_share,
     }
 }
