@@ -17,6 +17,8 @@ const TIMING: &[&str] = &[
     "steps_per_second",
     "update_seconds",
     "eval_seconds",
+    "cpu_seconds",
+    "throttled_seconds",
     "batches_received",
 ];
 

@@ -60,6 +60,8 @@ fn untimed(path: &Path) -> Vec<Value> {
                 "steps_per_second",
                 "update_seconds",
                 "eval_seconds",
+                "cpu_seconds",
+                "throttled_seconds",
                 "batches_received",
             ] {
                 o.remove(k);

@@ -11,15 +11,20 @@ use std::time::{Duration, Instant};
 /// The name of an evaluation's thread (at most 15 bytes: Linux's limit).
 pub const THREAD_NAME: &str = "sebulba-eval";
 
-/// CPU seconds of every thread of this process named [`THREAD_NAME`]
-/// (user and system time); 0 where `/proc` does not say.
+/// CPU seconds of the calling thread (to the nanosecond) and of every other
+/// thread of this process named [`THREAD_NAME`] (user and system time, in
+/// `/proc`'s 10 ms ticks); the calling thread's alone where `/proc` does not
+/// say.
 pub fn eval_threads_cpu_seconds() -> f64 {
+    let own = sebulba_core::cpu::this_thread_seconds();
+    let me = sebulba_core::cpu::this_thread_id().to_string();
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0.0;
+        return own;
     };
     let ticks = sebulba_core::cpu::ticks_per_second();
-    tasks
+    let others: u64 = tasks
         .flatten()
+        .filter(|t| t.file_name().to_string_lossy() != me)
         .filter_map(|t| {
             let dir = t.path();
             let comm = std::fs::read_to_string(dir.join("comm")).ok()?;
@@ -27,8 +32,8 @@ pub fn eval_threads_cpu_seconds() -> f64 {
             let stat = std::fs::read_to_string(dir.join("stat")).ok()?;
             sebulba_core::cpu::stat_ticks(&stat, false)
         })
-        .sum::<u64>() as f64
-        / ticks
+        .sum();
+    own + others as f64 / ticks
 }
 
 /// Holds an evaluation's threads to `share` of the machine's cores: the

@@ -391,3 +391,67 @@ fn local_actors_are_processes_for_python_envs_by_default() {
     let e = resolve("CartPole-v1", &["run.local_actors_as=\"fibers\""]).unwrap_err();
     assert!(e.to_string().contains("local_actors_as"), "{e}");
 }
+
+#[test]
+fn atari_evaluates_epsilon_greedy_and_the_rest_greedy_within_budgets() {
+    let set = |id: &str, sets: &[&str]| {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        RunConfig::resolve(Some(id), None, &sets)
+    };
+    let atari = RunConfig::preset("ale:Breakout").unwrap();
+    assert_eq!(
+        (atari.eval.policy, atari.eval.epsilon),
+        (EvalPolicy::Epsilon, 0.05)
+    );
+    assert_eq!(
+        (atari.eval.max_steps, atari.eval.final_max_steps),
+        (80_000, 300_000)
+    );
+    for id in [
+        "CartPole-v1",
+        "MinAtar/Breakout-v1",
+        "BigTwo-v1",
+        "Acrobot-v1",
+    ] {
+        let c = RunConfig::preset(id).unwrap();
+        assert_eq!(c.eval.policy, EvalPolicy::Greedy, "{id}");
+        assert_eq!(
+            (c.eval.max_steps, c.eval.final_max_steps),
+            (100_000, 1_000_000),
+            "{id}"
+        );
+        assert_eq!(c.eval.cpu_share, 0.25, "{id}");
+    }
+    let c = set(
+        "CartPole-v1",
+        &[
+            "eval.policy=sample",
+            "eval.epsilon=0.001",
+            "eval.cpu_share=1",
+        ],
+    )
+    .unwrap();
+    assert_eq!(
+        (c.eval.policy, c.eval.epsilon, c.eval.cpu_share),
+        (EvalPolicy::Sample, 0.001, 1.0)
+    );
+    for (sets, key) in [
+        (&["eval.policy=argmax"][..], "eval.policy"),
+        (&["eval.epsilon=1.5"][..], "eval.epsilon"),
+        (&["eval.max_steps=0"][..], "eval.max_steps"),
+        (
+            &["eval.final_max_steps=2000000000"][..],
+            "eval.final_max_steps",
+        ),
+        (&["eval.cpu_share=0"][..], "eval.cpu_share"),
+        // A DQN's head is Q-values: nothing to sample.
+        (
+            &["run.algorithm=dqn", "eval.policy=sample"][..],
+            "eval.policy",
+        ),
+    ] {
+        let e = set("CartPole-v1", sets).unwrap_err().to_string();
+        assert!(e.contains(key), "{sets:?}: {e}");
+    }
+    assert!(set("Acrobot-v1", &["eval.policy=epsilon"]).is_ok());
+}
