@@ -7,6 +7,7 @@
 //! it is dropped.
 
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
 /// The name of an evaluation's thread (at most 15 bytes: Linux's limit).
 pub const THREAD_NAME: &str = "sebulba-eval";
@@ -95,6 +96,44 @@ impl Throttle {
             self.slept += nap;
             wall = self.started.elapsed();
         }
+    }
+}
+
+/// What an evaluation checks between two steps: whether it was stopped, and
+/// its share of the cores ([`Throttle`]).
+pub struct Pacing<'a> {
+    stop: &'a CancellationToken,
+    throttle: Throttle,
+}
+
+impl<'a> Pacing<'a> {
+    /// Pacing to `share` of the machine's cores (`None`: unbounded), until
+    /// `stop` fires.
+    pub fn new(stop: &'a CancellationToken, share: Option<f64>) -> Self {
+        Self {
+            stop,
+            throttle: Throttle::new(share),
+        }
+    }
+
+    pub fn stopped(&self) -> bool {
+        self.stop.is_cancelled()
+    }
+
+    /// Sleeps while over the share (see [`Throttle::pace`]); then whether
+    /// to go on (not stopped).
+    pub fn go_on(&mut self) -> bool {
+        let stop = self.stop;
+        self.throttle.pace(&|| stop.is_cancelled());
+        !stop.is_cancelled()
+    }
+
+    /// The evaluation's CPU seconds and the seconds it slept, so far.
+    pub fn spent(&self) -> (f64, f64) {
+        (
+            self.throttle.cpu_seconds(),
+            self.throttle.slept().as_secs_f64(),
+        )
     }
 }
 

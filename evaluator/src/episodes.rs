@@ -7,7 +7,7 @@
 //! apart and never counted as finished.
 
 use crate::acting::Acting;
-use crate::cpu::Throttle;
+use crate::cpu::Pacing;
 use sebulba_core::config::EvalPolicy;
 use sebulba_core::distribution::DistError;
 use sebulba_core::policy::InferencePolicy;
@@ -121,7 +121,7 @@ pub fn play_episodes(
     plan: &Plan,
     stop: &CancellationToken,
 ) -> Result<EpisodeResults, PlayError> {
-    let mut throttle = Throttle::new(plan.cpu_share);
+    let mut pacing = Pacing::new(stop, plan.cpu_share);
     let (spec, episodes) = (policy.spec(), plan.episodes);
     let dist = spec.dist();
     let mut venv = make_vector_env(env_id, env_kwargs, episodes, plan.seed, Purpose::Evaluate)?;
@@ -136,7 +136,7 @@ pub fn play_episodes(
         if book.remaining == 0 {
             break None;
         }
-        if stop.is_cancelled() {
+        if pacing.stopped() {
             break Some(CutBy::Shutdown);
         }
         if book.steps + book.remaining as u64 > plan.max_steps {
@@ -157,17 +157,12 @@ pub fn play_episodes(
             Err(e) => return Err(e.into()),
         }
         book.step(&out);
-        throttle.pace(&|| stop.is_cancelled());
+        pacing.go_on();
     };
     // Before the envs go: their threads' CPU time is the evaluation's.
-    let (cpu_seconds, throttled) = (throttle.cpu_seconds(), throttle.slept());
+    let (cpu_seconds, throttled) = pacing.spent();
     drop(venv);
-    Ok(book.results(
-        cut_by,
-        restarts as u64,
-        cpu_seconds,
-        throttled.as_secs_f64(),
-    ))
+    Ok(book.results(cut_by, restarts as u64, cpu_seconds, throttled))
 }
 
 /// Buffers for the forward pass over the unfinished episodes' rows only.

@@ -9,6 +9,7 @@
 //! favours it. The version plays greedily (the most probable legal move), as
 //! the earlier checkpoint does.
 
+use crate::cpu::Pacing;
 use crate::episodes::{EpisodeResults, PlayError};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -18,7 +19,6 @@ use sebulba_envs::games::GameVecEnv;
 use sebulba_envs::games::{GameOptions, Scoring};
 use sebulba_envs::{ActionBatch, VectorEnv};
 use serde::{Deserialize, Serialize};
-use tokio_util::sync::CancellationToken;
 
 /// Who sits in a seat: the evaluated version, or an opponent.
 #[derive(Clone, Copy)]
@@ -102,7 +102,7 @@ pub fn play_matches(
     env_kwargs: &str,
     games: usize,
     seed: u64,
-    stop: &CancellationToken,
+    pacing: &mut Pacing<'_>,
 ) -> Result<(EpisodeResults, Vec<MatchResult>), PlayError> {
     let mut opponents = vec![Player::Random];
     opponents.extend(rule_players(env_id)?);
@@ -113,7 +113,7 @@ pub fn play_matches(
     let mut episodes = EpisodeResults::default();
     for o in opponents {
         let me = Player::Policy(policy);
-        let (m, played) = play_match(me, o, env_id, env_kwargs, games, seed, stop)?;
+        let (m, played) = play_match(me, o, env_id, env_kwargs, games, seed, pacing)?;
         if matches!(o, Player::Rule(0, _)) {
             episodes.returns = played
                 .iter()
@@ -123,14 +123,15 @@ pub fn play_matches(
         }
         results.push(m);
     }
+    (episodes.cpu_seconds, episodes.throttled_seconds) = pacing.spent();
     Ok((episodes, results))
 }
 
 /// Plays `games` games of `env_id` between `me` (one seat) and `them`
 /// (the others); see the module docs. Returns the match (named for `them`,
-/// won or lost by `me`) and each game's (score, length); stopped between
-/// two moves when `stop` fires ([`PlayError::Stopped`]: a match is not
-/// scored in part).
+/// won or lost by `me`) and each game's (score, length); paced between two
+/// moves, and stopped there when `pacing` is ([`PlayError::Stopped`]: a
+/// match is not scored in part).
 pub fn play_match(
     me: Player<'_>,
     them: Player<'_>,
@@ -138,7 +139,7 @@ pub fn play_match(
     env_kwargs: &str,
     games: usize,
     seed: u64,
-    stop: &CancellationToken,
+    pacing: &mut Pacing<'_>,
 ) -> Result<(MatchResult, Vec<(f64, u32)>), PlayError> {
     // Matches report the game's own scores (Big Two: cards), whatever
     // `env.kwargs.scoring` trains on, so that mean scores compare across runs.
@@ -159,7 +160,7 @@ pub fn play_match(
     let mut results: Vec<Option<(f64, u32)>> = vec![None; games];
     let mut remaining = games;
     while remaining > 0 {
-        if stop.is_cancelled() {
+        if !pacing.go_on() {
             return Err(PlayError::Stopped);
         }
         venv.to_move(&mut movers);

@@ -15,7 +15,7 @@ mod metrics;
 mod schedule;
 mod versions;
 
-pub use cpu::THREAD_NAME;
+pub use cpu::{Pacing, THREAD_NAME};
 pub use episodes::{CutBy, EpisodeResults, Plan, play_episodes};
 pub use games::{MatchResult, Player, play_match, rule_players, wilson_interval};
 pub use line::EvalLine;
@@ -280,23 +280,8 @@ impl<'a> Evaluator<'a> {
         } else {
             line::acting_for(s, w.epsilon.is_some())
         };
-        let plan = Plan {
-            episodes: if w.r#final {
-                s.final_episodes
-            } else {
-                s.episodes
-            },
-            max_steps: if w.r#final {
-                s.final_max_steps
-            } else {
-                s.max_steps
-            },
-            policy: acted.0,
-            epsilon: acted.1,
-            seed: sebulba_core::config::eval_seed(self.opts.seed),
-            // After training, the final evaluation takes what it needs.
-            cpu_share: (!w.r#final).then_some(s.cpu_share),
-        };
+        let seed = sebulba_core::config::eval_seed(self.opts.seed);
+        let plan = s.plan(w.r#final, acted, seed);
         let earlier = if game {
             self.earlier.opponent_for(w)?
         } else {
@@ -318,16 +303,10 @@ impl<'a> Evaluator<'a> {
         let (p, results) = on_eval_thread(move || {
             let _e = span.enter();
             let r = if game {
-                let seed = plan.seed;
-                games::play_matches(
-                    &p,
-                    earlier.as_ref(),
-                    &env_id,
-                    &env_kwargs,
-                    plan.episodes,
-                    seed,
-                    &stop,
-                )
+                let (seed, games) = (plan.seed, plan.episodes);
+                let mut pacing = Pacing::new(&stop, plan.cpu_share);
+                let earlier = earlier.as_ref();
+                games::play_matches(&p, earlier, &env_id, &env_kwargs, games, seed, &mut pacing)
             } else {
                 play_episodes(&p, &env_id, &env_kwargs, &plan, &stop).map(|r| (r, Vec::new()))
             };

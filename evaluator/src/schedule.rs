@@ -4,6 +4,7 @@
 //! Without the run's schedule an evaluator in a cluster would score an Atari
 //! run 10 games every 10 versions, and take a core from the learner.
 
+use crate::episodes::Plan;
 use crate::versions;
 use sebulba_core::config::ranges::{check_key, check_real};
 use sebulba_core::config::{ConfigError, EvalConfig, EvalPolicy};
@@ -77,6 +78,26 @@ impl Overrides {
 }
 
 impl Schedule {
+    /// What one evaluation plays: the final one's episodes and budget, or a
+    /// periodic one's, acting as `acted` says, from the evaluation `seed`'s
+    /// start states. Only a periodic evaluation is held to the CPU share:
+    /// the final one comes after training and takes what it needs.
+    pub fn plan(&self, is_final: bool, acted: (EvalPolicy, f64), seed: u64) -> Plan {
+        let (episodes, max_steps) = if is_final {
+            (self.final_episodes, self.final_max_steps)
+        } else {
+            (self.episodes, self.max_steps)
+        };
+        Plan {
+            episodes,
+            max_steps,
+            policy: acted.0,
+            epsilon: acted.1,
+            seed,
+            cpu_share: (!is_final).then_some(self.cpu_share),
+        }
+    }
+
     /// What an evaluator uses for a run that publishes no schedule: a
     /// turn-based game plays matches of 1,000 games every 100 versions
     /// (narrow win-rate intervals); anything else 10 episodes every 10

@@ -140,16 +140,26 @@ pub async fn run(
         cpu,
     };
     let summary = write_summary(&run_dir, &ended, &shared)?;
+    stop_server(&shared, &server_stop, server).await;
+    match outcome.failure {
+        Some(why) => Err(LearnerError::Diverged(why)),
+        None => Ok(summary),
+    }
+}
+
+/// Ends every open trajectory stream and stops the server (waiting 5 s at
+/// most).
+async fn stop_server(
+    shared: &Shared,
+    stop: &CancellationToken,
+    server: JoinHandle<Result<(), tonic::transport::Error>>,
+) {
     shared.streams_end.cancel();
-    server_stop.cancel();
+    stop.cancel();
     match tokio::time::timeout(Duration::from_secs(5), server).await {
         Ok(Ok(Err(e))) => warn!("learner server: {e}"),
         Err(_) => warn!("learner server did not stop within 5 s; leaving it"),
         _ => {}
-    }
-    match outcome.failure {
-        Some(why) => Err(LearnerError::Diverged(why)),
-        None => Ok(summary),
     }
 }
 

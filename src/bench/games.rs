@@ -34,12 +34,13 @@ pub fn bench_rules(id: &str, games: usize, seed: u64) -> anyhow::Result<Vec<Rule
     let mut players = vec![Player::Random];
     players.extend(rule_players(id)?);
     let mut rows = Vec::new();
-    // A bench runs its matches to the end.
+    // A bench runs its matches to the end, at full speed.
     let never = tokio_util::sync::CancellationToken::new();
+    let mut pacing = sebulba_evaluator::Pacing::new(&never, None);
     for &me in &players {
         for &them in &players {
             let t0 = Instant::now();
-            let (m, _) = play_match(me, them, id, "", games, seed, &never)?;
+            let (m, _) = play_match(me, them, id, "", games, seed, &mut pacing)?;
             rows.push(RuleMatch {
                 player: me.name(),
                 result: m,
