@@ -178,11 +178,7 @@ fn sampled_and_epsilon_greedy_evaluations_act_with_their_documented_statistics()
 /// exit (failing past `limit`).
 fn signal_exit(p: &mut Proc, signal: &str, limit: Duration) -> Duration {
     let t0 = Instant::now();
-    let _ = std::process::Command::new("kill")
-        .arg(format!("-{signal}"))
-        .arg(p.child.id().to_string())
-        .status();
-    let status = p.wait(limit).unwrap_or_else(|| {
+    let status = p.signal(signal, limit).unwrap_or_else(|| {
         panic!(
             "{} still running {limit:?} after SIG{signal}:\n{}",
             p.name,

@@ -95,8 +95,13 @@ impl Proc {
 
     /// Sends SIGTERM (graceful shutdown) and waits for the exit.
     pub fn terminate(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        self.signal("TERM", timeout)
+    }
+
+    /// Sends `signal` (`TERM`, `INT`, ...) and waits for the exit.
+    pub fn signal(&mut self, signal: &str, timeout: Duration) -> Option<ExitStatus> {
         let _ = Command::new("kill")
-            .arg("-TERM")
+            .arg(format!("-{signal}"))
             .arg(self.child.id().to_string())
             .status();
         self.wait(timeout)

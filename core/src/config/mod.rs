@@ -2,12 +2,14 @@
 //! file and then by `--set section.key=value`. Every key must already exist in the
 //! preset and keep its type, so a typo or a bad value is refused with its name.
 
+mod eval;
 mod mujoco_presets;
 mod overrides;
 mod presets;
 pub mod ranges;
 mod sections;
 
+pub use eval::*;
 use overrides::{merge_table, parse_override, set_key};
 pub use sections::*;
 use serde::{Deserialize, Serialize};

@@ -378,10 +378,8 @@ impl UpdateLoop {
         if let Some(r) = line.episode_return_mean() {
             self.ctx.live.set_last_return(r);
         }
-        self.ctx
-            .shared
-            .train_returns
-            .extend(&prepared.episode_returns);
+        let returns = &self.ctx.shared.train_returns;
+        returns.extend(&prepared.episode_returns);
         self.ctx.live.set_lag(prepared.lag.mean);
         crate::metrics::progress(at.updates, at.version, at.env_steps, wall);
         crate::metrics::update(
