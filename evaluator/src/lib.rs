@@ -62,13 +62,20 @@ pub struct EvaluatorOptions {
 }
 
 /// The newest version and the best return in an `eval.jsonl` (none, and
-/// minus infinity, for a missing or empty file).
+/// minus infinity, for a missing or empty file). An evaluation that
+/// finished no episode is no candidate for the best. One its evaluator was
+/// stopped in counts as done: versions stay in order in `eval.jsonl`.
 fn evaluated(path: &std::path::Path) -> (Option<u64>, f64) {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     sebulba_runfiles::files::json_lines(&text).fold((None, f64::NEG_INFINITY), |(last, best), v| {
         let version = v["version"].as_u64();
-        let ret = v["return_mean"].as_f64().unwrap_or(f64::NEG_INFINITY);
-        (last.max(version), best.max(ret))
+        let asked = v["episodes_asked"].as_u64().unwrap_or(0);
+        let whole = asked == 0 || v["episodes"].as_u64().is_some_and(|n| n > 0);
+        let ret = v["return_mean"].as_f64().filter(|_| whole);
+        (
+            last.max(version),
+            best.max(ret.unwrap_or(f64::NEG_INFINITY)),
+        )
     })
 }
 
@@ -440,5 +447,28 @@ async fn report_eval(
             _ = tokio::time::sleep(Duration::from_millis(250)) => {}
             _ = shutdown.cancelled() => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_evaluation_of_cut_episodes_alone_is_never_the_best() {
+        let dir = std::env::temp_dir().join(format!("sebulba-evaluated-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("eval.jsonl");
+        let lines = [
+            r#"{"version":10,"return_mean":5.0,"episodes":8,"episodes_asked":8}"#,
+            r#"{"version":20,"return_mean":900.0,"episodes":0,"episodes_asked":8,"cut_by":"max_steps"}"#,
+            r#"{"version":30,"return_mean":7.0,"episodes":3,"episodes_asked":8,"cut_by":"max_steps"}"#,
+            r#"{"version":40,"return_mean":50.0,"episodes":2,"episodes_asked":30,"cut_by":"shutdown"}"#,
+            // From an evaluator before the counts: whole episodes.
+            r#"{"version":5,"return_mean":6.0,"episodes":10}"#,
+        ];
+        std::fs::write(&path, lines.join("\n")).expect("write");
+        // Version 40's finished episodes count for the best; version 20's
+        // cut ones do not.
+        assert_eq!(super::evaluated(&path), (Some(40), 50.0));
+        std::fs::remove_dir_all(&dir).ok();
     }
 }
