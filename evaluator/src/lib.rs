@@ -70,7 +70,7 @@ fn evaluated(path: &std::path::Path) -> (Option<u64>, f64) {
     sebulba_runfiles::files::json_lines(&text).fold((None, f64::NEG_INFINITY), |(last, best), v| {
         let version = v["version"].as_u64();
         let asked = v["episodes_asked"].as_u64().unwrap_or(0);
-        let whole = asked == 0 || v["episodes"].as_u64().is_some_and(|n| n > 0);
+        let whole = line::scored_whole(v["episodes"].as_u64().unwrap_or(0), asked);
         let ret = v["return_mean"].as_f64().filter(|_| whole);
         (
             last.max(version),
@@ -375,7 +375,7 @@ impl<'a> Evaluator<'a> {
             out.write(&line)
                 .map_err(|e| EvaluatorError::Io("eval.jsonl".into(), e))?;
             // An evaluation of cut episodes alone is no candidate.
-            let whole = line.episodes > 0 || line.episodes_asked == 0;
+            let whole = line::scored_whole(line.episodes as u64, line.episodes_asked as u64);
             if whole && line.return_mean > self.best {
                 self.best = line.return_mean;
                 write_atomic(&dir.join("best.safetensors"), &w.safetensors)

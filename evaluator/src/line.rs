@@ -127,6 +127,13 @@ impl EvalLine {
     }
 }
 
+/// An evaluation of `episodes` finished of `asked` scored whole episodes
+/// (`asked` 0: a line from before the counts, every episode finished): one
+/// of cut episodes alone is no candidate for the best.
+pub(crate) fn scored_whole(episodes: u64, asked: u64) -> bool {
+    episodes > 0 || asked == 0
+}
+
 /// How a schedule's policy acts on a run's head: a DQN's Q-values
 /// (`dqn_head`) are never sampled, they are acted on greedily.
 pub(crate) fn acting_for(schedule: &Schedule, dqn_head: bool) -> (EvalPolicy, f64) {
