@@ -35,7 +35,7 @@ pub fn choose(
     if engine == LearnerEngine::Fused {
         return cpu("learner.engine = fused runs on the CPU".into());
     }
-    if network.conv.is_empty() {
+    if !network.is_convolutional() {
         return cpu("an MLP: the fused CPU engine is faster for it than a GPU".into());
     }
     match cuda_devices() {

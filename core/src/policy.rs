@@ -6,7 +6,7 @@
 
 use crate::CpuBackend;
 use crate::config::ranges::check_key;
-use crate::config::{Activation, ConvLayer, Init, LayerNormPlacement, NetworkConfig};
+use crate::config::{Activation, ConvLayer, Init, LayerNormPlacement, NetworkConfig, Stack};
 use crate::devices::DeviceKind;
 use crate::model::{ActorCritic, ModelSpec};
 use crate::weights::{WeightsError, load_into};
@@ -26,6 +26,8 @@ pub enum PolicyError {
     Number(&'static str),
     #[error("field `network.conv`: layer {layer}: {reason}")]
     Conv { layer: usize, reason: String },
+    #[error("field `network.stacks`: stack {stack}: {reason}")]
+    Stack { stack: usize, reason: String },
     #[error(transparent)]
     Model(#[from] crate::model::ModelError),
     #[error(transparent)]
@@ -62,6 +64,7 @@ pub fn network_from_wire(n: &sebulba_proto::NetworkSpec) -> Result<NetworkConfig
     }
     Ok(NetworkConfig {
         conv: conv_from_wire(&n.conv)?,
+        stacks: stacks_from_wire(&n.stacks)?,
         hidden: n.hidden.iter().map(|&h| h as usize).collect(),
         activation,
         layer_norm,
@@ -107,6 +110,31 @@ fn conv_from_wire(layers: &[sebulba_proto::ConvLayer]) -> Result<Vec<ConvLayer>,
     Ok(out)
 }
 
+/// Each stack within `network.stacks`' ranges (the config's own).
+fn stacks_from_wire(stacks: &[sebulba_proto::ResidualStack]) -> Result<Vec<Stack>, PolicyError> {
+    if stacks.len() > 8 {
+        return Err(PolicyError::Stack {
+            stack: 8,
+            reason: "at most 8 stacks".into(),
+        });
+    }
+    let mut out = Vec::with_capacity(stacks.len());
+    for (i, s) in stacks.iter().enumerate() {
+        for (field, v) in [("channels", s.channels), ("blocks", s.blocks)] {
+            let key = format!("network.stacks.{field}");
+            check_key(&key, u64::from(v)).map_err(|e| PolicyError::Stack {
+                stack: i,
+                reason: e.to_string(),
+            })?;
+        }
+        out.push(Stack {
+            channels: s.channels as usize,
+            blocks: s.blocks as usize,
+        });
+    }
+    Ok(out)
+}
+
 pub fn network_to_wire(n: &NetworkConfig) -> sebulba_proto::NetworkSpec {
     let wire = |l: &ConvLayer| sebulba_proto::ConvLayer {
         channels: l.channels as u32,
@@ -116,6 +144,14 @@ pub fn network_to_wire(n: &NetworkConfig) -> sebulba_proto::NetworkSpec {
     };
     sebulba_proto::NetworkSpec {
         conv: n.conv.iter().map(wire).collect(),
+        stacks: n
+            .stacks
+            .iter()
+            .map(|s| sebulba_proto::ResidualStack {
+                channels: s.channels as u32,
+                blocks: s.blocks as u32,
+            })
+            .collect(),
         hidden: n.hidden.iter().map(|&h| h as u32).collect(),
         activation: n.activation.as_str().into(),
         layer_norm: n.layer_norm.as_str().into(),
@@ -316,6 +352,16 @@ mod tests {
                     kernel: 2,
                     stride: 1,
                     padding: 0,
+                },
+            ],
+            stacks: vec![
+                Stack {
+                    channels: 16,
+                    blocks: 2,
+                },
+                Stack {
+                    channels: 4,
+                    blocks: 0,
                 },
             ],
             hidden: vec![32, 16],

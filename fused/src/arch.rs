@@ -1,7 +1,11 @@
-//! What the network is, in the fused engine's terms: enough to place every
-//! parameter ([`crate::net::Layout`]) and run the passes.
+//! What the network is, in the fused engine's terms: each torso a sequence
+//! of typed blocks ([`Block`]), then the two heads. Everything else derives
+//! from this one description: where each parameter lives
+//! ([`crate::net::Layout`]), the passes, the published file's tensors
+//! ([`crate::tensors`]), and burn's module (`sebulba_core::model`).
 
 use crate::conv::Conv;
+use crate::pool::Pool;
 use serde::{Deserialize, Serialize};
 
 /// A hidden layer's nonlinearity (`network.activation`).
@@ -47,20 +51,154 @@ fn one() -> usize {
     1
 }
 
-/// The actor-critic network: torso(s) of an optional convolution stem then
-/// dense layers, a policy head of `head_dim` outputs and a value head.
+/// One stack of the IMPALA ResNet (Espeholt et al. 2018; `network.stacks`):
+/// a 3x3 convolution to `channels` (padding 1), a 3x3 max-pool with stride
+/// 2 (padding 1), then `blocks` residual blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Stack {
+    pub channels: usize,
+    #[serde(default = "two")]
+    pub blocks: usize,
+}
+
+fn two() -> usize {
+    2
+}
+
+/// One block of a torso, input side first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Block {
+    /// A convolution, then the network's activation when `activate`.
+    Conv { layer: ConvLayer, activate: bool },
+    /// Each channel's largest value in every `kernel x kernel` window, moved
+    /// `stride` at a time; the `padding` on every side never wins.
+    MaxPool {
+        kernel: usize,
+        stride: usize,
+        padding: usize,
+    },
+    /// `x + conv(act(conv(act(x))))`, both convolutions 3x3 with padding 1
+    /// and as many channels as `x`.
+    Residual,
+    /// The network's activation alone.
+    Activate,
+    /// A dense layer of `width` outputs, then the activation; it reads an
+    /// image flattened.
+    Dense { width: usize },
+}
+
+/// A torso's blocks from the configuration's three lists: the convolution
+/// stem (`network.conv`, each layer followed by the activation), the IMPALA
+/// stacks (`network.stacks`, followed by the activation as the IMPALA
+/// network's ReLU before its dense layer), then the dense layers
+/// (`network.hidden`).
+pub fn torso_blocks(conv: &[ConvLayer], stacks: &[Stack], hidden: &[usize]) -> Vec<Block> {
+    let mut blocks: Vec<Block> = conv
+        .iter()
+        .map(|&layer| Block::Conv {
+            layer,
+            activate: true,
+        })
+        .collect();
+    for s in stacks {
+        let layer = ConvLayer {
+            channels: s.channels,
+            kernel: 3,
+            stride: 1,
+            padding: 1,
+        };
+        blocks.push(Block::Conv {
+            layer,
+            activate: false,
+        });
+        blocks.push(Block::MaxPool {
+            kernel: 3,
+            stride: 2,
+            padding: 1,
+        });
+        blocks.extend(std::iter::repeat_n(Block::Residual, s.blocks));
+    }
+    if !stacks.is_empty() {
+        blocks.push(Block::Activate);
+    }
+    blocks.extend(hidden.iter().map(|&width| Block::Dense { width }));
+    blocks
+}
+
+/// What a block reads or writes per sample: an image `[H, W, C]` (channels
+/// last) or a flat vector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    Image([usize; 3]),
+    Flat(usize),
+}
+
+impl Shape {
+    /// Floats per sample.
+    pub fn len(&self) -> usize {
+        match *self {
+            Shape::Image([h, w, c]) => h * w * c,
+            Shape::Flat(n) => n,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The image, when it is one.
+    pub fn image(&self) -> Option<[usize; 3]> {
+        match *self {
+            Shape::Image(i) => Some(i),
+            Shape::Flat(_) => None,
+        }
+    }
+}
+
+/// A block with the shapes it works on: what the layout places.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Shaped {
+    Conv {
+        conv: Conv,
+        activate: bool,
+    },
+    MaxPool(Pool),
+    /// Each of its two convolutions (`c -> c`, 3x3, padding 1).
+    Residual(Conv),
+    Activate(Shape),
+    /// `input`: what it reads (an image is read flattened).
+    Dense {
+        input: Shape,
+        d_out: usize,
+    },
+}
+
+impl Shaped {
+    /// What it writes per sample.
+    pub fn output(&self) -> Shape {
+        match *self {
+            Shaped::Conv { conv, .. } | Shaped::Residual(conv) => {
+                Shape::Image([conv.out_h(), conv.out_w(), conv.c_out])
+            }
+            Shaped::MaxPool(p) => Shape::Image([p.out_h(), p.out_w(), p.c]),
+            Shaped::Activate(s) => s,
+            Shaped::Dense { d_out, .. } => Shape::Flat(d_out),
+        }
+    }
+}
+
+/// The actor-critic network: torso(s) of blocks, a policy head of
+/// `head_dim` outputs and a value head.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Arch {
     pub obs_dim: usize,
     pub head_dim: usize,
     /// The observation as an image `[H, W, C]` (channels last, `obs_dim =
-    /// H * W * C`), which a convolution stem reads; `None`: a flat vector.
+    /// H * W * C`), which a convolution reads; `None`: a flat vector.
     pub image: Option<[usize; 3]>,
-    /// Each torso's convolution layers, input side first, before its dense
-    /// layers (empty: an MLP).
-    pub conv: Vec<ConvLayer>,
-    /// Hidden widths, input side first.
-    pub hidden: Vec<usize>,
+    /// Each torso's blocks, input side first ([`torso_blocks`]).
+    pub torso: Vec<Block>,
     /// One torso for both heads (else the critic has its own).
     pub shared_torso: bool,
     pub activation: Activation,
@@ -75,30 +213,78 @@ pub struct Arch {
 }
 
 impl Arch {
-    /// The convolution stem's layers with their input shapes, input side
-    /// first; refused when there is a stem but no image to read, or a layer
-    /// that does not fit its input. Every network is checked with this
-    /// before [`crate::net::Layout::new`] places it.
-    pub fn stem(&self) -> Result<Vec<Conv>, String> {
-        if self.conv.is_empty() {
-            return Ok(Vec::new());
+    /// The observation's shape: the env's image, else a flat vector.
+    pub fn input(&self) -> Shape {
+        match self.image {
+            Some(i) => Shape::Image(i),
+            None => Shape::Flat(self.obs_dim),
         }
-        let Some([h, w, c]) = self.image else {
-            return Err(format!(
-                "a convolution stem needs an image observation (H, W, C); this one is a flat vector of {}",
-                self.obs_dim
-            ));
-        };
-        if h * w * c != self.obs_dim {
-            return Err(format!(
-                "the image {h}x{w}x{c} does not hold the {} observation values",
-                self.obs_dim
-            ));
+    }
+
+    /// The torso's blocks with their shapes, input side first; refused when
+    /// an image block has no image to read, or a block does not fit its
+    /// input. Every network is checked with this before
+    /// [`crate::net::Layout::new`] places it.
+    pub fn shapes(&self) -> Result<Vec<Shaped>, BlockError> {
+        if let Some([h, w, c]) = self.image
+            && h * w * c != self.obs_dim
+        {
+            return Err(BlockError {
+                block: 0,
+                reason: format!(
+                    "the image {h}x{w}x{c} does not hold the {} observation values",
+                    self.obs_dim
+                ),
+            });
         }
-        let (mut h, mut w, mut c_in) = (h, w, c);
-        let mut stem = Vec::with_capacity(self.conv.len());
-        for (i, l) in self.conv.iter().enumerate() {
-            let layer = Conv {
+        let mut at = self.input();
+        let mut out = Vec::with_capacity(self.torso.len());
+        for (i, b) in self.torso.iter().enumerate() {
+            let s = shaped(b, at).map_err(|e| BlockError {
+                block: i,
+                reason: format!("block {i} ({}): {e}", name(b)),
+            })?;
+            at = s.output();
+            out.push(s);
+        }
+        Ok(out)
+    }
+}
+
+/// A torso block that does not fit what it reads.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{reason}")]
+pub struct BlockError {
+    /// Its index in [`Arch::torso`].
+    pub block: usize,
+    pub reason: String,
+}
+
+/// A block's name in messages.
+fn name(b: &Block) -> &'static str {
+    match b {
+        Block::Conv { .. } => "a convolution",
+        Block::MaxPool { .. } => "a max-pool",
+        Block::Residual => "a residual block",
+        Block::Activate => "the activation",
+        Block::Dense { .. } => "a dense layer",
+    }
+}
+
+/// `b` reading `input`.
+fn shaped(b: &Block, input: Shape) -> Result<Shaped, String> {
+    let image = || {
+        input.image().ok_or_else(|| {
+            format!(
+                "needs an image observation (H, W, C); its input is a flat vector of {}",
+                input.len()
+            )
+        })
+    };
+    Ok(match *b {
+        Block::Conv { layer: l, activate } => {
+            let [h, w, c_in] = image()?;
+            let conv = Conv {
                 h,
                 w,
                 c_in,
@@ -108,10 +294,46 @@ impl Arch {
                 stride: l.stride,
                 pad: l.padding,
             };
-            layer.check().map_err(|e| format!("layer {i}: {e}"))?;
-            (h, w, c_in) = (layer.out_h(), layer.out_w(), layer.c_out);
-            stem.push(layer);
+            conv.check()?;
+            Shaped::Conv { conv, activate }
         }
-        Ok(stem)
-    }
+        Block::MaxPool {
+            kernel,
+            stride,
+            padding,
+        } => {
+            let [h, w, c] = image()?;
+            let pool = Pool {
+                h,
+                w,
+                c,
+                k: kernel,
+                stride,
+                pad: padding,
+            };
+            pool.check()?;
+            Shaped::MaxPool(pool)
+        }
+        Block::Residual => {
+            let [h, w, c] = image()?;
+            let conv = Conv {
+                h,
+                w,
+                c_in: c,
+                c_out: c,
+                kh: 3,
+                kw: 3,
+                stride: 1,
+                pad: 1,
+            };
+            conv.check()?;
+            Shaped::Residual(conv)
+        }
+        Block::Activate => Shaped::Activate(input),
+        Block::Dense { width: 0 } => return Err("zero outputs".into()),
+        Block::Dense { width } => Shaped::Dense {
+            input,
+            d_out: width,
+        },
+    })
 }

@@ -5,9 +5,10 @@
 //! `sebulba_algorithms::engine::fused`'s tests.
 
 use crate::kernels::{View, add_column_sums, gemm, wide};
-use crate::net::{self, Dense, Head, Layout, TorsoWork, Work};
+use crate::net::{self, BlockAt, Dense, Head, Layout, TorsoWork, Work};
+use crate::residual::Residual;
 use crate::sparse_head::SparseHead;
-use crate::{Activation, conv};
+use crate::{Activation, conv, pool};
 
 /// The backward pass's buffers for a minibatch of `m` rows, reused from step
 /// to step.
@@ -17,9 +18,11 @@ pub struct Grads {
     pub d_head: Vec<f32>,
     /// `[m]` the loss's gradient with respect to the value.
     pub d_value: Vec<f32>,
-    scratch: [Vec<f32>; 3],
+    scratch: [Vec<f32>; 4],
     /// The convolutions' windows and their gradients, a chunk at a time.
     conv: conv::Scratch,
+    /// A max-pool's running maxima.
+    best: Vec<f32>,
 }
 
 impl Grads {
@@ -37,9 +40,16 @@ impl Grads {
     pub fn resize(&mut self, layout: &Layout, m: usize) {
         self.d_head.resize(m * layout.head_dim, 0.0);
         self.d_value.resize(m, 0.0);
-        for s in &mut self.scratch {
+        let residual = layout
+            .torsos()
+            .flat_map(|t| &t.blocks)
+            .any(|b| matches!(b, BlockAt::Residual { .. }));
+        let [a, b, c, extra] = &mut self.scratch;
+        for s in [a, b, c] {
             s.resize(m * layout.widest(), 0.0);
         }
+        // Only a residual block's way back turns over a fourth buffer.
+        extra.resize(if residual { m * layout.widest() } else { 0 }, 0.0);
     }
 }
 
@@ -110,7 +120,7 @@ fn head_backward(
 
 /// `dy` times the activation's derivative, from the layer's output `y`:
 /// tanh' = 1 - y^2 and relu' = [y > 0].
-fn through_activation(act: Activation, y: &[f32], dy: &mut [f32]) {
+pub(crate) fn through_activation(act: Activation, y: &[f32], dy: &mut [f32]) {
     wide(
         #[inline(always)]
         || match act {
@@ -123,7 +133,7 @@ fn through_activation(act: Activation, y: &[f32], dy: &mut [f32]) {
     );
 }
 
-/// One torso's layers, their input and outputs, for the way back.
+/// One torso's blocks, their input and outputs, for the way back.
 struct Torso<'a> {
     layers: &'a net::Torso,
     x: &'a [f32],
@@ -133,53 +143,84 @@ struct Torso<'a> {
 
 /// The buffers the way back through a torso turns over.
 struct Bufs<'a> {
-    /// The gradient at the current layer's output (overwritten).
+    /// The gradient at the current block's output (overwritten).
     dh: &'a mut Vec<f32>,
     spare: &'a mut Vec<f32>,
+    /// A residual block's second scratch.
+    extra: &'a mut Vec<f32>,
     conv: &'a mut conv::Scratch,
+    /// A max-pool's running maxima.
+    best: &'a mut Vec<f32>,
 }
 
-/// Back through a torso from `b.dh` (the gradient at its output, `[m, width]`).
-fn torso_backward(p: &[f32], g: &mut [f32], t: &Torso<'_>, m: usize, b: Bufs<'_>) {
-    let (dense, stem) = (&t.layers.dense, &t.layers.stem);
-    for i in (0..dense.len()).rev() {
-        let d = &dense[i];
-        let dy = &mut b.dh[..m * d.d_out];
-        through_activation(t.act, &t.outs.dense[i][..m * d.d_out], dy);
-        let input = match i {
-            0 => t.outs.stem_top(t.x),
-            _ => &t.outs.dense[i - 1],
-        };
-        let wanted = i > 0 || !stem.is_empty();
-        if i == 0 && t.outs.input.is_on() {
-            // The observations read as their nonzero entries (no stem, so
-            // no gradient wanted at them).
-            let dw = &mut g[d.w..d.w + d.d_in * d.d_out];
-            t.outs.input.weight_grad(&b.dh[..m * d.d_out], d.d_out, dw);
-            bias_grad(g, d.b, d.d_out, b.dh, m);
-            continue;
-        }
-        let dx = wanted.then_some(&mut b.spare[..m * d.d_in]);
-        dense_backward(p, g, d, input, b.dh, m, dx);
-        if wanted {
-            std::mem::swap(b.dh, b.spare);
-        }
+/// Back through a dense layer from `b.dh`; `wanted`: the input's gradient
+/// (into `b.dh`).
+fn dense_block(
+    p: &[f32],
+    g: &mut [f32],
+    t: &Torso<'_>,
+    (i, m): (usize, usize),
+    d: &Dense,
+    b: &mut Bufs<'_>,
+) {
+    let dy = &mut b.dh[..m * d.d_out];
+    through_activation(t.act, &t.outs.outs[i][..m * d.d_out], dy);
+    if i == 0 && t.outs.input.is_on() {
+        // The observations read as their nonzero entries (the first block,
+        // so no gradient wanted at them).
+        let dw = &mut g[d.w..d.w + d.d_in * d.d_out];
+        t.outs.input.weight_grad(&b.dh[..m * d.d_out], d.d_out, dw);
+        bias_grad(g, d.b, d.d_out, b.dh, m);
+        return;
     }
-    for i in (0..stem.len()).rev() {
-        let c = &stem[i];
-        let k = &c.conv;
-        let dy = &mut b.dh[..m * k.out_len()];
-        through_activation(t.act, &t.outs.stem[i][..m * k.out_len()], dy);
-        let (w, rest) = g.split_at_mut(c.b);
-        let (dw, db) = (&mut w[c.w..], &mut rest[..k.c_out]);
-        let input = match i {
-            0 => t.x,
-            _ => &t.outs.stem[i - 1],
-        };
-        let dx = (i > 0).then(|| &mut b.spare[..m * k.in_len()]);
-        conv::backward(k, &p[c.w..c.b], input, b.dh, m, (dw, db), dx, b.conv);
-        if i > 0 {
-            std::mem::swap(b.dh, b.spare);
+    let input = t.outs.input_of(i, t.x);
+    let dx = (i > 0).then_some(&mut b.spare[..m * d.d_in]);
+    dense_backward(p, g, d, input, b.dh, m, dx);
+    if i > 0 {
+        std::mem::swap(b.dh, b.spare);
+    }
+}
+
+/// Back through a torso from `b.dh` (the gradient at its output, `[m,
+/// width]`), block by block; the first block's input (the observations)
+/// gets no gradient.
+fn torso_backward(p: &[f32], g: &mut [f32], t: &Torso<'_>, m: usize, mut b: Bufs<'_>) {
+    for (i, block) in t.layers.blocks.iter().enumerate().rev() {
+        let (input, y) = (t.outs.input_of(i, t.x), &t.outs.outs[i]);
+        let wanted = i > 0;
+        match block {
+            BlockAt::Dense { at, .. } => dense_block(p, g, t, (i, m), at, &mut b),
+            BlockAt::Conv { at: c, activate } => {
+                let k = &c.conv;
+                if *activate {
+                    through_activation(t.act, &y[..m * k.out_len()], &mut b.dh[..m * k.out_len()]);
+                }
+                let (w, rest) = g.split_at_mut(c.b);
+                let (dw, db) = (&mut w[c.w..], &mut rest[..k.c_out]);
+                let dx = wanted.then(|| &mut b.spare[..m * k.in_len()]);
+                conv::backward(k, &p[c.w..c.b], input, b.dh, m, (dw, db), dx, b.conv);
+                if wanted {
+                    std::mem::swap(b.dh, b.spare);
+                }
+            }
+            BlockAt::MaxPool(pool) if wanted => {
+                pool::backward(pool, input, b.dh, m, b.spare, b.best);
+                std::mem::swap(b.dh, b.spare);
+            }
+            BlockAt::MaxPool(_) => {}
+            BlockAt::Residual { conv0, conv1 } => {
+                let r = Residual {
+                    conv0,
+                    conv1,
+                    act: t.act,
+                };
+                let scratch = (&mut b.spare[..], &mut b.extra[..]);
+                let inner = &t.outs.inner[i];
+                r.backward(p, g, inner, m, b.dh, scratch, wanted, b.conv);
+            }
+            BlockAt::Activate(s) => {
+                through_activation(t.act, &y[..m * s.len()], &mut b.dh[..m * s.len()]);
+            }
         }
     }
 }
@@ -197,8 +238,8 @@ pub fn backward(
     sparse: Option<&SparseHead>,
 ) {
     let (m, act, width) = (work.m, layout.activation, layout.width());
-    let [dha, dhv, spare] = &mut grads.scratch;
-    let conv = &mut grads.conv;
+    let [dha, dhv, spare, extra] = &mut grads.scratch;
+    let (conv, best) = (&mut grads.conv, &mut grads.best);
     let ha = work.actor.top(&work.x);
     let hv = match layout.critic {
         Some(_) => work.critic.top(&work.x),
@@ -221,7 +262,9 @@ pub fn backward(
             let bufs = Bufs {
                 dh: dhv,
                 spare,
+                extra,
                 conv,
+                best,
             };
             torso_backward(p, g, &t, m, bufs);
         }
@@ -240,7 +283,9 @@ pub fn backward(
     let bufs = Bufs {
         dh: dha,
         spare,
+        extra,
         conv,
+        best,
     };
     torso_backward(p, g, &t, m, bufs);
 }

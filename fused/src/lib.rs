@@ -5,20 +5,23 @@
 //! loops over reused buffers.
 //!
 //! This crate knows no burn and no RL algorithm: [`Arch`] says what the
-//! network is, [`net::Layout`] where each parameter lives in the flat vector,
+//! network is (each torso a sequence of typed [`Block`]s, the one
+//! description everything else derives from), [`net::Layout`] where each
+//! parameter lives in the flat vector,
 //! [`net`] and [`backward`] are the passes, [`adam`] the optimizer step and
 //! [`TrainState`] what a learner keeps (the parameters and Adam's moments in
 //! layout order). [`file`] writes and reads the published file straight
 //! from the flat vector, [`FusedPolicy`] acts with it. [`conv`] is the
-//! convolution (forward and backward) of a torso's stem; [`tensors`] lists
-//! every parameter tensor in burn's (and, for the stem, PyTorch's) order. The
+//! convolution (forward and backward), [`pool`] the max-pool and
+//! [`residual`] the IMPALA ResNet's residual block; [`tensors`] lists every
+//! parameter tensor in burn's (and, for images, PyTorch's) order. The
 //! PPO and DQN loss gradients that drive the backward pass live with the
 //! algorithms (`sebulba_algorithms::engine::fused`); burn converts to and
 //! from the flat vector at its own edge (`sebulba_core::model::flat`).
 //!
-//! Covered: torsos of an optional convolution stem then dense layers
-//! (separate or shared, tanh or relu) without LayerNorm, with or without
-//! observation normalisation.
+//! Covered: torsos of convolutions, max-pools, residual blocks and dense
+//! layers (separate or shared, tanh or relu) without LayerNorm, with or
+//! without observation normalisation.
 
 pub mod adam;
 mod arch;
@@ -29,12 +32,16 @@ pub mod kernels;
 pub mod net;
 mod obs_norm;
 mod policy;
+pub mod pool;
+pub mod residual;
 pub mod sparse_head;
 pub mod sparse_input;
 pub mod tensors;
 
 pub use adam::TrainState;
-pub use arch::{Activation, Arch, ConvLayer};
+pub use arch::{
+    Activation, Arch, Block, BlockError, ConvLayer, Shape, Shaped, Stack, torso_blocks,
+};
 pub use obs_norm::{OBS_NORM_EPS, ObsNorm};
 pub use policy::FusedPolicy;
 

@@ -1,11 +1,11 @@
 //! Every parameter tensor of a [`Layout`] as burn's model holds it, which
-//! is PyTorch's order for convolutions and for the dense layer after a stem:
+//! is PyTorch's order for convolutions and for a dense layer reading an image:
 //! its name, its shape and how its values map to the flat vector. burn's
 //! edge (`sebulba_core::model::flat`) and the published file
 //! ([`crate::file`]) convert through this one list.
 
 use crate::conv::Conv;
-use crate::net::{Dense, Layout, Torso};
+use crate::net::{BlockAt, ConvAt, Dense, Layout, Torso};
 
 /// How a tensor's values are ordered against the flat vector's.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -15,7 +15,7 @@ pub enum Order {
     /// A convolution's weight: `[c_out, c_in, kh, kw]` from our `[kh, kw,
     /// c_in, c_out]`.
     Conv(Conv),
-    /// The first dense weight after a stem: its rows follow the stem output
+    /// A dense weight reading an image: its rows follow the image
     /// flattened channels first (`[c, h, w]`, as burn's and PyTorch's NCHW
     /// tensors flatten) where ours follow `[h, w, c]`; and ours is an
     /// output per row when it is the policy head's (`transposed`).
@@ -101,22 +101,22 @@ impl ParamTensor {
     }
 }
 
-/// A dense layer's weight and bias, its rows reordered when it reads a stem
-/// and its values an output per row when it is the policy head
-/// (`transposed`).
+/// A dense layer's weight and bias, its rows reordered when it reads an
+/// image (`image`, flattened channels first on burn's side) and its values
+/// an output per row when it is the policy head (`transposed`).
 fn dense(
     out: &mut Vec<ParamTensor>,
     name: &str,
     d: &Dense,
-    after: Option<&Conv>,
+    image: Option<[usize; 3]>,
     transposed: bool,
 ) {
     let (d_in, d_out) = (d.d_in, d.d_out);
-    let order = match after {
-        Some(c) => Order::Flattened {
-            h: c.out_h(),
-            w: c.out_w(),
-            c: c.c_out,
+    let order = match image {
+        Some([h, w, c]) => Order::Flattened {
+            h,
+            w,
+            c,
             d_out,
             transposed,
         },
@@ -137,31 +137,46 @@ fn dense(
     });
 }
 
+/// A convolution's weight (PyTorch's order) and bias.
+fn conv(out: &mut Vec<ParamTensor>, name: &str, c: &ConvAt) {
+    let k = &c.conv;
+    out.push(ParamTensor {
+        name: format!("{name}.weight"),
+        at: c.w,
+        shape: vec![k.c_out, k.c_in, k.kh, k.kw],
+        order: Order::Conv(*k),
+    });
+    out.push(ParamTensor {
+        name: format!("{name}.bias"),
+        at: c.b,
+        shape: vec![k.c_out],
+        order: Order::Plain,
+    });
+}
+
+/// A torso's tensors, named as burn's module holds them: the convolutions
+/// `{name}.conv.{k}`, the residual blocks' `{name}.res.{k}.conv0` and
+/// `.conv1`, the dense layers `{name}.layers.{k}`, each counted in order.
 fn torso(out: &mut Vec<ParamTensor>, name: &str, t: &Torso) {
-    for (i, c) in t.stem.iter().enumerate() {
-        let k = &c.conv;
-        out.push(ParamTensor {
-            name: format!("{name}.conv.{i}.weight"),
-            at: c.w,
-            shape: vec![k.c_out, k.c_in, k.kh, k.kw],
-            order: Order::Conv(*k),
-        });
-        out.push(ParamTensor {
-            name: format!("{name}.conv.{i}.bias"),
-            at: c.b,
-            shape: vec![k.c_out],
-            order: Order::Plain,
-        });
-    }
-    let last = t.stem.last().map(|c| &c.conv);
-    for (i, d) in t.dense.iter().enumerate() {
-        dense(
-            out,
-            &format!("{name}.layers.{i}"),
-            d,
-            last.filter(|_| i == 0),
-            false,
-        );
+    let (mut convs, mut res, mut dense_layers) = (0, 0, 0);
+    for b in &t.blocks {
+        match b {
+            BlockAt::Conv { at, .. } => {
+                conv(out, &format!("{name}.conv.{convs}"), at);
+                convs += 1;
+            }
+            BlockAt::Residual { conv0, conv1 } => {
+                conv(out, &format!("{name}.res.{res}.conv0"), conv0);
+                conv(out, &format!("{name}.res.{res}.conv1"), conv1);
+                res += 1;
+            }
+            BlockAt::Dense { at, input } => {
+                let layer = format!("{name}.layers.{dense_layers}");
+                dense(out, &layer, at, input.image(), false);
+                dense_layers += 1;
+            }
+            BlockAt::MaxPool(_) | BlockAt::Activate(_) => {}
+        }
     }
 }
 
@@ -173,24 +188,15 @@ pub fn param_tensors(layout: &Layout) -> Vec<ParamTensor> {
     if let Some(c) = &layout.critic {
         torso(&mut out, "critic", c);
     }
-    // A stem with no dense layer feeds the heads directly.
-    let feeds_heads = |t: &Torso| {
-        t.dense
-            .is_empty()
-            .then(|| t.stem.last().map(|c| c.conv))
-            .flatten()
-    };
-    let actor_top = feeds_heads(&layout.actor);
-    let critic_top = layout.critic.as_ref().map_or(actor_top, feeds_heads);
+    // A torso that ends on an image feeds the heads with it flattened.
+    let actor_top = layout.actor.output.image();
+    let critic_top = layout
+        .critic
+        .as_ref()
+        .map_or(actor_top, |c| c.output.image());
     let policy = layout.policy.as_dense();
-    dense(&mut out, "policy_head", &policy, actor_top.as_ref(), true);
-    dense(
-        &mut out,
-        "value_head",
-        &layout.value,
-        critic_top.as_ref(),
-        false,
-    );
+    dense(&mut out, "policy_head", &policy, actor_top, true);
+    dense(&mut out, "value_head", &layout.value, critic_top, false);
     out
 }
 

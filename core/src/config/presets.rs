@@ -325,6 +325,7 @@ impl Default for NetworkConfig {
     fn default() -> Self {
         NetworkConfig {
             conv: Vec::new(),
+            stacks: Vec::new(),
             hidden: vec![64, 64],
             activation: Activation::Tanh,
             layer_norm: LayerNormPlacement::None,

@@ -69,6 +69,8 @@ pub const RANGES: &[Range] = &[
     int("network.conv.kernel", 1.0, 32.0),
     int("network.conv.stride", 1.0, 32.0),
     int("network.conv.padding", 0.0, 32.0),
+    int("network.stacks.channels", 1.0, 1024.0),
+    int("network.stacks.blocks", 0.0, 16.0),
     above("network.obs_clip", 0.0, 1e6),
     above("network.min_std", 0.0, 1e3),
     above("network.init_std", 0.0, 1e3),
@@ -303,6 +305,14 @@ fn check_network_size(c: &RunConfig) -> Result<(), ConfigError> {
         int("network.conv.stride", l.stride)?;
         int("network.conv.padding", l.padding)?;
     }
+    if c.network.stacks.len() > 8 {
+        return bad("network.stacks", "at most 8 stacks".into());
+    }
+    for s in &c.network.stacks {
+        let int = |key: &str, v: usize| range(key).check(v as f64, &v);
+        int("network.stacks.channels", s.channels)?;
+        int("network.stacks.blocks", s.blocks)?;
+    }
     let hidden = &c.network.hidden;
     if hidden.is_empty() || hidden.len() > 8 {
         return bad("network.hidden", "needs 1 to 8 layers".into());
@@ -372,6 +382,14 @@ mod tests {
                         "network.conv".to_string(),
                         format!("[{{{}}}]", fields.join(", ")),
                     )
+                }
+                k if k.starts_with("network.stacks.") => {
+                    let field = &k["network.stacks.".len()..];
+                    let fields = match field {
+                        "channels" => format!("channels = {above}"),
+                        _ => format!("channels = 8, {field} = {above}"),
+                    };
+                    ("network.stacks".to_string(), format!("[{{{fields}}}]"))
                 }
                 _ => (r.key.to_string(), above),
             };

@@ -122,6 +122,16 @@ pub struct NetworkConfig {
     /// with `hidden = [512]`.
     #[serde(default)]
     pub conv: Vec<ConvLayer>,
+    /// Each torso's IMPALA ResNet stacks (Espeholt et al. 2018), after the
+    /// convolution stem and before the hidden layers (default none). A stack
+    /// is `{ channels, blocks = 2 }`: a 3x3 convolution (padding 1), a 3x3
+    /// max-pool with stride 2 (padding 1) and `blocks` residual blocks `x +
+    /// conv(act(conv(act(x))))`; the activation follows the last stack. The
+    /// IMPALA network is `[{channels = 16}, {channels = 32}, {channels =
+    /// 32}]` with `hidden = [256]` and `activation = "relu"`. Needs an image
+    /// observation.
+    #[serde(default)]
+    pub stacks: Vec<Stack>,
     /// Hidden layer sizes of each torso.
     pub hidden: Vec<usize>,
     /// Default `tanh`.
@@ -151,12 +161,25 @@ impl NetworkConfig {
     pub fn fused_covers(&self) -> bool {
         self.layer_norm == LayerNormPlacement::None
     }
+
+    /// Whether a torso has image blocks (convolutions or IMPALA stacks).
+    pub fn is_convolutional(&self) -> bool {
+        !self.conv.is_empty() || !self.stacks.is_empty()
+    }
+
+    /// Each torso's blocks, the one description of the network
+    /// (`sebulba_fused::Block`).
+    pub fn torso(&self) -> Vec<sebulba_fused::Block> {
+        sebulba_fused::torso_blocks(&self.conv, &self.stacks, &self.hidden)
+    }
 }
 
 /// `network.activation`: the fused engine's own type (its passes branch on it).
 pub use sebulba_fused::Activation;
 /// `network.conv`'s layers: the fused engine's own type (its layout is built from it).
 pub use sebulba_fused::ConvLayer;
+/// `network.stacks`' stacks: the fused engine's own type.
+pub use sebulba_fused::Stack;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

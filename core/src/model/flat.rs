@@ -12,7 +12,7 @@ use burn::nn::Linear;
 use burn::nn::conv::Conv2d;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
-use sebulba_fused::net::Layout;
+use sebulba_fused::net::{BlockAt, Layout};
 use sebulba_fused::tensors::{Order, ParamTensor, param_tensors};
 use sebulba_fused::{FusedPolicy, ObsNorm};
 
@@ -76,15 +76,24 @@ fn conv_params<'a, B: Backend>(
     Ok(())
 }
 
+/// A torso's tensors in its blocks' order (the layout's).
 fn torso_params<'a, B: Backend>(
     t: &'a Torso<B>,
     out: &mut Vec<Tensors<'a, B>>,
 ) -> Result<(), String> {
-    for c in &t.conv {
-        conv_params(c, out)?;
-    }
-    for l in &t.layers {
-        linear_params(l, out)?;
+    let (mut conv, mut res, mut layers) = (t.conv.iter(), t.res.iter(), t.layers.iter());
+    let missing = || "the model lacks a block of its layout".to_string();
+    for b in &t.blocks {
+        match b {
+            BlockAt::Conv { .. } => conv_params(conv.next().ok_or_else(missing)?, out)?,
+            BlockAt::Residual { .. } => {
+                let r = res.next().ok_or_else(missing)?;
+                conv_params(&r.conv0, out)?;
+                conv_params(&r.conv1, out)?;
+            }
+            BlockAt::Dense { .. } => linear_params(layers.next().ok_or_else(missing)?, out)?,
+            BlockAt::MaxPool(_) | BlockAt::Activate(_) => {}
+        }
     }
     Ok(())
 }
@@ -108,7 +117,8 @@ fn params<B: Backend>(m: &ActorCritic<B>) -> Result<Vec<Tensors<'_, B>>, String>
     Ok(out)
 }
 
-/// A torso's layers into `out` and its LayerNorms' tensors into `norms`.
+/// A torso's tensors into `out` (in its blocks' order) and its LayerNorms'
+/// into `norms`.
 fn torso_params_mut<'a, B: Backend>(
     t: &'a mut Torso<B>,
     out: &mut Vec<TensorsMut<'a, B>>,
@@ -116,17 +126,34 @@ fn torso_params_mut<'a, B: Backend>(
 ) -> Result<(), String> {
     let Torso {
         conv,
+        res,
         layers,
         norms: layer_norms,
+        blocks,
         ..
     } = t;
-    for c in conv {
+    let (mut conv, mut res, mut layers) = (conv.iter_mut(), res.iter_mut(), layers.iter_mut());
+    let missing = || "the model lacks a block of its layout".to_string();
+    let push_conv = |c: &'a mut Conv2d<B>, out: &mut Vec<TensorsMut<'a, B>>| {
         out.push(TensorsMut::D4(&mut c.weight));
         out.push(TensorsMut::D1(c.bias.as_mut().ok_or(NO_BIAS)?));
-    }
-    for l in layers {
-        out.push(TensorsMut::D2(&mut l.weight));
-        out.push(TensorsMut::D1(l.bias.as_mut().ok_or(NO_BIAS)?));
+        Ok::<_, String>(())
+    };
+    for b in blocks.iter() {
+        match b {
+            BlockAt::Conv { .. } => push_conv(conv.next().ok_or_else(missing)?, out)?,
+            BlockAt::Residual { .. } => {
+                let r = res.next().ok_or_else(missing)?;
+                push_conv(&mut r.conv0, out)?;
+                push_conv(&mut r.conv1, out)?;
+            }
+            BlockAt::Dense { .. } => {
+                let l = layers.next().ok_or_else(missing)?;
+                out.push(TensorsMut::D2(&mut l.weight));
+                out.push(TensorsMut::D1(l.bias.as_mut().ok_or(NO_BIAS)?));
+            }
+            BlockAt::MaxPool(_) | BlockAt::Activate(_) => {}
+        }
     }
     for n in layer_norms {
         norms.push(TensorsMut::D1(&mut n.gamma));
@@ -314,7 +341,26 @@ mod tests {
                 ..Default::default()
             },
         ];
-        for (env, net) in [("CartPole-v1", &nets[0]), ("Pendulum-v1", &nets[1])] {
+        let impala = NetworkConfig {
+            stacks: vec![
+                crate::config::Stack {
+                    channels: 4,
+                    blocks: 2,
+                },
+                crate::config::Stack {
+                    channels: 5,
+                    blocks: 1,
+                },
+            ],
+            hidden: vec![16],
+            activation: Activation::Relu,
+            ..Default::default()
+        };
+        for (env, net) in [
+            ("CartPole-v1", &nets[0]),
+            ("Pendulum-v1", &nets[1]),
+            ("MinAtar/Breakout-v1", &impala),
+        ] {
             let spec = ModelSpec::new(&env_spec(env).unwrap(), net).unwrap();
             let dev = Default::default();
             let mut m = spec.init::<CpuBackend>(&dev);

@@ -1,5 +1,6 @@
 //! The actor-critic policy: an optional observation normaliser, actor and critic
-//! torsos (or one shared torso; each an optional convolution stem, then dense layers), a policy head whose output a
+//! torsos (or one shared torso; each the blocks of `sebulba_fused::Arch`:
+//! convolutions, max-pools, residual blocks, dense layers), a policy head whose output a
 //! [`crate::distribution::ActionDist`] interprets, and a value head. Orthogonal
 //! init uses the PPO literature's gains (sqrt(2) hidden, 0.01 policy head, 1.0
 //! value head); biases start at zero, except the continuous head's std half,
@@ -12,7 +13,7 @@ mod torso;
 
 pub use obs_norm::{ObsNorm, RunningMeanStd};
 pub use sebulba_fused::OBS_NORM_EPS;
-pub use torso::{Torso, TorsoSpec, linear};
+pub use torso::{Residual, Torso, linear};
 
 use crate::config::NetworkConfig;
 use crate::distribution::{ActionDist, softplus_inverse};
@@ -46,16 +47,18 @@ fn unit_scale() -> f32 {
 /// A network that cannot be built for an environment.
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
-    #[error("field `network.conv`: {0}")]
-    Conv(String),
+    /// A torso's blocks (`network.conv`, `network.stacks`, `network.hidden`)
+    /// against the observation: the field is the one whose block failed.
+    #[error("field `{field}`: {reason}")]
+    Blocks { field: &'static str, reason: String },
 }
 
-/// Weights of the first dense layer after a stem, at most.
+/// Weights of a dense layer (or head) reading an image, at most.
 pub const MAX_STEM_WEIGHTS: usize = 1 << 26;
 
 impl ModelSpec {
     /// The network `network` for `env`'s observations and actions, refused
-    /// when its convolution stem does not fit the observation.
+    /// when its blocks do not fit the observation.
     pub fn new(env: &EnvSpec, network: &NetworkConfig) -> Result<Self, ModelError> {
         let spec = Self {
             obs_dim: env.obs_dim,
@@ -72,34 +75,38 @@ impl ModelSpec {
         Ok(spec)
     }
 
-    /// The convolution stem against the observation (and the size of what
-    /// follows it): what [`Self::new`] refuses.
+    /// The torso's blocks against the observation, and the size of a dense
+    /// layer reading an image: what [`Self::new`] refuses.
     pub fn check(&self) -> Result<(), ModelError> {
-        let stem = self.arch().stem().map_err(ModelError::Conv)?;
-        let Some(top) = stem.last() else {
-            return Ok(());
+        let n = &self.network;
+        let field = |block: usize| match block {
+            b if b < n.conv.len() => "network.conv",
+            _ if !n.stacks.is_empty() => "network.stacks",
+            _ => "network.hidden",
         };
-        let next = self
-            .network
-            .hidden
-            .first()
-            .copied()
-            .unwrap_or(self.head_dim());
-        if top.out_len() * next > MAX_STEM_WEIGHTS {
-            return Err(ModelError::Conv(format!(
-                "the stem's {} outputs per sample times {next} give over {MAX_STEM_WEIGHTS} weights",
-                top.out_len()
-            )));
+        let shapes = self.arch().shapes().map_err(|e| ModelError::Blocks {
+            field: field(e.block),
+            reason: e.reason,
+        })?;
+        let mut outputs: Vec<usize> = n.hidden.clone();
+        outputs.push(self.head_dim());
+        let dense_inputs = shapes.iter().filter_map(|s| match s {
+            sebulba_fused::Shaped::Dense { input, .. } => Some(*input),
+            _ => None,
+        });
+        let top = shapes.last().map(|s| s.output());
+        for (input, d_out) in dense_inputs.chain(top).zip(outputs) {
+            if input.image().is_some() && input.len() * d_out > MAX_STEM_WEIGHTS {
+                return Err(ModelError::Blocks {
+                    field: field(0),
+                    reason: format!(
+                        "the image blocks' {} outputs per sample times {d_out} give over {MAX_STEM_WEIGHTS} weights",
+                        input.len()
+                    ),
+                });
+            }
         }
         Ok(())
-    }
-
-    /// The stem's output width per sample (the observation's without a stem).
-    fn stem_width(&self) -> usize {
-        match self.arch().stem() {
-            Ok(stem) => stem.last().map_or(self.obs_dim, |c| c.out_len()),
-            Err(_) => self.obs_dim,
-        }
     }
 
     /// Width of the policy head's output (logits, or means then raw stds).
@@ -114,8 +121,7 @@ impl ModelSpec {
             obs_dim: self.obs_dim,
             head_dim: self.head_dim(),
             image: self.image,
-            conv: n.conv.clone(),
-            hidden: n.hidden.clone(),
+            torso: n.torso(),
             shared_torso: n.shared_torso,
             activation: n.activation,
             obs_norm: n.obs_norm,
@@ -133,14 +139,9 @@ impl ModelSpec {
     /// so the caller seeds it (`B::seed`): the same seed, the same initial weights.
     pub fn init<B: Backend>(&self, device: &B::Device) -> ActorCritic<B> {
         let n = &self.network;
-        let torso_spec = TorsoSpec {
-            image: self.image,
-            conv: &n.conv,
-            stem_width: self.stem_width(),
-            hidden: &n.hidden,
-        };
-        let torso = || Torso::new(&torso_spec, n.activation, n.layer_norm, n.init, device);
-        let width = n.hidden.last().copied().unwrap_or(torso_spec.stem_width);
+        let layout = sebulba_fused::net::Layout::new(&self.arch());
+        let torso = || Torso::new(&layout.actor, n.activation, n.layer_norm, n.init, device);
+        let width = layout.width();
         let head_bias = match &self.action_space {
             ActionSpace::Discrete { .. } => None,
             ActionSpace::Box { low, .. } => {

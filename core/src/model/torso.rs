@@ -1,17 +1,21 @@
-//! A torso: an optional convolution stem, then Linear layers, each with the
-//! activation, the Linear layers with optional LayerNorm placed before or
-//! after it. Observations arrive as rows `[N, H * W * C]` (channels last, as
-//! envs give them); the stem runs on burn's NCHW tensors and its output is
+//! A torso: burn's modules for the blocks of the fused layout's torso
+//! (convolutions, max-pools, residual blocks, the activation, dense layers
+//! with optional LayerNorm placed before or after their activation).
+//! Observations arrive as rows `[N, H * W * C]` (channels last, as envs
+//! give them); image blocks run on burn's NCHW tensors and an image is
 //! flattened channels first, as PyTorch's CNNs do, so its tensors have
 //! PyTorch's shapes and order (the fused layout converts at
 //! [`crate::model::flat`] and in the file).
 
-use crate::config::{Activation, ConvLayer, Init, LayerNormPlacement};
+use crate::config::{Activation, Init, LayerNormPlacement};
 use burn::module::{Initializer, Module, Param};
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::{LayerNorm, LayerNormConfig, Linear, PaddingConfig2d};
 use burn::tensor::activation;
+use burn::tensor::module::max_pool2d;
 use burn::tensor::{Tensor, TensorData, backend::Backend};
+use sebulba_fused::conv::Conv;
+use sebulba_fused::net::BlockAt;
 
 /// A linear layer with weights from `init` (orthogonal with `gain`, or LeCun
 /// uniform `U(+-sqrt(3 / fan_in))`) and the given bias (zeros when `None`).
@@ -42,11 +46,11 @@ pub fn linear<B: Backend>(
     }
 }
 
-/// A convolution layer with weights from `init` (orthogonal with gain
-/// sqrt(2) over each filter's `c_in * kh * kw` taps, as PyTorch's
+/// A convolution layer of `c`'s shape with weights from `init` (orthogonal
+/// with gain sqrt(2) over each filter's `c_in * kh * kw` taps, as PyTorch's
 /// `orthogonal_`, or LeCun uniform over that fan-in) and a zero bias.
-fn conv<B: Backend>(c_in: usize, l: &ConvLayer, init: Init, device: &B::Device) -> Conv2d<B> {
-    let p = l.padding;
+fn conv<B: Backend>(c: &Conv, init: Init, device: &B::Device) -> Conv2d<B> {
+    let p = c.pad;
     let initializer = match init {
         // Replaced below before it is drawn (burn draws on first use).
         Init::Orthogonal => Initializer::Zeros,
@@ -55,81 +59,120 @@ fn conv<B: Backend>(c_in: usize, l: &ConvLayer, init: Init, device: &B::Device) 
             fan_out_only: false,
         },
     };
-    let mut c = Conv2dConfig::new([c_in, l.channels], [l.kernel, l.kernel])
-        .with_stride([l.stride, l.stride])
+    let mut layer = Conv2dConfig::new([c.c_in, c.c_out], [c.kh, c.kw])
+        .with_stride([c.stride, c.stride])
         .with_padding(PaddingConfig2d::Explicit(p, p, p, p))
         .with_initializer(initializer)
         .init(device);
     if init == Init::Orthogonal {
-        let shape = [l.channels, c_in, l.kernel, l.kernel];
-        c.weight = super::orthogonal::orthogonal(shape, std::f64::consts::SQRT_2, device);
+        let shape = [c.c_out, c.c_in, c.kh, c.kw];
+        layer.weight = super::orthogonal::orthogonal(shape, std::f64::consts::SQRT_2, device);
     }
-    c.bias = Some(Param::from_tensor(Tensor::zeros([l.channels], device)));
-    c
+    layer.bias = Some(Param::from_tensor(Tensor::zeros([c.c_out], device)));
+    layer
 }
 
-/// What a torso is made of.
-pub struct TorsoSpec<'a> {
-    /// The observation as an image `[H, W, C]` (needed by a stem).
-    pub image: Option<[usize; 3]>,
-    pub conv: &'a [ConvLayer],
-    /// The stem's output width per sample (the observation's without a stem).
-    pub stem_width: usize,
-    pub hidden: &'a [usize],
+/// The IMPALA ResNet's residual block: `x + conv1(act(conv0(act(x))))`
+/// (`sebulba_fused::residual`).
+#[derive(Module, Debug)]
+pub struct Residual<B: Backend> {
+    pub conv0: Conv2d<B>,
+    pub conv1: Conv2d<B>,
 }
 
+/// What flows between blocks: rows, or NCHW images.
+enum Flow<B: Backend> {
+    Rows(Tensor<B, 2>),
+    Image(Tensor<B, 4>),
+}
+
+impl<B: Backend> Flow<B> {
+    /// Rows `[N, C * H * W]`: an image flattened channels first, as PyTorch's
+    /// CNNs do.
+    fn rows(self) -> Tensor<B, 2> {
+        match self {
+            Flow::Rows(x) => x,
+            Flow::Image(y) => {
+                let [n, c, h, w] = y.dims();
+                y.reshape([n, c * h * w])
+            }
+        }
+    }
+
+    fn image(self) -> Tensor<B, 4> {
+        match self {
+            Flow::Image(y) => y,
+            Flow::Rows(_) => unreachable!("the layout gives an image block an image"),
+        }
+    }
+}
+
+/// A torso: the blocks of the fused layout's torso (`sebulba_fused::net::
+/// Torso`), each dense layer with the activation and optional LayerNorm
+/// placed before or after it.
 #[derive(Module, Debug)]
 pub struct Torso<B: Backend> {
-    /// The convolution stem (empty for an MLP).
+    /// The convolutions, in order.
     pub conv: Vec<Conv2d<B>>,
+    /// The residual blocks, in order.
+    pub res: Vec<Residual<B>>,
+    /// The dense layers, in order.
     pub layers: Vec<Linear<B>>,
-    /// One per layer when LayerNorm is on, else empty.
+    /// One per dense layer when LayerNorm is on, else empty.
     pub norms: Vec<LayerNorm<B>>,
     #[module(skip)]
     pub activation: Activation,
     #[module(skip)]
     pub placement: LayerNormPlacement,
-    /// The image a stem reads (`None` without one).
+    /// The blocks, in order (their parameters are the fields above).
+    #[module(skip)]
+    pub blocks: Vec<BlockAt>,
+    /// The observation as an image, when the first block reads one.
     #[module(skip)]
     pub image: Option<[usize; 3]>,
 }
 
 impl<B: Backend> Torso<B> {
+    /// The modules of `layout`'s blocks, freshly initialised.
     pub fn new(
-        spec: &TorsoSpec<'_>,
+        layout: &sebulba_fused::net::Torso,
         activation: Activation,
         placement: LayerNormPlacement,
         init: Init,
         device: &B::Device,
     ) -> Self {
         let gain = std::f64::consts::SQRT_2;
-        let mut c_in = spec.image.map_or(0, |[_, _, c]| c);
-        let conv = spec
-            .conv
-            .iter()
-            .map(|l| {
-                let layer = conv(c_in, l, init, device);
-                c_in = l.channels;
-                layer
-            })
-            .collect();
-        let mut layers = Vec::with_capacity(spec.hidden.len());
-        let mut norms = Vec::new();
-        let mut width = spec.stem_width;
-        for &h in spec.hidden {
-            layers.push(linear(width, h, init, gain, None, device));
-            if placement != LayerNormPlacement::None {
-                norms.push(LayerNormConfig::new(h).init(device));
+        let (mut convs, mut res, mut layers, mut norms) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut image = None;
+        for (i, b) in layout.blocks.iter().enumerate() {
+            match b {
+                BlockAt::Conv { at, .. } => convs.push(conv(&at.conv, init, device)),
+                BlockAt::Residual { conv0, conv1 } => res.push(Residual {
+                    conv0: conv(&conv0.conv, init, device),
+                    conv1: conv(&conv1.conv, init, device),
+                }),
+                BlockAt::Dense { at, .. } => {
+                    layers.push(linear(at.d_in, at.d_out, init, gain, None, device));
+                    if placement != LayerNormPlacement::None {
+                        norms.push(LayerNormConfig::new(at.d_out).init(device));
+                    }
+                }
+                BlockAt::MaxPool(_) | BlockAt::Activate(_) => {}
             }
-            width = h;
+            if i == 0 {
+                image = first_image(b);
+            }
         }
         Self {
-            conv,
+            conv: convs,
+            res,
             layers,
             norms,
             activation,
             placement,
-            image: spec.image.filter(|_| !spec.conv.is_empty()),
+            blocks: layout.blocks.clone(),
+            image,
         }
     }
 
@@ -140,31 +183,72 @@ impl<B: Backend> Torso<B> {
         }
     }
 
-    /// The stem over rows `[N, H * W * C]`, flattened channels first:
-    /// `[N, C' * H' * W']` (the rows themselves without a stem).
-    fn stem(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
-        let Some([h, w, c]) = self.image else {
-            return x;
-        };
-        let n = x.dims()[0];
-        let mut y = x.reshape([n, h, w, c]).permute([0, 3, 1, 2]);
-        for layer in &self.conv {
-            y = self.act(layer.forward(y));
+    /// A dense layer (the `k`-th), its LayerNorm and the activation.
+    fn dense(&self, k: usize, x: Tensor<B, 2>) -> Tensor<B, 2> {
+        let x = self.layers[k].forward(x);
+        match (self.placement, self.norms.get(k)) {
+            (LayerNormPlacement::Pre, Some(n)) => self.act(n.forward(x)),
+            (LayerNormPlacement::Post, Some(n)) => n.forward(self.act(x)),
+            _ => self.act(x),
         }
-        let [_, c, h, w] = y.dims();
-        y.reshape([n, c * h * w])
     }
 
+    /// Rows `[N, obs_dim]` (an image channels last, as envs give them)
+    /// through every block: `[N, width]`, an image at the end flattened
+    /// channels first.
     pub fn forward(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
-        let mut x = self.stem(x);
-        for (i, layer) in self.layers.iter().enumerate() {
-            x = layer.forward(x);
-            x = match (self.placement, self.norms.get(i)) {
-                (LayerNormPlacement::Pre, Some(n)) => self.act(n.forward(x)),
-                (LayerNormPlacement::Post, Some(n)) => n.forward(self.act(x)),
-                _ => self.act(x),
+        let mut flow = match self.image {
+            Some([h, w, c]) => {
+                let n = x.dims()[0];
+                Flow::Image(x.reshape([n, h, w, c]).permute([0, 3, 1, 2]))
+            }
+            None => Flow::Rows(x),
+        };
+        let (mut convs, mut res, mut layers) = (0, 0, 0);
+        for b in &self.blocks {
+            flow = match b {
+                BlockAt::Conv { activate, .. } => {
+                    let y = self.conv[convs].forward(flow.image());
+                    convs += 1;
+                    Flow::Image(if *activate { self.act(y) } else { y })
+                }
+                BlockAt::MaxPool(p) => Flow::Image(max_pool2d(
+                    flow.image(),
+                    [p.k, p.k],
+                    [p.stride, p.stride],
+                    [p.pad, p.pad],
+                    [1, 1],
+                    false,
+                )),
+                BlockAt::Residual { .. } => {
+                    let r = &self.res[res];
+                    res += 1;
+                    let x = flow.image();
+                    let h = r.conv0.forward(self.act(x.clone()));
+                    Flow::Image(x + r.conv1.forward(self.act(h)))
+                }
+                BlockAt::Activate(_) => match flow {
+                    Flow::Rows(x) => Flow::Rows(self.act(x)),
+                    Flow::Image(y) => Flow::Image(self.act(y)),
+                },
+                BlockAt::Dense { .. } => {
+                    let y = self.dense(layers, flow.rows());
+                    layers += 1;
+                    Flow::Rows(y)
+                }
             };
         }
-        x
+        flow.rows()
+    }
+}
+
+/// The image the first block reads, when it reads one.
+fn first_image(b: &BlockAt) -> Option<[usize; 3]> {
+    match b {
+        BlockAt::Conv { at, .. } => Some([at.conv.h, at.conv.w, at.conv.c_in]),
+        BlockAt::Residual { conv0, .. } => Some([conv0.conv.h, conv0.conv.w, conv0.conv.c_in]),
+        BlockAt::MaxPool(p) => Some([p.h, p.w, p.c]),
+        BlockAt::Activate(s) => s.image(),
+        BlockAt::Dense { .. } => None,
     }
 }

@@ -8,8 +8,7 @@ fn arch(conv: Vec<ConvLayer>, hidden: Vec<usize>, shared_torso: bool) -> Arch {
         obs_dim: 5 * 6 * 2,
         head_dim: 3,
         image: Some([5, 6, 2]),
-        conv,
-        hidden,
+        torso: crate::torso_blocks(&conv, &[], &hidden),
         shared_torso,
         activation: Activation::Relu,
         obs_norm: false,
@@ -152,4 +151,73 @@ fn the_policy_heads_weight_is_an_action_per_row() {
             }
         }
     }
+}
+
+/// An IMPALA torso's tensors: each stack's convolution among the
+/// convolutions, each residual block's two, the dense layer reading the
+/// last stack's image flattened; max-pools and the activation hold none.
+#[test]
+fn impala_stacks_are_named_block_by_block() {
+    let stacks = [
+        crate::Stack {
+            channels: 4,
+            blocks: 2,
+        },
+        crate::Stack {
+            channels: 3,
+            blocks: 1,
+        },
+    ];
+    let a = Arch {
+        torso: crate::torso_blocks(&[], &stacks, &[7]),
+        ..arch(vec![], vec![], true)
+    };
+    let layout = Layout::new(&a);
+    let list = param_tensors(&layout);
+    let names: Vec<(&str, &[usize])> = list
+        .iter()
+        .map(|t| (t.name.as_str(), t.shape.as_slice()))
+        .collect();
+    // 5x6 -> pooled 3x3 -> pooled 2x2, 3 channels: 12 inputs to the dense layer.
+    assert_eq!(
+        names,
+        [
+            ("actor.conv.0.weight", &[4usize, 2, 3, 3][..]),
+            ("actor.conv.0.bias", &[4][..]),
+            ("actor.res.0.conv0.weight", &[4, 4, 3, 3][..]),
+            ("actor.res.0.conv0.bias", &[4][..]),
+            ("actor.res.0.conv1.weight", &[4, 4, 3, 3][..]),
+            ("actor.res.0.conv1.bias", &[4][..]),
+            ("actor.res.1.conv0.weight", &[4, 4, 3, 3][..]),
+            ("actor.res.1.conv0.bias", &[4][..]),
+            ("actor.res.1.conv1.weight", &[4, 4, 3, 3][..]),
+            ("actor.res.1.conv1.bias", &[4][..]),
+            ("actor.conv.1.weight", &[3, 4, 3, 3][..]),
+            ("actor.conv.1.bias", &[3][..]),
+            ("actor.res.2.conv0.weight", &[3, 3, 3, 3][..]),
+            ("actor.res.2.conv0.bias", &[3][..]),
+            ("actor.res.2.conv1.weight", &[3, 3, 3, 3][..]),
+            ("actor.res.2.conv1.bias", &[3][..]),
+            ("actor.layers.0.weight", &[12, 7][..]),
+            ("actor.layers.0.bias", &[7][..]),
+            ("policy_head.weight", &[7, 3][..]),
+            ("policy_head.bias", &[3][..]),
+            ("value_head.weight", &[7, 1][..]),
+            ("value_head.bias", &[1][..]),
+        ]
+    );
+    let dense = list.iter().find(|t| t.name == "actor.layers.0.weight");
+    assert_eq!(
+        dense.map(|t| t.order),
+        Some(Order::Flattened {
+            h: 2,
+            w: 2,
+            c: 3,
+            d_out: 7,
+            transposed: false
+        })
+    );
+    // Every float once, in layout order.
+    let at: usize = list.iter().map(ParamTensor::len).sum();
+    assert_eq!(at, layout.len);
 }

@@ -15,7 +15,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use sebulba_core::CpuAutodiff;
 use sebulba_core::config::PpoConfig;
-use sebulba_core::config::{Activation, AdvantageNorm, ConvLayer, NetworkConfig, RunConfig};
+use sebulba_core::config::{Activation, AdvantageNorm, ConvLayer, NetworkConfig, RunConfig, Stack};
 use sebulba_core::distribution::ActionDist;
 use sebulba_core::distribution::{log_softmax_row, tanh_normal_log_prob};
 use sebulba_core::model::ModelSpec;
@@ -117,6 +117,7 @@ fn cases() -> Vec<Case> {
     .into_iter()
     .chain([game_case()])
     .chain(conv_cases())
+    .chain(impala_cases())
     .collect()
 }
 
@@ -201,6 +202,43 @@ fn conv_cases() -> Vec<Case> {
     ]
 }
 
+/// The IMPALA ResNet's blocks (convolution, max-pool, residual blocks,
+/// the activation after the stacks): whole stacks into a dense layer, and a
+/// stem and a stack straight into the heads.
+fn impala_cases() -> Vec<Case> {
+    vec![
+        Case {
+            name: "image, IMPALA stacks (convolution, max-pool, residual blocks), separate relu torsos",
+            spec: image(
+                [9, 8, 3],
+                4,
+                NetworkConfig {
+                    stacks: vec![stack(4, 1), stack(3, 2)],
+                    ..stem(&[], vec![8], false)
+                },
+            ),
+            masks: false,
+            flags: false,
+            cfg: ppo_cfg(),
+        },
+        Case {
+            name: "image, a stem then an IMPALA stack straight into the heads, tanh, shared, masks",
+            spec: image(
+                [6, 7, 2],
+                3,
+                NetworkConfig {
+                    activation: Activation::Tanh,
+                    stacks: vec![stack(3, 1)],
+                    ..stem(&[(4, 2, 1, 0)], vec![], true)
+                },
+            ),
+            masks: true,
+            flags: false,
+            cfg: ppo_cfg(),
+        },
+    ]
+}
+
 /// The first case with a convolution stem.
 const FIRST_CONV: usize = 6;
 
@@ -256,6 +294,11 @@ fn stem(
         shared_torso: shared,
         ..Default::default()
     }
+}
+
+/// An IMPALA stack of `channels` with `blocks` residual blocks.
+fn stack(channels: usize, blocks: usize) -> Stack {
+    Stack { channels, blocks }
 }
 
 /// A model with obs-norm statistics set (when on) from the case's observations.

@@ -168,7 +168,11 @@ fn bad_files_and_values_are_refused_by_name() {
     // Reading refuses a NaN too.
     let nan_file = {
         let mut p = params.clone();
-        p[layout.actor.dense[0].w] = 1.0;
+        let first_dense = layout.actor.blocks.iter().find_map(|b| match b {
+            sebulba_fused::net::BlockAt::Dense { at, .. } => Some(at.w),
+            _ => None,
+        });
+        p[first_dense.expect("a dense layer")] = 1.0;
         let mut bytes = to_safetensors(spec, &p, stats.as_ref()).unwrap();
         // Overwrite the first weight's 1.0 with a NaN in place.
         let one = 1.0f32.to_le_bytes();

@@ -1,0 +1,86 @@
+//! The IMPALA ResNet's residual block on NHWC buffers: `y = x +
+//! conv1(act(conv0(act(x))))`, both convolutions 3x3 with padding 1 keeping
+//! the channels. The forward pass keeps `act(x)` and `act(conv0(..))` (the
+//! block's inner activations) for the way back, which runs through `conv1`,
+//! `conv0` and the skip.
+
+use crate::Activation;
+use crate::backward::through_activation;
+use crate::conv::{self, Scratch};
+use crate::net::{ConvAt, activate};
+
+/// One residual block's convolutions and the activation.
+pub struct Residual<'a> {
+    pub conv0: &'a ConvAt,
+    pub conv1: &'a ConvAt,
+    pub act: Activation,
+}
+
+/// A convolution's weight and bias gradients inside `g` (the bias follows
+/// the weight).
+fn grads_of<'g>(c: &ConvAt, g: &'g mut [f32]) -> (&'g mut [f32], &'g mut [f32]) {
+    let (w, rest) = g.split_at_mut(c.b);
+    (&mut w[c.w..], &mut rest[..c.conv.c_out])
+}
+
+impl Residual<'_> {
+    /// Floats per sample of its input (and output, and each activation).
+    fn len(&self) -> usize {
+        self.conv0.conv.in_len()
+    }
+
+    /// `out` for the `m` rows of `x`; `inner` (`[m, 2 * len]`) gets
+    /// `act(x)` then `act(conv0(act(x)))`.
+    pub fn forward(
+        &self,
+        p: &[f32],
+        x: &[f32],
+        m: usize,
+        inner: &mut [f32],
+        scratch: &mut Scratch,
+        out: &mut [f32],
+    ) {
+        let n = m * self.len();
+        let (a, b) = inner[..2 * n].split_at_mut(n);
+        a.copy_from_slice(&x[..n]);
+        activate(a, self.act);
+        conv::forward(&self.conv0.conv, self.conv0.params(p), a, m, scratch, b);
+        activate(b, self.act);
+        conv::forward(&self.conv1.conv, self.conv1.params(p), b, m, scratch, out);
+        out[..n].iter_mut().zip(&x[..n]).for_each(|(o, &x)| *o += x);
+    }
+
+    /// Both convolutions' gradients into `g` (written) from `dy` (the
+    /// output's gradient, `[m, len]`), using the block's `inner` activations;
+    /// when `want_dx`, `dy` becomes the input's gradient. `t1` and `t2` are
+    /// scratch of `[m, len]` each.
+    #[allow(clippy::too_many_arguments)]
+    pub fn backward(
+        &self,
+        p: &[f32],
+        g: &mut [f32],
+        inner: &[f32],
+        m: usize,
+        dy: &mut [f32],
+        (t1, t2): (&mut [f32], &mut [f32]),
+        want_dx: bool,
+        scratch: &mut Scratch,
+    ) {
+        let n = m * self.len();
+        let (a, b) = inner[..2 * n].split_at(n);
+        let (c0, c1) = (self.conv0, self.conv1);
+        let (t1, t2) = (&mut t1[..n], &mut t2[..n]);
+        // Through conv1 to its input act(h), then through the activation.
+        let w1 = c1.params(p).0;
+        conv::backward(&c1.conv, w1, b, dy, m, grads_of(c1, g), Some(t1), scratch);
+        through_activation(self.act, b, t1);
+        // Through conv0 to its input act(x).
+        let w0 = c0.params(p).0;
+        let dx = want_dx.then_some(&mut *t2);
+        conv::backward(&c0.conv, w0, a, t1, m, grads_of(c0, g), dx, scratch);
+        if want_dx {
+            through_activation(self.act, a, t2);
+            dy[..n].iter_mut().zip(&*t2).for_each(|(d, &t)| *d += t);
+        }
+    }
+}
