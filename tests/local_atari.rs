@@ -4,7 +4,8 @@
 //! CNN on 84x84x4 byte frames), the evaluator scores whole games, the
 //! accounting balances, and the published `final.safetensors` (which says
 //! its input scale, 1/255, in its metadata) gives sebulba's logits under an
-//! independent NumPy forward pass.
+//! independent NumPy forward pass. The preset's variant with the IMPALA
+//! ResNet (`configs/atari-impala.toml`) goes the same way.
 //!
 //! Evaluation games are capped at 2,000 frames (`env.kwargs`) so that an
 //! untrained greedy policy that never serves cannot hold a game for ALE's
@@ -23,11 +24,12 @@ use sebulba_fused::FusedPolicy;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-fn local_atari(name: &str, venv: &Path, id: &str) -> PathBuf {
+fn local_atari(name: &str, venv: &Path, id: &str, extra: &[&str]) -> PathBuf {
     let dir = run_dir(name);
     let run = dir.join("run");
     let mut cmd = bin();
     cmd.args(["local", "--env", id, "--total-steps", "2048"])
+        .args(extra)
         .args(["--set", "env.kwargs.max_num_frames_per_episode=2000"])
         .args(["--set", "eval.interval=1", "--set", "eval.episodes=2"])
         .args(["--set", "eval.final_episodes=3"])
@@ -62,7 +64,7 @@ fn local_mode_trains_atari_on_both_paths_and_numpy_reads_its_weights() {
         ("local-atari-ale", "ale:Breakout"),
         ("local-atari-gym", "gym:ALE/Pong-v5"),
     ] {
-        let run = local_atari(name, &venv, id);
+        let run = local_atari(name, &venv, id, &[]);
         let summary = read_json(&run.join("summary.json"));
         eprintln!("{id}: {summary:#}");
         assert_accounted(&summary);
@@ -84,6 +86,41 @@ fn local_mode_trains_atari_on_both_paths_and_numpy_reads_its_weights() {
         assert_eq!(spec.network.conv.len(), 3, "{id}: the Nature CNN");
         numpy_agrees(&run, &spec, &bytes);
     }
+}
+
+/// The Atari preset's variant with the IMPALA ResNet
+/// (`configs/atari-impala.toml`) through the same command: it trains, and
+/// NumPy's forward pass of its stacks (convolutions, max-pools, residual
+/// blocks) gives sebulba's logits.
+#[test]
+fn local_mode_trains_atari_with_the_impala_resnet() {
+    let Some(venv) = python_venv_with_or_skip("ale_py") else {
+        return;
+    };
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/atari-impala.toml");
+    let config = config.to_str().expect("a UTF-8 path");
+    let id = "ale:Breakout";
+    let run = local_atari("local-atari-impala", &venv, id, &["--config", config]);
+    let summary = read_json(&run.join("summary.json"));
+    eprintln!("{id} (IMPALA): {summary:#}");
+    assert_accounted(&summary);
+    assert_eq!(
+        summary["updates"].as_u64(),
+        Some(2),
+        "2 updates of 1,024 steps"
+    );
+    assert!(summary["final_eval_return_mean"].is_number(), "{summary:#}");
+    let bytes = std::fs::read(run.join("final.safetensors")).expect("final.safetensors");
+    let spec = spec_in(&bytes);
+    let stacks: Vec<(usize, usize)> = spec
+        .network
+        .stacks
+        .iter()
+        .map(|s| (s.channels, s.blocks))
+        .collect();
+    assert_eq!(stacks, [(16, 2), (32, 2), (32, 2)], "the IMPALA ResNet");
+    assert!(spec.network.conv.is_empty(), "no Nature CNN before it");
+    numpy_agrees(&run, &spec, &bytes);
 }
 
 /// Random frames through sebulba's forward pass and NumPy's.

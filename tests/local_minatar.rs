@@ -4,7 +4,7 @@
 //! balances, and the published
 //! `final.safetensors` gives the logits sebulba acts with under an
 //! independent NumPy forward pass (`tests/numpy_forward.py`, PyTorch's
-//! conventions).
+//! conventions). The IMPALA ResNet (`network.stacks`) goes the same way.
 
 mod common;
 use common::*;
@@ -68,6 +68,71 @@ fn local_mode_trains_minatar_breakout_and_numpy_reads_its_weights() {
     let logits = policy.head(&obs, n);
     numpy::assert_numpy_logits(&run, &spec, &obs, &logits);
 }
+
+/// The IMPALA ResNet on the same game through the same command, set the
+/// way docs/configuration.md shows: it learns past random play (0.4), and
+/// NumPy's forward pass of its stacks gives sebulba's logits.
+#[test]
+fn local_mode_trains_minatar_breakout_with_the_impala_resnet() {
+    let run = run_local(
+        "local-minatar-impala",
+        &[
+            "--env",
+            ID,
+            "--seed",
+            "1",
+            "--total-steps",
+            IMPALA_STEPS,
+            "--set",
+            "network.conv=[]",
+            "--set",
+            "network.stacks=[{channels=16},{channels=32},{channels=32}]",
+            "--set",
+            "network.hidden=[256]",
+            "--set",
+            "network.activation=relu",
+            "--set",
+            "eval.final_episodes=20",
+        ],
+    );
+    let summary = read_json(&run.join("summary.json"));
+    eprintln!("summary: {summary:#}");
+    assert_accounted(&summary);
+    let best = summary["best_eval_return_mean"]
+        .as_f64()
+        .expect("best eval");
+    assert!(
+        best > IMPALA_BEST,
+        "best evaluation {best} <= {IMPALA_BEST}"
+    );
+    let bytes = std::fs::read(run.join("final.safetensors")).expect("final.safetensors");
+    let cfg = RunConfig::resolve(
+        Some(ID),
+        None,
+        &[
+            "network.conv=[]".into(),
+            "network.stacks=[{channels=16},{channels=32},{channels=32}]".into(),
+            "network.hidden=[256]".into(),
+            "network.activation=relu".into(),
+        ],
+    )
+    .expect("the configuration");
+    let env = MinAtar::new(ID, Options::default(), 5).expect("env");
+    let spec = ModelSpec::new(env.spec(), &cfg.network).expect("spec");
+    let policy = FusedPolicy::from_safetensors(&spec.arch(), &bytes).expect("the file");
+    // Grids with a few cells lit in each channel.
+    let (d, n) = (spec.obs_dim, 12);
+    let mut rng = StdRng::seed_from_u64(4);
+    let obs: Vec<f32> = (0..n * d)
+        .map(|_| f32::from(u8::from(rng.random_range(0..6) == 0)))
+        .collect();
+    let logits = policy.head(&obs, n);
+    numpy::assert_numpy_logits(&run, &spec, &obs, &logits);
+}
+
+/// Env steps of the IMPALA run, and the best evaluation it must pass.
+const IMPALA_STEPS: &str = "100000";
+const IMPALA_BEST: f64 = 1.0;
 
 /// Every other MinAtar game through the same path, briefly: the preset's
 /// network fits its grid, actors, learner and evaluator run it to the end,

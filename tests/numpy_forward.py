@@ -4,13 +4,18 @@ with PyTorch's conventions, for tests/local_minatar.rs and tests/local_atari.rs.
   python numpy_forward.py FILE CASE.json
 
 CASE.json holds {"image": [H, W, C], "conv": [[channels, kernel, stride,
-padding], ...], "activation": "relu" | "tanh", "obs": [[...], ...] (rows,
+padding], ...], "stacks": [[channels, blocks], ...] (the IMPALA ResNet's),
+"activation": "relu" | "tanh", "obs": [[...], ...] (rows,
 channels last as envs give them), "logits": [[...], ...] (sebulba's)}. The
 file is read by hand (an 8-byte header length, a JSON header, raw
 little-endian f32); its metadata's model spec gives the input scale
 (`input_scale`, 1/255 for Atari's bytes; applied when there is no
 normaliser). The actor torso: convolutions on NCHW tensors with
-weights [out, in, kh, kw], flattened channels first, then dense layers
+weights [out, in, kh, kw] (`actor.conv.K`); each IMPALA stack a 3x3
+convolution (padding 1), a 3x3 max-pool with stride 2 (padding 1, which
+never wins) and residual blocks x + conv1(act(conv0(act(x))))
+(`actor.res.K.conv0`, `.conv1`), the activation after the last stack;
+flattened channels first, then dense layers
 `x @ W + b` (W stored [in, out]), then the policy head. Prints one JSON line
 with the largest difference from sebulba's logits.
 """
@@ -53,6 +58,19 @@ def conv2d(x, w, b, stride, pad):
     return y
 
 
+def max_pool(x, k, stride, pad):
+    """x [N, C, H, W]: PyTorch's max_pool2d, the padding -inf."""
+    n, c, h, wd = x.shape
+    x = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)), constant_values=-np.inf)
+    oh = (h + 2 * pad - k) // stride + 1
+    ow = (wd + 2 * pad - k) // stride + 1
+    y = np.empty((n, c, oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            y[:, :, i, j] = x[:, :, i * stride:i * stride + k, j * stride:j * stride + k].max(axis=(2, 3))
+    return y
+
+
 def main():
     t = read(sys.argv[1])
     case = json.load(open(sys.argv[2]))
@@ -67,6 +85,18 @@ def main():
     x = obs.reshape(len(obs), h, w, c).transpose(0, 3, 1, 2)
     for i, (_, _, stride, pad) in enumerate(case["conv"]):
         x = act(conv2d(x, t[f"actor.conv.{i}.weight"], t[f"actor.conv.{i}.bias"], stride, pad))
+    conv, res = len(case["conv"]), 0
+    for _, blocks in case.get("stacks", []):
+        x = conv2d(x, t[f"actor.conv.{conv}.weight"], t[f"actor.conv.{conv}.bias"], 1, 1)
+        conv += 1
+        x = max_pool(x, 3, 2, 1)
+        for _ in range(blocks):
+            r = f"actor.res.{res}"
+            h = conv2d(act(x), t[f"{r}.conv0.weight"], t[f"{r}.conv0.bias"], 1, 1)
+            x = x + conv2d(act(h), t[f"{r}.conv1.weight"], t[f"{r}.conv1.bias"], 1, 1)
+            res += 1
+    if case.get("stacks"):
+        x = act(x)
     x = x.reshape(len(x), -1)
     i = 0
     while f"actor.layers.{i}.weight" in t:

@@ -36,6 +36,8 @@ pub struct Agreement {
     pub env_id: String,
     pub image: Option<[usize; 3]>,
     pub conv: Vec<[usize; 4]>,
+    /// The IMPALA stacks, `[channels, blocks]` per stack.
+    pub stacks: Vec<[usize; 2]>,
     pub hidden: Vec<usize>,
     pub samples_per_update: usize,
     pub epochs: usize,
@@ -175,6 +177,7 @@ pub fn agree(
         env_id: cfg.env.id.clone(),
         image,
         conv: conv_layers(cfg),
+        stacks: super::learner::stacks(cfg),
         hidden: cfg.network.hidden.clone(),
         samples_per_update: samples,
         epochs: cfg.ppo.epochs,

@@ -20,6 +20,8 @@ pub struct LearnerBench {
     pub image: Option<[usize; 3]>,
     /// The convolution stem, `[channels, kernel, stride, padding]` per layer.
     pub conv: Vec<[usize; 4]>,
+    /// The IMPALA stacks, `[channels, blocks]` per stack.
+    pub stacks: Vec<[usize; 2]>,
     pub hidden: Vec<usize>,
     pub devices: Vec<String>,
     /// `fused` or `burn` (see `learner.engine`).
@@ -63,6 +65,7 @@ pub fn bench_learner(
         env_id: cfg.env.id.clone(),
         image,
         conv: conv_layers(cfg),
+        stacks: stacks(cfg),
         hidden: cfg.network.hidden.clone(),
         devices: cfg.learner.devices.clone(),
         engine: trainer.engine().to_string(),
@@ -118,6 +121,12 @@ pub fn conv_layers(cfg: &RunConfig) -> Vec<[usize; 4]> {
         .iter()
         .map(|l| [l.channels, l.kernel, l.stride, l.padding])
         .collect()
+}
+
+/// The IMPALA stacks, `[channels, blocks]` per stack.
+pub fn stacks(cfg: &RunConfig) -> Vec<[usize; 2]> {
+    let stacks = &cfg.network.stacks;
+    stacks.iter().map(|s| [s.channels, s.blocks]).collect()
 }
 
 /// `n` positions of game `id` under random legal play, game after game:

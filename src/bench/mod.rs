@@ -114,10 +114,11 @@ fn bench_learner(args: cli::BenchLearnerArgs) -> anyhow::Result<()> {
     let config = args.config.resolve()?;
     let r = learner::bench_learner(&config, args.image, args.samples, args.updates)?;
     println!(
-        "learner PPO update: {} image {:?} conv {:?} hidden {:?} devices {:?} engine {}: {} samples x {} epochs x {} minibatches, {} updates in {:.2} s: {:.0} samples/s ({:.0} sample-gradients/s)",
+        "learner PPO update: {} image {:?} conv {:?} stacks {:?} hidden {:?} devices {:?} engine {}: {} samples x {} epochs x {} minibatches, {} updates in {:.2} s: {:.0} samples/s ({:.0} sample-gradients/s)",
         r.env_id,
         r.image,
         r.conv,
+        r.stacks,
         r.hidden,
         r.devices,
         r.engine,
@@ -143,10 +144,11 @@ fn bench_agree(args: cli::BenchAgreeArgs) -> anyhow::Result<()> {
         args.tolerance,
     )?;
     println!(
-        "engines agree {}: {} conv {:?} hidden {:?}, {} update(s) of {} samples: fused {:.2} s, burn on {:?} {:.2} s; parameters moved {:.3e} (L2), apart by {:.3e} ({:.2e} of the move, tolerance {:.2e} for {:?} products; rounding alone {:.2e}, TF32's rounding of the weights {:.2e}; largest single difference {:.2e})",
+        "engines agree {}: {} conv {:?} stacks {:?} hidden {:?}, {} update(s) of {} samples: fused {:.2} s, burn on {:?} {:.2} s; parameters moved {:.3e} (L2), apart by {:.3e} ({:.2e} of the move, tolerance {:.2e} for {:?} products; rounding alone {:.2e}, TF32's rounding of the weights {:.2e}; largest single difference {:.2e})",
         if r.agrees { "yes" } else { "NO" },
         r.env_id,
         r.conv,
+        r.stacks,
         r.hidden,
         r.updates,
         r.samples_per_update,

@@ -17,6 +17,7 @@ pub fn assert_numpy_logits(run: &Path, spec: &ModelSpec, obs: &[f32], logits: &[
     let case = serde_json::json!({
         "image": spec.image,
         "conv": n.conv.iter().map(|l| [l.channels, l.kernel, l.stride, l.padding]).collect::<Vec<_>>(),
+        "stacks": n.stacks.iter().map(|s| [s.channels, s.blocks]).collect::<Vec<_>>(),
         "activation": n.activation.as_str(),
         "obs": obs.chunks(spec.obs_dim).collect::<Vec<_>>(),
         "logits": logits.chunks(spec.head_dim()).collect::<Vec<_>>(),
