@@ -21,8 +21,6 @@ pub struct Grads {
     scratch: [Vec<f32>; 4],
     /// The convolutions' windows and their gradients, a chunk at a time.
     conv: conv::Scratch,
-    /// A max-pool's running maxima.
-    best: Vec<f32>,
 }
 
 impl Grads {
@@ -149,8 +147,6 @@ struct Bufs<'a> {
     /// A residual block's second scratch.
     extra: &'a mut Vec<f32>,
     conv: &'a mut conv::Scratch,
-    /// A max-pool's running maxima.
-    best: &'a mut Vec<f32>,
 }
 
 /// Back through a dense layer from `b.dh`; `wanted`: the input's gradient
@@ -204,7 +200,7 @@ fn torso_backward(p: &[f32], g: &mut [f32], t: &Torso<'_>, m: usize, mut b: Bufs
                 }
             }
             BlockAt::MaxPool(pool) if wanted => {
-                pool::backward(pool, input, b.dh, m, b.spare, b.best);
+                pool::backward(pool, input, y, b.dh, m, b.spare);
                 std::mem::swap(b.dh, b.spare);
             }
             BlockAt::MaxPool(_) => {}
@@ -239,7 +235,7 @@ pub fn backward(
 ) {
     let (m, act, width) = (work.m, layout.activation, layout.width());
     let [dha, dhv, spare, extra] = &mut grads.scratch;
-    let (conv, best) = (&mut grads.conv, &mut grads.best);
+    let conv = &mut grads.conv;
     let ha = work.actor.top(&work.x);
     let hv = match layout.critic {
         Some(_) => work.critic.top(&work.x),
@@ -264,7 +260,6 @@ pub fn backward(
                 spare,
                 extra,
                 conv,
-                best,
             };
             torso_backward(p, g, &t, m, bufs);
         }
@@ -285,7 +280,6 @@ pub fn backward(
         spare,
         extra,
         conv,
-        best,
     };
     torso_backward(p, g, &t, m, bufs);
 }

@@ -1,8 +1,13 @@
 //! Max-pooling on NHWC buffers (`[m, h, w, c]` row-major), the IMPALA
 //! ResNet's downsampling. A window's padding never wins (PyTorch and burn
 //! pad with -inf), and of equal values the first in the window's row-major
-//! order does, as both scan: the gradient goes to that one input. The
-//! backward pass finds it again from the input rather than keeping indices.
+//! order does, as both scan: the gradient goes to that one input (ties are
+//! common: a conv's output over an Atari frame's flat background). The
+//! backward pass finds it again from the input and the output rather than
+//! keeping indices, all channels of a pixel at once.
+
+use crate::kernels::wide;
+use std::ops::Range;
 
 /// A max-pool's shape: a `[h, w, c]` input per sample, `k x k` windows moved
 /// `stride` at a time with `pad` on every side.
@@ -66,20 +71,15 @@ impl Pool {
         start..end
     }
 
-    /// Visits every output pixel with its window's input pixels in the
-    /// window's row-major order: `f(sample, output pixel, input pixels)`.
-    fn windows(&self, m: usize, mut f: impl FnMut(usize, usize, &mut dyn Iterator<Item = usize>)) {
+    /// Visits every output pixel: `f(its offset, its window's input rows,
+    /// columns)`, the offsets in floats from sample `s`'s start.
+    #[inline(always)]
+    fn windows(&self, mut f: impl FnMut(usize, Range<usize>, Range<usize>)) {
         let (oh, ow) = (self.out_h(), self.out_w());
-        for s in 0..m {
-            for oy in 0..oh {
-                let rows = self.span(oy, self.h);
-                for ox in 0..ow {
-                    let cols = self.span(ox, self.w);
-                    let mut pixels = rows
-                        .clone()
-                        .flat_map(|iy| cols.clone().map(move |ix| iy * self.w + ix));
-                    f(s, oy * ow + ox, &mut pixels);
-                }
+        for oy in 0..oh {
+            let rows = self.span(oy, self.h);
+            for ox in 0..ow {
+                f((oy * ow + ox) * self.c, rows.clone(), self.span(ox, self.w));
             }
         }
     }
@@ -88,44 +88,66 @@ impl Pool {
 /// `out` (`[m, out_h, out_w, c]`) = the max-pool of `x` (`[m, h, w, c]`).
 pub fn forward(p: &Pool, x: &[f32], m: usize, out: &mut [f32]) {
     let c = p.c;
-    p.windows(m, |s, o, pixels| {
-        let dst = &mut out[(s * p.out_h() * p.out_w() + o) * c..][..c];
-        dst.fill(f32::NEG_INFINITY);
-        for i in pixels {
-            let src = &x[(s * p.h * p.w + i) * c..][..c];
-            dst.iter_mut()
-                .zip(src)
-                .for_each(|(d, &v)| *d = if v > *d { v } else { *d });
-        }
-    });
+    for s in 0..m {
+        let x = &x[s * p.in_len()..(s + 1) * p.in_len()];
+        let out = &mut out[s * p.out_len()..(s + 1) * p.out_len()];
+        p.windows(|o, rows, cols| {
+            let dst = &mut out[o..o + c];
+            dst.fill(f32::NEG_INFINITY);
+            for iy in rows {
+                for ix in cols.clone() {
+                    let src = &x[(iy * p.w + ix) * c..][..c];
+                    wide(
+                        #[inline(always)]
+                        || {
+                            dst.iter_mut()
+                                .zip(src)
+                                .for_each(|(d, &v)| *d = if v > *d { v } else { *d })
+                        },
+                    );
+                }
+            }
+        });
+    }
 }
 
 /// `dx` (`[m, h, w, c]`, overwritten) from `dy` (the output's gradient):
-/// each output's gradient added to its window's winning input, found again
-/// in `x`.
-pub fn backward(p: &Pool, x: &[f32], dy: &[f32], m: usize, dx: &mut [f32], best: &mut Vec<f32>) {
+/// each output's gradient added to its window's winner, the first input in
+/// the window's order equal to the output `y` (the forward pass keeps the
+/// first of equal maxima, so that is the one).
+pub fn backward(p: &Pool, x: &[f32], y: &[f32], dy: &[f32], m: usize, dx: &mut [f32]) {
     let c = p.c;
     dx[..m * p.in_len()].fill(0.0);
-    let mut at = vec![usize::MAX; c];
-    best.resize(c, 0.0);
-    p.windows(m, |s, o, pixels| {
-        best.fill(f32::NEG_INFINITY);
-        at.fill(usize::MAX);
-        for i in pixels {
-            let src = &x[(s * p.h * p.w + i) * c..][..c];
-            for ch in 0..c {
-                if src[ch] > best[ch] {
-                    best[ch] = src[ch];
-                    at[ch] = i;
+    // Per channel, 1 once the window's winner is found.
+    let mut found = vec![0.0f32; c];
+    for s in 0..m {
+        let x = &x[s * p.in_len()..(s + 1) * p.in_len()];
+        let dx = &mut dx[s * p.in_len()..(s + 1) * p.in_len()];
+        let (y, dy) = (
+            &y[s * p.out_len()..(s + 1) * p.out_len()],
+            &dy[s * p.out_len()..(s + 1) * p.out_len()],
+        );
+        p.windows(|o, rows, cols| {
+            let (yo, g) = (&y[o..o + c], &dy[o..o + c]);
+            found.fill(0.0);
+            for iy in rows {
+                for ix in cols.clone() {
+                    let at = (iy * p.w + ix) * c;
+                    let (xi, dxi) = (&x[at..at + c], &mut dx[at..at + c]);
+                    wide(
+                        #[inline(always)]
+                        || {
+                            for ch in 0..c {
+                                let hit = f32::from(u8::from(xi[ch] == yo[ch])) * (1.0 - found[ch]);
+                                dxi[ch] += hit * g[ch];
+                                found[ch] += hit;
+                            }
+                        },
+                    );
                 }
             }
-        }
-        let g = &dy[(s * p.out_h() * p.out_w() + o) * c..][..c];
-        // A window of NaNs alone has no winner (its loss is not finite).
-        for ch in (0..c).filter(|&ch| at[ch] != usize::MAX) {
-            dx[(s * p.h * p.w + at[ch]) * c + ch] += g[ch];
-        }
-    });
+        });
+    }
 }
 
 #[cfg(test)]

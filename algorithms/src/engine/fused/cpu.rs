@@ -111,12 +111,22 @@ impl Fused {
         self.norm.as_ref()
     }
 
-    /// State values of the observation rows `obs` (`[rows * obs_dim]`).
+    /// State values of the observation rows `obs` (`[rows * obs_dim]`), in
+    /// chunks of [`pass_rows`] rows.
     pub fn values(&mut self, obs: &[f32]) -> Vec<f32> {
-        let shard = &mut self.shards[0];
-        shard.load_rows(&self.layout, self.norm.as_ref(), obs);
-        net::value_forward(&self.layout, &self.state.params, &mut shard.work);
-        shard.work.value.clone()
+        self.values_in_chunks(obs, pass_rows(&self.layout))
+    }
+
+    /// [`Fused::values`], `rows` rows at a time.
+    pub(super) fn values_in_chunks(&mut self, obs: &[f32], rows: usize) -> Vec<f32> {
+        let (layout, shard) = (&self.layout, &mut self.shards[0]);
+        let mut out = Vec::with_capacity(obs.len() / layout.obs_dim);
+        for chunk in obs.chunks(rows.max(1) * layout.obs_dim) {
+            shard.load_rows(layout, self.norm.as_ref(), chunk);
+            net::value_forward(layout, &self.state.params, &mut shard.work);
+            out.extend_from_slice(&shard.work.value);
+        }
+        out
     }
 
     /// Policy-head outputs of the observation rows `obs`.
@@ -212,7 +222,19 @@ impl Fused {
     }
 }
 
-/// The policy forward pass of `obs` in `shard`'s buffers.
+/// Floats a pass over rows keeps at most (256 MiB): a value or policy pass
+/// over a trajectory's rows goes in chunks that fit, so that a deep image
+/// network's activations (the IMPALA ResNet keeps 2 MB per 84x84 frame)
+/// stay bounded; a small network's rows are never split.
+const PASS_FLOATS: usize = 1 << 26;
+
+/// Rows of one chunk of a pass.
+fn pass_rows(layout: &Layout) -> usize {
+    (PASS_FLOATS / layout.floats_per_sample()).max(1)
+}
+
+/// The policy forward pass of `obs` in `shard`'s buffers, in chunks of
+/// [`pass_rows`] rows.
 fn policy_rows(
     layout: &Layout,
     params: &[f32],
@@ -220,7 +242,11 @@ fn policy_rows(
     shard: &mut Shard,
     obs: &[f32],
 ) -> Vec<f32> {
-    shard.load_rows(layout, norm, obs);
-    net::policy_forward(layout, params, &mut shard.work);
-    shard.work.head.clone()
+    let mut out = Vec::with_capacity(obs.len() / layout.obs_dim * layout.head_dim);
+    for chunk in obs.chunks(pass_rows(layout) * layout.obs_dim) {
+        shard.load_rows(layout, norm, chunk);
+        net::policy_forward(layout, params, &mut shard.work);
+        out.extend_from_slice(&shard.work.head);
+    }
+    out
 }

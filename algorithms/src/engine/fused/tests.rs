@@ -762,6 +762,32 @@ fn bootstrap_values_match_burn() {
     }
 }
 
+/// A pass over more rows than fit at once goes in chunks, with the values of
+/// one pass over them all (a deep image network's bootstrap pass).
+#[test]
+fn values_in_chunks_are_the_values_of_one_pass() {
+    for case in impala_cases() {
+        let data = data(&case, 20, 8);
+        let m = model(&case, &data);
+        let mut fused = fused_from(&case, &m, 1);
+        let obs = data.observations.as_f32().unwrap();
+        let whole = fused.values_in_chunks(obs, 20);
+        let chunked = fused.values_in_chunks(obs, 3);
+        assert_eq!(whole.len(), 20);
+        assert!(
+            max_diff(&whole, &chunked) < 1e-6,
+            "{}: {whole:?} vs {chunked:?}",
+            case.name
+        );
+        assert_eq!(
+            fused.values(obs),
+            whole,
+            "{}: 20 rows fit one pass",
+            case.name
+        );
+    }
+}
+
 /// The wide case's rows allow few enough actions for the sparse policy head,
 /// so the comparisons with burn above go through it; the other masked
 /// cases' rows do not.
