@@ -160,14 +160,25 @@ fn add_bias_then(out: &mut [f32], bias: &[f32], f: impl Fn(f32) -> f32) {
     );
 }
 
-/// The activation applied in place (a convolution's output, a residual
-/// block's inner activations).
+/// The activation applied in place (a convolution's output).
 pub(crate) fn activate(out: &mut [f32], act: Activation) {
     wide(
         #[inline(always)]
         || match act {
             Activation::Tanh => out.iter_mut().for_each(|v| *v = tanh(*v)),
             Activation::Relu => out.iter_mut().for_each(|v| *v = v.max(0.0)),
+        },
+    );
+}
+
+/// `out = act(x)` in one pass (a residual block's inner activation, the
+/// activation block).
+pub(crate) fn activate_into(x: &[f32], act: Activation, out: &mut [f32]) {
+    wide(
+        #[inline(always)]
+        || match act {
+            Activation::Tanh => out.iter_mut().zip(x).for_each(|(o, &v)| *o = tanh(v)),
+            Activation::Relu => out.iter_mut().zip(x).for_each(|(o, &v)| *o = v.max(0.0)),
         },
     );
 }
@@ -200,8 +211,7 @@ fn block_forward(
         }
         BlockAt::Activate(s) => {
             let n = m * s.len();
-            out[..n].copy_from_slice(&dense_x()[..n]);
-            activate(&mut out[..n], act);
+            activate_into(&dense_x()[..n], act, &mut out[..n]);
         }
     }
 }

@@ -88,27 +88,30 @@ impl Pool {
 /// `out` (`[m, out_h, out_w, c]`) = the max-pool of `x` (`[m, h, w, c]`).
 pub fn forward(p: &Pool, x: &[f32], m: usize, out: &mut [f32]) {
     let c = p.c;
-    for s in 0..m {
-        let x = &x[s * p.in_len()..(s + 1) * p.in_len()];
-        let out = &mut out[s * p.out_len()..(s + 1) * p.out_len()];
-        p.windows(|o, rows, cols| {
-            let dst = &mut out[o..o + c];
-            dst.fill(f32::NEG_INFINITY);
-            for iy in rows {
-                for ix in cols.clone() {
-                    let src = &x[(iy * p.w + ix) * c..][..c];
-                    wide(
-                        #[inline(always)]
-                        || {
-                            dst.iter_mut()
-                                .zip(src)
-                                .for_each(|(d, &v)| *d = if v > *d { v } else { *d })
-                        },
-                    );
-                }
+    wide(
+        #[inline(always)]
+        || {
+            for s in 0..m {
+                let x = &x[s * p.in_len()..(s + 1) * p.in_len()];
+                let out = &mut out[s * p.out_len()..(s + 1) * p.out_len()];
+                p.windows(
+                    #[inline(always)]
+                    |o, rows, cols| {
+                        let dst = &mut out[o..o + c];
+                        dst.fill(f32::NEG_INFINITY);
+                        for iy in rows {
+                            for ix in cols.clone() {
+                                let src = &x[(iy * p.w + ix) * c..][..c];
+                                for (d, &v) in dst.iter_mut().zip(src) {
+                                    *d = if v > *d { v } else { *d };
+                                }
+                            }
+                        }
+                    },
+                );
             }
-        });
-    }
+        },
+    );
 }
 
 /// `dx` (`[m, h, w, c]`, overwritten) from `dy` (the output's gradient):
@@ -120,34 +123,35 @@ pub fn backward(p: &Pool, x: &[f32], y: &[f32], dy: &[f32], m: usize, dx: &mut [
     dx[..m * p.in_len()].fill(0.0);
     // Per channel, 1 once the window's winner is found.
     let mut found = vec![0.0f32; c];
-    for s in 0..m {
-        let x = &x[s * p.in_len()..(s + 1) * p.in_len()];
-        let dx = &mut dx[s * p.in_len()..(s + 1) * p.in_len()];
-        let (y, dy) = (
-            &y[s * p.out_len()..(s + 1) * p.out_len()],
-            &dy[s * p.out_len()..(s + 1) * p.out_len()],
-        );
-        p.windows(|o, rows, cols| {
-            let (yo, g) = (&y[o..o + c], &dy[o..o + c]);
-            found.fill(0.0);
-            for iy in rows {
-                for ix in cols.clone() {
-                    let at = (iy * p.w + ix) * c;
-                    let (xi, dxi) = (&x[at..at + c], &mut dx[at..at + c]);
-                    wide(
-                        #[inline(always)]
-                        || {
-                            for ch in 0..c {
-                                let hit = f32::from(u8::from(xi[ch] == yo[ch])) * (1.0 - found[ch]);
-                                dxi[ch] += hit * g[ch];
-                                found[ch] += hit;
+    wide(
+        #[inline(always)]
+        || {
+            for s in 0..m {
+                let (i, o) = (s * p.in_len(), s * p.out_len());
+                let (x, dx) = (&x[i..i + p.in_len()], &mut dx[i..i + p.in_len()]);
+                let (y, dy) = (&y[o..o + p.out_len()], &dy[o..o + p.out_len()]);
+                p.windows(
+                    #[inline(always)]
+                    |o, rows, cols| {
+                        let (yo, g) = (&y[o..o + c], &dy[o..o + c]);
+                        found.fill(0.0);
+                        for iy in rows {
+                            for ix in cols.clone() {
+                                let at = (iy * p.w + ix) * c;
+                                let (xi, dxi) = (&x[at..at + c], &mut dx[at..at + c]);
+                                for ch in 0..c {
+                                    let same = f32::from(u8::from(xi[ch] == yo[ch]));
+                                    let hit = same * (1.0 - found[ch]);
+                                    dxi[ch] += hit * g[ch];
+                                    found[ch] += hit;
+                                }
                             }
-                        },
-                    );
-                }
+                        }
+                    },
+                );
             }
-        });
-    }
+        },
+    );
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 use crate::Activation;
 use crate::backward::through_activation;
 use crate::conv::{self, Scratch};
-use crate::net::{ConvAt, activate};
+use crate::net::{ConvAt, activate, activate_into};
 
 /// One residual block's convolutions and the activation.
 pub struct Residual<'a> {
@@ -42,8 +42,7 @@ impl Residual<'_> {
     ) {
         let n = m * self.len();
         let (a, b) = inner[..2 * n].split_at_mut(n);
-        a.copy_from_slice(&x[..n]);
-        activate(a, self.act);
+        activate_into(&x[..n], self.act, a);
         conv::forward(&self.conv0.conv, self.conv0.params(p), a, m, scratch, b);
         activate(b, self.act);
         conv::forward(&self.conv1.conv, self.conv1.params(p), b, m, scratch, out);
