@@ -70,7 +70,7 @@ fn local_mode_trains_minatar_breakout_and_numpy_reads_its_weights() {
 }
 
 /// The IMPALA ResNet on the same game through the same command, set the
-/// way docs/configuration.md shows: it learns past random play (0.4), and
+/// way docs/configuration.md shows: it learns well past random play (0.4), and
 /// NumPy's forward pass of its stacks gives sebulba's logits.
 #[test]
 fn local_mode_trains_minatar_breakout_with_the_impala_resnet() {
@@ -130,9 +130,10 @@ fn local_mode_trains_minatar_breakout_with_the_impala_resnet() {
     numpy::assert_numpy_logits(&run, &spec, &obs, &logits);
 }
 
-/// Env steps of the IMPALA run, and the best evaluation it must pass.
-const IMPALA_STEPS: &str = "100000";
-const IMPALA_BEST: f64 = 1.0;
+/// Env steps of the IMPALA run, and the best evaluation it must pass: seed
+/// 1 reached 6.1 at 250k steps (release build, 42 s), 0.6 at 100k.
+const IMPALA_STEPS: &str = "250000";
+const IMPALA_BEST: f64 = 2.0;
 
 /// Every other MinAtar game through the same path, briefly: the preset's
 /// network fits its grid, actors, learner and evaluator run it to the end,
