@@ -10,13 +10,14 @@
 # pendulum acrobot-dqn minatar bigtwo.
 set -euo pipefail
 old=$1 new=$2 out=${3:-$(mktemp -d)}
+mkdir -p "$out"
 declare -A runs=(
   [cartpole-fused]="--env CartPole-v1 --set learner.engine=fused"
   [cartpole-burn]="--env CartPole-v1 --total-steps 20000 --set learner.engine=burn"
   [pendulum]="--env Pendulum-v1 --total-steps 50000"
   [acrobot-dqn]="--env Acrobot-v1 --total-steps 30000"
   [minatar]="--env MinAtar/Breakout-v1 --total-steps 200000"
-  [bigtwo]="--env BigTwo-v1 --total-steps 100000"
+  [bigtwo]="--env BigTwo-v1 --total-steps 100000 --set run.time_limit_secs=0"
 )
 status=0
 for name in ${RUNS:-cartpole-fused cartpole-burn pendulum acrobot-dqn minatar bigtwo}; do

@@ -155,36 +155,16 @@ pub fn im2col(c: &Conv, x: &[f32], m: usize, cols: &mut [f32]) {
         let row = &x[(s * c.h + iy) * c.w * c.c_in..][..c.w * c.c_in];
         if left >= 0 && left as usize + c.kw <= c.w {
             // The whole tap row inside the input: one contiguous copy.
-            copy_run(dst, &row[left as usize * c.c_in..][..run]);
+            dst.copy_from_slice(&row[left as usize * c.c_in..][..run]);
             return;
         }
         for (kx, d) in dst.chunks_exact_mut(c.c_in).enumerate() {
             match usize::try_from(left + kx as isize) {
-                Ok(ix) if ix < c.w => copy_run(d, &row[ix * c.c_in..][..c.c_in]),
+                Ok(ix) if ix < c.w => d.copy_from_slice(&row[ix * c.c_in..][..c.c_in]),
                 _ => d.fill(0.0),
             }
         }
     });
-}
-
-/// `dst = src` for a run of tens of floats (a small convolution's tap row),
-/// 16 at a time in register-wide moves: a call into the C library's copy
-/// for each cost more than the copy itself.
-#[inline(always)]
-fn copy_run(dst: &mut [f32], src: &[f32]) {
-    let whole = dst.len() / 16 * 16;
-    let (dst_whole, dst_tail) = dst.split_at_mut(whole);
-    let (src_whole, src_tail) = src[..whole + dst_tail.len()].split_at(whole);
-    for (d, s) in dst_whole
-        .chunks_exact_mut(16)
-        .zip(src_whole.chunks_exact(16))
-    {
-        let d: &mut [f32; 16] = d.try_into().expect("a chunk of 16");
-        *d = s.try_into().expect("a chunk of 16");
-    }
-    for (d, &s) in dst_tail.iter_mut().zip(src_tail) {
-        *d = s;
-    }
 }
 
 /// The transpose of [`im2col`]: every row of `cols` added back into `dx`
