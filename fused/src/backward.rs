@@ -4,11 +4,11 @@
 //! forward pass kept in [`Work`]. Checked against burn's autodiff in
 //! `sebulba_algorithms::engine::fused`'s tests.
 
-use crate::kernels::{View, add_column_sums, gemm, wide};
+use crate::kernels::{View, add_column_sums, gemm};
 use crate::net::{self, BlockAt, Dense, Head, Layout, TorsoWork, Work};
 use crate::residual::Residual;
 use crate::sparse_head::SparseHead;
-use crate::{Activation, conv, pool};
+use crate::{Activation, activation, conv, pool};
 
 /// The backward pass's buffers for a minibatch of `m` rows, reused from step
 /// to step.
@@ -116,21 +116,6 @@ fn head_backward(
     gemm(m, d_out, d_in, View::rows(dy, d_out), w, 0.0, dx);
 }
 
-/// `dy` times the activation's derivative, from the layer's output `y`:
-/// tanh' = 1 - y^2 and relu' = [y > 0].
-pub(crate) fn through_activation(act: Activation, y: &[f32], dy: &mut [f32]) {
-    wide(
-        #[inline(always)]
-        || match act {
-            Activation::Tanh => dy.iter_mut().zip(y).for_each(|(g, &y)| *g *= 1.0 - y * y),
-            Activation::Relu => dy
-                .iter_mut()
-                .zip(y)
-                .for_each(|(g, &y)| *g = if y > 0.0 { *g } else { 0.0 }),
-        },
-    );
-}
-
 /// One torso's blocks, their input and outputs, for the way back.
 struct Torso<'a> {
     layers: &'a net::Torso,
@@ -160,7 +145,7 @@ fn dense_block(
     b: &mut Bufs<'_>,
 ) {
     let dy = &mut b.dh[..m * d.d_out];
-    through_activation(t.act, &t.outs.outs[i][..m * d.d_out], dy);
+    activation::backward(t.act, &t.outs.outs[i][..m * d.d_out], dy);
     if i == 0 && t.outs.input.is_on() {
         // The observations read as their nonzero entries (the first block,
         // so no gradient wanted at them).
@@ -189,7 +174,11 @@ fn torso_backward(p: &[f32], g: &mut [f32], t: &Torso<'_>, m: usize, mut b: Bufs
             BlockAt::Conv { at: c, activate } => {
                 let k = &c.conv;
                 if *activate {
-                    through_activation(t.act, &y[..m * k.out_len()], &mut b.dh[..m * k.out_len()]);
+                    activation::backward(
+                        t.act,
+                        &y[..m * k.out_len()],
+                        &mut b.dh[..m * k.out_len()],
+                    );
                 }
                 let (w, rest) = g.split_at_mut(c.b);
                 let (dw, db) = (&mut w[c.w..], &mut rest[..k.c_out]);
@@ -215,7 +204,7 @@ fn torso_backward(p: &[f32], g: &mut [f32], t: &Torso<'_>, m: usize, mut b: Bufs
                 r.backward(p, g, inner, m, b.dh, scratch, wanted, b.conv);
             }
             BlockAt::Activate(s) => {
-                through_activation(t.act, &y[..m * s.len()], &mut b.dh[..m * s.len()]);
+                activation::backward(t.act, &y[..m * s.len()], &mut b.dh[..m * s.len()]);
             }
         }
     }

@@ -125,6 +125,23 @@ impl Conv {
     }
 }
 
+/// One convolution's place in the parameter vector.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ConvAt {
+    pub conv: Conv,
+    /// Offset of the `[kh, kw, c_in, c_out]` weight.
+    pub w: usize,
+    /// Offset of the `[c_out]` bias.
+    pub b: usize,
+}
+
+impl ConvAt {
+    /// Its weight and bias in `p`.
+    pub fn params<'a>(&self, p: &'a [f32]) -> (&'a [f32], &'a [f32]) {
+        (&p[self.w..self.b], &p[self.b..self.b + self.conv.c_out])
+    }
+}
+
 /// Visits every window tap row: `(sample, window index, tap row ky, input
 /// row iy or None in the padding, first input column)`.
 fn windows(c: &Conv, m: usize, mut f: impl FnMut(usize, usize, usize, Option<usize>, isize)) {

@@ -23,6 +23,7 @@
 //! layers (separate or shared, tanh or relu) without LayerNorm, with or
 //! without observation normalisation.
 
+mod activation;
 pub mod adam;
 mod arch;
 pub mod backward;

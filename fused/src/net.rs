@@ -9,12 +9,13 @@
 
 mod layout;
 
-pub use layout::{BlockAt, ConvAt, Dense, Head, Layout, Torso};
+pub use crate::conv::ConvAt;
+pub use layout::{BlockAt, Dense, Head, Layout, Torso};
 
 use crate::conv::{self, f32_bytes};
 use crate::kernels::{View, gemm, tanh, wide};
 use crate::sparse_input::SparseRows;
-use crate::{Activation, pool, residual};
+use crate::{Activation, activation, pool, residual};
 
 /// One torso's activations for a minibatch: each block's output (what the
 /// backward pass reads, with the torso's input).
@@ -160,29 +161,6 @@ fn add_bias_then(out: &mut [f32], bias: &[f32], f: impl Fn(f32) -> f32) {
     );
 }
 
-/// The activation applied in place (a convolution's output).
-pub(crate) fn activate(out: &mut [f32], act: Activation) {
-    wide(
-        #[inline(always)]
-        || match act {
-            Activation::Tanh => out.iter_mut().for_each(|v| *v = tanh(*v)),
-            Activation::Relu => out.iter_mut().for_each(|v| *v = v.max(0.0)),
-        },
-    );
-}
-
-/// `out = act(x)` in one pass (a residual block's inner activation, the
-/// activation block).
-pub(crate) fn activate_into(x: &[f32], act: Activation, out: &mut [f32]) {
-    wide(
-        #[inline(always)]
-        || match act {
-            Activation::Tanh => out.iter_mut().zip(x).for_each(|(o, &v)| *o = tanh(v)),
-            Activation::Relu => out.iter_mut().zip(x).for_each(|(o, &v)| *o = v.max(0.0)),
-        },
-    );
-}
-
 /// One block's output for `m` rows of `x` into `out` (and `inner`).
 fn block_forward(
     p: &[f32],
@@ -201,7 +179,7 @@ fn block_forward(
         BlockAt::Conv { at, activate: a } => {
             conv::forward(&at.conv, at.params(p), dense_x(), m, scratch, out);
             if *a {
-                activate(&mut out[..m * at.conv.out_len()], act);
+                activation::apply(&mut out[..m * at.conv.out_len()], act);
             }
         }
         BlockAt::MaxPool(pool) => pool::forward(pool, dense_x(), m, out),
@@ -211,7 +189,7 @@ fn block_forward(
         }
         BlockAt::Activate(s) => {
             let n = m * s.len();
-            activate_into(&dense_x()[..n], act, &mut out[..n]);
+            activation::apply_into(&dense_x()[..n], act, &mut out[..n]);
         }
     }
 }

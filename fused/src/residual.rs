@@ -4,10 +4,8 @@
 //! block's inner activations) for the way back, which runs through `conv1`,
 //! `conv0` and the skip.
 
-use crate::Activation;
-use crate::backward::through_activation;
-use crate::conv::{self, Scratch};
-use crate::net::{ConvAt, activate, activate_into};
+use crate::conv::{self, ConvAt, Scratch};
+use crate::{Activation, activation};
 
 /// One residual block's convolutions and the activation.
 pub struct Residual<'a> {
@@ -42,9 +40,9 @@ impl Residual<'_> {
     ) {
         let n = m * self.len();
         let (a, b) = inner[..2 * n].split_at_mut(n);
-        activate_into(&x[..n], self.act, a);
+        activation::apply_into(&x[..n], self.act, a);
         conv::forward(&self.conv0.conv, self.conv0.params(p), a, m, scratch, b);
-        activate(b, self.act);
+        activation::apply(b, self.act);
         conv::forward(&self.conv1.conv, self.conv1.params(p), b, m, scratch, out);
         out[..n].iter_mut().zip(&x[..n]).for_each(|(o, &x)| *o += x);
     }
@@ -72,13 +70,13 @@ impl Residual<'_> {
         // Through conv1 to its input act(h), then through the activation.
         let w1 = c1.params(p).0;
         conv::backward(&c1.conv, w1, b, dy, m, grads_of(c1, g), Some(t1), scratch);
-        through_activation(self.act, b, t1);
+        activation::backward(self.act, b, t1);
         // Through conv0 to its input act(x).
         let w0 = c0.params(p).0;
         let dx = want_dx.then_some(&mut *t2);
         conv::backward(&c0.conv, w0, a, t1, m, grads_of(c0, g), dx, scratch);
         if want_dx {
-            through_activation(self.act, a, t2);
+            activation::backward(self.act, a, t2);
             dy[..n].iter_mut().zip(&*t2).for_each(|(d, &t)| *d += t);
         }
     }

@@ -2,7 +2,7 @@
 //! [`crate::Arch`]'s description placed.
 
 use crate::arch::{Shape, Shaped};
-use crate::conv::Conv;
+use crate::conv::{Conv, ConvAt};
 use crate::pool::Pool;
 use crate::{Activation, Arch, ObsNorm};
 
@@ -39,23 +39,6 @@ impl Head {
     pub fn as_dense(&self) -> Dense {
         let Head { w, b, d_in, d_out } = *self;
         Dense { w, b, d_in, d_out }
-    }
-}
-
-/// One convolution's place in the parameter vector.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct ConvAt {
-    pub conv: Conv,
-    /// Offset of the `[kh, kw, c_in, c_out]` weight.
-    pub w: usize,
-    /// Offset of the `[c_out]` bias.
-    pub b: usize,
-}
-
-impl ConvAt {
-    /// Its weight and bias in `p`.
-    pub fn params<'a>(&self, p: &'a [f32]) -> (&'a [f32], &'a [f32]) {
-        (&p[self.w..self.b], &p[self.b..self.b + self.conv.c_out])
     }
 }
 
