@@ -52,7 +52,7 @@ fn main() -> anyhow::Result<()> {
     // The network and Adam on the run's engine (the fused CPU engine), and
     // the update rule the learner would train with (PPO).
     let mut trainer = Trainer::for_run(&spec, &cfg)?;
-    let mut rule = UpdateRule::for_run(&cfg, &spec, 0, &mut trainer);
+    let mut rule = UpdateRule::for_run(&cfg, &spec, 0, &trainer)?;
     // The policy the actors act with, loaded from the weights the trainer publishes.
     let mut policy = InferencePolicy::new(&env, &cfg.network, DeviceKind::Cpu)?;
     // Observation and reward statistics (both off in this preset).

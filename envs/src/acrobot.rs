@@ -9,7 +9,8 @@ use std::f64::consts::{FRAC_PI_2, PI};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::{Action, ActionSpace, Env, EnvError, EnvSpec, StepResult};
+use crate::env::{Action, Env, EnvError, StepResult, discrete_action, state_array};
+use crate::spec::{ActionSpace, EnvSpec, make_spec};
 
 const DT: f64 = 0.2;
 const LINK_LENGTH_1: f64 = 1.0;
@@ -27,7 +28,7 @@ const AVAIL_TORQUE: [f64; 3] = [-1.0, 0.0, 1.0];
 pub(super) fn spec() -> EnvSpec {
     let high = vec![1.0, 1.0, 1.0, 1.0, MAX_VEL_1 as f32, MAX_VEL_2 as f32];
     let low = high.iter().map(|h| -h).collect();
-    super::make_spec("Acrobot-v1", ActionSpace::Discrete { n: 3 }, 500, low, high)
+    make_spec("Acrobot-v1", ActionSpace::Discrete { n: 3 }, 500, low, high)
 }
 
 /// State `[theta1, theta2, dtheta1, dtheta2]`.
@@ -126,7 +127,7 @@ impl Env for Acrobot {
     }
 
     fn step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<StepResult, EnvError> {
-        let a = super::discrete_action(&self.spec, action)?;
+        let a = discrete_action(&self.spec, action)?;
         let [t1, t2, dt1, dt2] = self.state;
         let ns = rk4([t1, t2, dt1, dt2, AVAIL_TORQUE[a]], DT);
         self.state = [
@@ -148,7 +149,7 @@ impl Env for Acrobot {
     }
 
     fn set_state(&mut self, state: &[f64]) -> Result<(), EnvError> {
-        self.state = super::state_array(&self.spec, state)?;
+        self.state = state_array(&self.spec, state)?;
         Ok(())
     }
 

@@ -3,7 +3,8 @@
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::{Action, ActionSpace, Env, EnvError, EnvSpec, StepResult};
+use crate::env::{Action, Env, EnvError, StepResult, discrete_action, state_array};
+use crate::spec::{ActionSpace, EnvSpec, make_spec};
 
 const GRAVITY: f64 = 9.8;
 const MASS_CART: f64 = 1.0;
@@ -26,7 +27,7 @@ pub(super) fn spec() -> EnvSpec {
         f32::INFINITY,
     ];
     let low = high.iter().map(|h| -h).collect();
-    super::make_spec(
+    make_spec(
         "CartPole-v1",
         ActionSpace::Discrete { n: 2 },
         500,
@@ -72,7 +73,7 @@ impl Env for CartPole {
     }
 
     fn step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<StepResult, EnvError> {
-        let a = super::discrete_action(&self.spec, action)?;
+        let a = discrete_action(&self.spec, action)?;
         let [x, x_dot, theta, theta_dot] = self.state;
         let force = if a == 1 { FORCE_MAG } else { -FORCE_MAG };
         let (sin_t, cos_t) = (theta.sin(), theta.cos());
@@ -104,7 +105,7 @@ impl Env for CartPole {
     }
 
     fn set_state(&mut self, state: &[f64]) -> Result<(), EnvError> {
-        self.state = super::state_array(&self.spec, state)?;
+        self.state = state_array(&self.spec, state)?;
         Ok(())
     }
 

@@ -4,7 +4,8 @@
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::{Action, ActionSpace, Env, EnvError, EnvSpec, StepResult};
+use crate::env::{Action, Env, EnvError, StepResult, discrete_action, state_array};
+use crate::spec::{ActionSpace, EnvSpec, make_spec};
 
 const MIN_POSITION: f64 = -1.2;
 const MAX_POSITION: f64 = 0.6;
@@ -15,7 +16,7 @@ const FORCE: f64 = 0.001;
 const GRAVITY: f64 = 0.0025;
 
 pub(super) fn spec() -> EnvSpec {
-    super::make_spec(
+    make_spec(
         "MountainCar-v0",
         ActionSpace::Discrete { n: 3 },
         200,
@@ -59,7 +60,7 @@ impl Env for MountainCar {
     }
 
     fn step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<StepResult, EnvError> {
-        let a = super::discrete_action(&self.spec, action)?;
+        let a = discrete_action(&self.spec, action)?;
         let [mut position, mut velocity] = self.state;
         // `action - 1` is an integer in Gymnasium, so the push is exact.
         let push = (a as f64 - 1.0) * FORCE;
@@ -84,7 +85,7 @@ impl Env for MountainCar {
     }
 
     fn set_state(&mut self, state: &[f64]) -> Result<(), EnvError> {
-        self.state = super::state_array(&self.spec, state)?;
+        self.state = state_array(&self.spec, state)?;
         Ok(())
     }
 

@@ -10,7 +10,8 @@
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::{Action, ActionSpace, Env, EnvError, EnvSpec, StateOrigin, StepResult};
+use crate::env::{Action, Env, EnvError, StateOrigin, StepResult, continuous_action, state_array};
+use crate::spec::{ActionSpace, EnvSpec, make_spec};
 
 const MIN_ACTION: f64 = -1.0;
 const MAX_ACTION: f64 = 1.0;
@@ -22,7 +23,7 @@ const GOAL_VELOCITY: f64 = 0.0;
 const POWER: f64 = 0.0015;
 
 pub(super) fn spec() -> EnvSpec {
-    super::make_spec(
+    make_spec(
         "MountainCarContinuous-v0",
         ActionSpace::Box {
             low: vec![MIN_ACTION as f32],
@@ -157,7 +158,7 @@ impl Env for MountainCarContinuous {
     }
 
     fn step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<StepResult, EnvError> {
-        let a = super::continuous_action(&self.spec, action)?[0];
+        let a = continuous_action(&self.spec, action)?[0];
         let stored = |v: f64| {
             if self.state_is_f32 {
                 Num::F32(v as f32)
@@ -222,7 +223,7 @@ impl Env for MountainCarContinuous {
     /// After a step Gymnasium holds float32, so the values are rounded to
     /// `f32` and later arithmetic runs as NumPy's would on that state.
     fn set_state_from(&mut self, state: &[f64], origin: StateOrigin) -> Result<(), EnvError> {
-        let s: [f64; 2] = super::state_array(&self.spec, state)?;
+        let s: [f64; 2] = state_array(&self.spec, state)?;
         self.state_is_f32 = origin == StateOrigin::Step;
         self.state = if self.state_is_f32 {
             s.map(|v| f64::from(v as f32))

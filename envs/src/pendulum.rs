@@ -9,7 +9,8 @@ use std::f64::consts::{PI, TAU};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::{Action, ActionSpace, Env, EnvError, EnvSpec, StepResult};
+use crate::env::{Action, Env, EnvError, StepResult, continuous_action, state_array};
+use crate::spec::{ActionSpace, EnvSpec, make_spec};
 
 const MAX_SPEED: f64 = 8.0;
 const MAX_TORQUE: f32 = 2.0;
@@ -19,7 +20,7 @@ const M: f64 = 1.0;
 const L: f64 = 1.0;
 
 pub(super) fn spec() -> EnvSpec {
-    super::make_spec(
+    make_spec(
         "Pendulum-v1",
         ActionSpace::Box {
             low: vec![-MAX_TORQUE],
@@ -78,7 +79,7 @@ impl Env for Pendulum {
     }
 
     fn step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<StepResult, EnvError> {
-        let u = super::continuous_action(&self.spec, action)?[0].clamp(-MAX_TORQUE, MAX_TORQUE);
+        let u = continuous_action(&self.spec, action)?[0].clamp(-MAX_TORQUE, MAX_TORQUE);
         let [th, thdot] = self.state;
         // Cost from the state before the step and the clipped torque.
         let an = angle_normalize(th);
@@ -104,7 +105,7 @@ impl Env for Pendulum {
     }
 
     fn set_state(&mut self, state: &[f64]) -> Result<(), EnvError> {
-        self.state = super::state_array(&self.spec, state)?;
+        self.state = state_array(&self.spec, state)?;
         Ok(())
     }
 

@@ -1,7 +1,7 @@
 //! What an environment is, statically: its observation (shape, element
 //! type, bounds), its actions, its time limit and its seats.
 
-use crate::ObsDtype;
+use crate::observations::ObsDtype;
 
 /// The action space of an environment, as Gymnasium declares it.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -41,7 +41,7 @@ pub struct EnvSpec {
     #[serde(default)]
     pub obs_dtype: ObsDtype,
     pub action_space: ActionSpace,
-    /// Gymnasium's registered `max_episode_steps` (applied by [`crate::TimeLimit`]).
+    /// Gymnasium's registered `max_episode_steps` (applied by [`crate::time_limit::TimeLimit`]).
     pub max_episode_steps: u32,
     /// Observation-space bounds as `f32`, `f32::INFINITY` where Gymnasium has inf.
     pub obs_low: Vec<f32>,
@@ -87,10 +87,32 @@ impl EnvSpec {
     }
 }
 
+/// A one-player spec of flat `f32` observations: a classic-control env's
+/// (keeps the per-env `spec()` functions short).
+pub(crate) fn make_spec(
+    id: &str,
+    action_space: ActionSpace,
+    max_episode_steps: u32,
+    obs_low: Vec<f32>,
+    obs_high: Vec<f32>,
+) -> EnvSpec {
+    EnvSpec {
+        obs_dtype: ObsDtype::F32,
+        id: id.to_string(),
+        obs_dim: obs_low.len(),
+        image: None,
+        action_space,
+        max_episode_steps,
+        obs_low,
+        obs_high,
+        players: 1,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::env_spec;
+    use crate::registry::env_spec;
 
     #[test]
     fn bytes_past_one_are_scaled_to_a_unit_range_and_nothing_else_is() {
@@ -102,5 +124,16 @@ mod tests {
         assert_eq!(spec.input_scale(), 1.0 / 255.0, "an Atari frame");
         spec.obs_high = vec![1.0; 4];
         assert_eq!(spec.input_scale(), 1.0, "MinAtar's 0/1 grid");
+    }
+
+    #[test]
+    fn action_space_dims() {
+        assert_eq!(ActionSpace::Discrete { n: 3 }.dim(), 3);
+        let b = ActionSpace::Box {
+            low: vec![-1.0],
+            high: vec![1.0],
+        };
+        assert_eq!(b.dim(), 1);
+        assert!(!b.is_discrete());
     }
 }

@@ -6,15 +6,16 @@
 //! fixed policy's action statistics can be read from. The observation is
 //! the constant `[1.0]`.
 
-use super::{Action, ActionSpace, Env, EnvError, EnvSpec, StepResult};
+pub use crate::ids::STALL_ID;
 
-pub const STALL_ID: &str = "Stall-v0";
+use crate::env::{Action, Env, EnvError, StepResult, discrete_action};
+use crate::spec::{ActionSpace, EnvSpec, make_spec};
 
 /// ALE's cap on a game (108,000 frames at frame skip 4).
 const MAX_EPISODE_STEPS: u32 = 27_000;
 
 pub(super) fn spec() -> EnvSpec {
-    super::make_spec(
+    make_spec(
         STALL_ID,
         ActionSpace::Discrete { n: 2 },
         MAX_EPISODE_STEPS,
@@ -50,7 +51,7 @@ impl Env for Stall {
     }
 
     fn step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<StepResult, EnvError> {
-        let a = super::discrete_action(&self.spec, action)?;
+        let a = discrete_action(&self.spec, action)?;
         self.observe(obs);
         Ok(StepResult {
             reward: a as f64,
@@ -81,7 +82,7 @@ impl Env for Stall {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::TimeLimit;
+    use crate::time_limit::TimeLimit;
 
     #[test]
     fn it_never_ends_but_at_the_cap_and_pays_its_action() {

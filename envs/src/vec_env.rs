@@ -1,7 +1,9 @@
 //! A batch of environments stepped together, with Gymnasium-style time limits
 //! and auto-reset, writing into reusable buffers (no per-step allocation).
 
-use super::{Action, ActionSpace, EnvError, EnvSpec, TimeLimit, make_env};
+use crate::env::{Action, Env, EnvError};
+use crate::spec::{ActionSpace, EnvSpec};
+use crate::time_limit::TimeLimit;
 use std::time::{Duration, Instant};
 
 /// Actions for all `E` environments of a [`NativeVecEnv`].
@@ -96,18 +98,12 @@ pub struct NativeVecEnv {
 }
 
 impl NativeVecEnv {
-    /// `num_envs` copies of env `id`; env `i` is seeded with
-    /// [`derive_env_seed`]`(seed, i)` so streams differ but are reproducible.
-    pub fn new(id: &str, num_envs: usize, seed: u64) -> Result<Self, EnvError> {
-        Self::from_envs(num_envs, seed, |s| make_env(id, s))
-    }
-
     /// `num_envs` envs made by `make` from their seeds ([`derive_env_seed`]),
     /// for an id whose envs take options.
     pub fn from_envs(
         num_envs: usize,
         seed: u64,
-        make: impl Fn(u64) -> Result<Box<dyn crate::Env>, EnvError>,
+        make: impl Fn(u64) -> Result<Box<dyn Env>, EnvError>,
     ) -> Result<Self, EnvError> {
         if num_envs == 0 {
             return Err(EnvError::NoEnvs);
@@ -256,6 +252,7 @@ pub fn validate_actions(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::registry::make_env;
 
     fn pendulum_steps(seed: u64, steps: usize) -> Vec<f32> {
         let mut venv = NativeVecEnv::new("Pendulum-v1", 3, seed).expect("known id");

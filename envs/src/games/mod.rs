@@ -10,14 +10,12 @@ pub mod nim;
 mod options;
 mod vec;
 
+pub use crate::ids::GAME_IDS;
 pub use options::{GameOptions, Scoring};
 pub use vec::{GameVecEnv, default_normaliser, game_spec};
 
 use rand::SeedableRng;
 use rand::rngs::StdRng;
-
-/// Every game id [`new_game`] knows.
-pub const GAME_IDS: &[&str] = &["BigTwo-v0", "BigTwo-v1", "BigTwo-v2", "Nim-v0"];
 
 /// A new game of `id` (a fresh deal drawn from `rng` where the game deals),
 /// or `None` for an id that is not a game.

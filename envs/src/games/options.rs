@@ -1,7 +1,7 @@
 //! A game's options from `env.kwargs`: how its end scores reach training
 //! (`scoring`) and what they are divided by (`score_normaliser`).
 
-use crate::EnvError;
+use crate::env::EnvError;
 
 /// What a finished game scores each seat.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -11,10 +11,11 @@
 //! it holds the rows. The next game is dealt in the same step.
 
 use super::{GameOptions, TurnGame, new_game};
-use crate::{
-    ActionBatch, ActionSpace, EnvError, EnvSpec, EpisodeStats, VecStepOut, VectorEnv,
-    derive_env_seed, validate_actions,
-};
+use crate::env::EnvError;
+use crate::observations::ObsDtype;
+use crate::spec::{ActionSpace, EnvSpec};
+use crate::vec_env::{ActionBatch, EpisodeStats, VecStepOut, derive_env_seed, validate_actions};
+use crate::vector::VectorEnv;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
@@ -25,7 +26,7 @@ pub fn game_spec(id: &str) -> Option<EnvSpec> {
     let game = new_game(id, &mut StdRng::seed_from_u64(0))?;
     let d = game.obs_dim();
     Some(EnvSpec {
-        obs_dtype: crate::ObsDtype::F32,
+        obs_dtype: ObsDtype::F32,
         id: id.to_string(),
         obs_dim: d,
         image: None,
@@ -227,20 +228,15 @@ impl VectorEnv for GameVecEnv {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{env_spec_with, make_vector_env};
+    use crate::registry::{env_spec, env_spec_with, make_vector_env};
+    use crate::vector::Purpose;
 
     /// Plays the first legal move of every table until `games` have ended,
     /// checking turns, masks and scores on the way.
     #[test]
     fn nim_tables_take_turns_end_with_scores_and_deal_again() {
-        let mut v = make_vector_env(
-            "Nim-v0",
-            r#"{"score_normaliser": 2}"#,
-            3,
-            7,
-            crate::Purpose::Train,
-        )
-        .expect("nim");
+        let mut v = make_vector_env("Nim-v0", r#"{"score_normaliser": 2}"#, 3, 7, Purpose::Train)
+            .expect("nim");
         assert_eq!(v.spec().players, 2);
         assert_eq!(v.spec().overlap_rows(), 1);
         let (e, d, n) = (3, v.spec().obs_dim, v.spec().action_space.dim());
@@ -297,7 +293,7 @@ mod tests {
     #[test]
     fn big_two_tables_score_wins_when_asked() {
         let kwargs = r#"{"scoring": "wins"}"#;
-        let mut v = make_vector_env("BigTwo-v1", kwargs, 2, 3, crate::Purpose::Train).expect("v1");
+        let mut v = make_vector_env("BigTwo-v1", kwargs, 2, 3, Purpose::Train).expect("v1");
         let (e, d, n) = (2, v.spec().obs_dim, v.spec().action_space.dim());
         let mut obs = vec![0.0; e * d];
         v.reset(&mut obs).expect("reset");
@@ -333,7 +329,7 @@ mod tests {
     fn big_two_spec_and_kwargs() {
         let s = env_spec_with("BigTwo-v0", "").expect("spec");
         assert_eq!((s.players, s.obs_dim, s.action_space.dim()), (4, 496, 1365));
-        assert_eq!(crate::env_spec("BigTwo-v0").expect("spec"), s);
+        assert_eq!(env_spec("BigTwo-v0").expect("spec"), s);
         let v1 = env_spec_with("BigTwo-v1", "").expect("spec");
         assert_eq!(
             (v1.players, v1.obs_dim, v1.action_space.dim()),
@@ -352,7 +348,7 @@ mod tests {
             let err = env_spec_with("BigTwo-v0", bad).expect_err(bad);
             assert!(err.to_string().contains("env.kwargs."), "{err}");
         }
-        let mut v = make_vector_env("BigTwo-v0", "", 2, 1, crate::Purpose::Train).expect("big two");
+        let mut v = make_vector_env("BigTwo-v0", "", 2, 1, Purpose::Train).expect("big two");
         let mut obs = vec![0.0; 2 * 496];
         v.reset(&mut obs).expect("reset");
         let mut ids = [9u8; 2];

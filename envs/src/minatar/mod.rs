@@ -17,7 +17,11 @@ mod freeway;
 mod seaquest;
 mod space_invaders;
 
-use crate::{Action, ActionSpace, Env, EnvError, EnvSpec, StepResult};
+pub use crate::ids::MINATAR_IDS;
+
+use crate::env::{Action, Env, EnvError, StepResult, discrete_action};
+use crate::observations::ObsDtype;
+use crate::spec::{ActionSpace, EnvSpec};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -42,20 +46,6 @@ const ALL_MOVES: [Move; 6] = [
     Move::Right,
     Move::Down,
     Move::Fire,
-];
-
-/// Every MinAtar id, in a stable order.
-pub const MINATAR_IDS: &[&str] = &[
-    "MinAtar/Asterix-v1",
-    "MinAtar/Asterix-v0",
-    "MinAtar/Breakout-v1",
-    "MinAtar/Breakout-v0",
-    "MinAtar/Freeway-v1",
-    "MinAtar/Freeway-v0",
-    "MinAtar/Seaquest-v1",
-    "MinAtar/Seaquest-v0",
-    "MinAtar/SpaceInvaders-v1",
-    "MinAtar/SpaceInvaders-v0",
 ];
 
 /// The grid an observation is drawn on: `[y][x]` cells of `channels` bits.
@@ -201,7 +191,7 @@ pub fn minatar_spec(id: &str) -> Option<EnvSpec> {
     };
     let obs_dim = SIZE * SIZE * c;
     Some(EnvSpec {
-        obs_dtype: crate::ObsDtype::U8,
+        obs_dtype: ObsDtype::U8,
         id: id.to_string(),
         obs_dim,
         image: Some([SIZE, SIZE, c]),
@@ -259,7 +249,7 @@ impl Env for MinAtar {
     }
 
     fn step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<StepResult, EnvError> {
-        let a = crate::discrete_action(&self.spec, action)?;
+        let a = discrete_action(&self.spec, action)?;
         // The draw is made at every step, sticky or not, as the package does.
         let sticky = self.rng.random::<f64>() < self.options.sticky_action_prob;
         let m = if sticky { self.last } else { self.moves[a] };
