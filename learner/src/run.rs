@@ -3,8 +3,8 @@
 //! thread with one model replica per learner device, then wait (bounded) for
 //! the final version's evaluation and write the summary.
 
-use crate::LearnerError;
 use crate::checkpoint::Checkpoint;
+use crate::error::LearnerError;
 use crate::publish::Publisher;
 use crate::run_dir::RunStart;
 use crate::service::LearnerService;

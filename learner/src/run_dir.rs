@@ -3,8 +3,8 @@
 //! over (`--fresh`); under a runs root (`--runs-root`, what compose uses) it
 //! picks the unfinished run to resume or makes a directory for a new one.
 
-use crate::LearnerError;
 use crate::checkpoint::{self, Checkpoint};
+use crate::error::LearnerError;
 use sebulba_core::config::RunConfig;
 use sebulba_runfiles::files::{each_json_line, write_atomic, write_atomic_with};
 use std::path::{Path, PathBuf};

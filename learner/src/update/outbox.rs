@@ -5,7 +5,7 @@
 //! version's publish, before starting the next, so versions still reach the
 //! parameter server one at a time and in order.
 
-use crate::LearnerError;
+use crate::error::LearnerError;
 use crate::publish::Publisher;
 use crate::state::Shared;
 use sebulba_proto::Weights;

@@ -7,7 +7,7 @@
 use super::UpdateLoop;
 use super::outbox;
 use super::record::Progress;
-use crate::LearnerError;
+use crate::error::LearnerError;
 use sebulba_core::policy::network_to_wire;
 use sebulba_proto::{EvalSchedule, Weights};
 use std::sync::atomic::Ordering;

@@ -5,7 +5,7 @@
 
 use super::{Rejection, check_flags, reject};
 use crate::batch::{BatchActions, GameRows};
-use sebulba_algorithms::gae_players::{PlayerGaeError, PlayerGaeInput, compute_player_gae};
+use sebulba_algorithms::gae_players::PlayerGaeError;
 use sebulba_envs::Observations;
 use sebulba_proto::{TrajectoryBatch, decode_i32, decode_u8};
 use tonic::Code;
@@ -141,33 +141,49 @@ fn decode_past_moves(
     Ok(past)
 }
 
-/// Checks every trained move can be bootstrapped (its player's next move or
-/// the game's end is in the batch), as the update will compute it.
+/// Checks every trained move can be bootstrapped as the update's per-player
+/// GAE (`gae_players`) will: walking each env's rows back from the last
+/// observation row, a trained move needs a later row with its player's next
+/// move (trained or in the overlap) or a game end at or after its own row.
+/// The first move without one, env by env from the last row, is refused by
+/// row and env in `PlayerGaeError`'s words, the update's own.
 fn check_bootstrap(
     game: &GameRows,
     rows: &Rows,
     players: usize,
     terminated_trained: &[u8],
 ) -> Result<(), Rejection> {
-    let n = (rows.r + 1) * rows.e;
     let terminated = game.all_terminated(terminated_trained);
-    let zeros = vec![0.0f32; n];
-    let input = PlayerGaeInput {
-        trained_rows: rows.t,
-        rows: rows.r + 1,
-        envs_per_actor: rows.e,
-        players,
-        player_ids: &game.player_ids,
-        rewards: &zeros,
-        terminated: &terminated,
-        values: &zeros,
-    };
-    let (mut adv, mut ret) = (vec![0.0; rows.t * rows.e], vec![0.0; rows.t * rows.e]);
-    compute_player_gae(&input, 0.0, 0.0, &mut adv, &mut ret).map_err(|e| match e {
-        PlayerGaeError::BadPlayer { .. } | PlayerGaeError::NoBootstrap { .. } => {
-            reject(Code::InvalidArgument, "out_of_range", e.to_string())
+    let refuse = |e: PlayerGaeError| reject(Code::InvalidArgument, "out_of_range", e.to_string());
+    for env in 0..rows.e {
+        // Per seat: a later row holds its next move or the game's end.
+        let mut followed = vec![false; players];
+        for row in (0..=rows.r).rev() {
+            let i = row * rows.e + env;
+            let id = game.player_ids[i];
+            let seat = usize::from(id);
+            if seat >= players {
+                return Err(refuse(PlayerGaeError::BadPlayer {
+                    row,
+                    env,
+                    id,
+                    players,
+                }));
+            }
+            if terminated[i] != 0 {
+                followed.fill(true);
+            }
+            if row < rows.t && !followed[seat] {
+                return Err(refuse(PlayerGaeError::NoBootstrap {
+                    row,
+                    env,
+                    player: id,
+                }));
+            }
+            followed[seat] = true;
         }
-    })
+    }
+    Ok(())
 }
 
 /// Arrays decoded with R rows, cut to the T trained rows; the overlap's
@@ -208,3 +224,6 @@ fn split(s: &mut Split<'_>, rows: &Rows, player_ids: Vec<u8>) -> GameRows {
         past_moves: Vec::new(),
     }
 }
+
+#[cfg(test)]
+mod tests;
