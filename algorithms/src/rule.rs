@@ -42,21 +42,30 @@ impl UpdateRule {
         }
     }
 
+    /// Bytes of the copies of the weights the rule keeps: DQN's target
+    /// network; nothing for PPO.
+    pub fn target_bytes(&self) -> u64 {
+        match self {
+            UpdateRule::Ppo => 0,
+            UpdateRule::Dqn(d) => d.target_bytes() as u64,
+        }
+    }
+
     /// The run's rule, starting at `env_steps` (a resumed run's count); a DQN
     /// run's target network starts as `trainer`'s current weights.
     pub fn for_run(
         cfg: &RunConfig,
         spec: &ModelSpec,
         env_steps: u64,
-        trainer: &mut Trainer,
-    ) -> Self {
-        match cfg.run.algorithm {
+        trainer: &Trainer,
+    ) -> Result<Self, EngineError> {
+        Ok(match cfg.run.algorithm {
             Algorithm::Ppo => UpdateRule::Ppo,
             Algorithm::Dqn => {
-                let dqn = DqnLearner::new(&cfg.dqn, spec, env_steps, trainer);
+                let dqn = DqnLearner::new(&cfg.dqn, spec, env_steps, trainer)?;
                 UpdateRule::Dqn(Box::new(dqn))
             }
-        }
+        })
     }
 
     /// One update on `batches`: PPO with the learning rate and clip range
@@ -147,7 +156,7 @@ mod tests {
             &crate::engine::EngineChoice::cpu(),
         )
         .expect("trainer");
-        let mut rule = UpdateRule::for_run(&cfg, &spec, 0, &mut trainer);
+        let mut rule = UpdateRule::for_run(&cfg, &spec, 0, &trainer).expect("rule");
         assert!(matches!(rule, UpdateRule::Ppo));
         let batch = crate::TrajectoryBuilder::new(64, 8, spec.obs_dim)
             .discrete((0..512).map(|i| i % 2).collect())

@@ -3,7 +3,7 @@
 //! (`Trainer::for_run`: the fused engine where it applies, else burn).
 
 use crate::engine::burn::initial_state;
-use crate::engine::{EngineChoice, EngineError, TrainState, UpdateEngine};
+use crate::engine::{EngineChoice, EngineError, ObsNorm, TrainState, UpdateEngine};
 use crate::trajectory::BatchActions;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -124,6 +124,19 @@ impl Trainer {
         self.engine.heads(obs)
     }
 
+    /// Policy-head outputs of observation rows `obs` under other parameters
+    /// and normaliser ([`UpdateEngine::heads_with`]): a copy of the network
+    /// that its keeper holds apart, such as DQN's target network.
+    pub fn heads_with(&mut self, params: &[f32], norm: Option<&ObsNorm>, obs: &[f32]) -> Vec<f32> {
+        self.engine.heads_with(params, norm, obs)
+    }
+
+    /// The observation normaliser as the network applies it now
+    /// ([`UpdateEngine::obs_norm`]).
+    pub fn obs_norm(&self) -> Result<Option<ObsNorm>, EngineError> {
+        self.engine.obs_norm()
+    }
+
     /// The current policy's log-probabilities of `actions` at observation rows
     /// `obs` (`masks`: `[rows * n]` allowed actions, for discrete actions).
     pub fn log_probs(
@@ -196,16 +209,6 @@ impl Trainer {
         self.engine.load(&state.state)?;
         self.rng = StdRng::seed_from_u64(state.rng_seed);
         Ok(())
-    }
-
-    /// Makes the current parameters the target network's.
-    pub fn sync_target(&mut self) {
-        self.engine.sync_target();
-    }
-
-    /// Policy-head outputs of `obs` under the target network.
-    pub fn target_heads(&mut self, obs: &[f32]) -> Vec<f32> {
-        self.engine.target_heads(obs)
     }
 }
 

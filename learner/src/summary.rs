@@ -120,7 +120,8 @@ pub struct MemoryReport {
     pub heap_in_use_mib: Option<f64>,
     pub heap_free_mib: Option<f64>,
     /// The update engine: parameters, Adam's moments, each thread's gradient
-    /// and activations (burn: an estimate from the parameter count).
+    /// and activations (burn: an estimate from the parameter count), and
+    /// DQN's target network.
     pub engine_mib: f64,
     /// DQN's replay memory (bounded by `dqn.buffer_size`); 0 for PPO.
     pub replay_mib: f64,

@@ -2,6 +2,7 @@
 //! network is the synced one, and Q-learning finds known values.
 
 use super::replay::Replay;
+use super::target_network::TargetNetwork;
 use super::train::{QSettings, q_update};
 use crate::engine::burn::initial_state;
 use crate::engine::{EngineChoice, TrainState};
@@ -60,6 +61,11 @@ fn params(p: &Trainer) -> Vec<f32> {
     p.state().expect("parameters").params
 }
 
+/// `p`'s network now, as a target.
+fn synced(p: &Trainer) -> TargetNetwork {
+    TargetNetwork::of(p).expect("a target network")
+}
+
 /// A batch of T x 1 env whose every step ends the episode: observation
 /// `(x, -x)`, action `t % 3`, reward `1 - action` (so Q* = 1, 0, -1).
 fn one_step_episodes(t_len: usize) -> Trajectory {
@@ -104,16 +110,14 @@ fn the_engines_agree_on_q_steps() {
     replay.push_batch(&ongoing(60));
     let (mut burn, mut fused) = pair(4);
     assert_eq!(params(&burn), params(&fused));
-    for p in [&mut burn, &mut fused] {
-        p.sync_target();
-    }
+    let (ta, tb) = (synced(&burn), synced(&fused));
     // Rewards of +-1 against Q near 0: errors on both sides of the threshold.
     let s = QSettings {
         huber_delta: 0.5,
         ..settings(10, 1e-3)
     };
-    let a = q_update(&mut burn, &replay, &s).unwrap();
-    let b = q_update(&mut fused, &replay, &s).unwrap();
+    let a = q_update(&mut burn, &ta, &replay, &s).unwrap();
+    let b = q_update(&mut fused, &tb, &replay, &s).unwrap();
     assert_eq!(a.gradient_steps, 10);
     assert_eq!(b.gradient_steps, 10);
     assert!(
@@ -133,17 +137,17 @@ fn the_target_network_is_the_one_synced() {
         replay.push_batch(&ongoing(60));
         let mut p = on(fused, 5);
         let obs = [0.3f32, -0.3, -0.1, 0.1];
-        p.sync_target();
-        let before = p.target_heads(&obs);
-        q_update(&mut p, &replay, &settings(20, 1e-2)).unwrap();
+        let target = synced(&p);
+        let before = target.heads(&mut p, &obs);
+        q_update(&mut p, &target, &replay, &settings(20, 1e-2)).unwrap();
         assert_eq!(
-            p.target_heads(&obs),
+            target.heads(&mut p, &obs),
             before,
             "fused {fused}: the target moved"
         );
-        p.sync_target();
+        let target = synced(&p);
         assert_ne!(
-            p.target_heads(&obs),
+            target.heads(&mut p, &obs),
             before,
             "fused {fused}: the sync did not take"
         );
@@ -156,13 +160,12 @@ fn q_learning_finds_the_rewards_of_one_step_episodes() {
         let mut replay = Replay::new(1000, 2);
         replay.push_batch(&one_step_episodes(210));
         let mut p = on(fused, 6);
-        p.sync_target();
-        let s = q_update(&mut p, &replay, &settings(600, 3e-3)).unwrap();
+        let target = synced(&p);
+        let s = q_update(&mut p, &target, &replay, &settings(600, 3e-3)).unwrap();
         assert_eq!(s.non_finite_steps, 0);
         // Terminal steps: the targets are the rewards, whatever the target
         // network; a sync shows the online network's values.
-        p.sync_target();
-        let q = p.target_heads(&[0.2, -0.2, -0.4, 0.4]);
+        let q = synced(&p).heads(&mut p, &[0.2, -0.2, -0.4, 0.4]);
         for row in q.chunks(3) {
             for (a, want) in [1.0f32, 0.0, -1.0].iter().enumerate() {
                 assert!((row[a] - want).abs() < 0.05, "fused {fused}: {q:?}");
@@ -197,9 +200,9 @@ fn a_dqn_update_keeps_its_schedule() {
     for fused in [false, true] {
         let mut p = on(fused, 7);
         let mut norms = Normalizers::new(&cfg, 2);
-        let mut dqn = DqnLearner::new(&cfg.dqn, &spec(), 0, &mut p);
+        let mut dqn = DqnLearner::new(&cfg.dqn, &spec(), 0, &p).unwrap();
         let obs = [0.3f32, -0.3, -0.1, 0.1];
-        let mut target = p.target_heads(&obs);
+        let mut target = dqn.target().heads(&mut p, &obs);
         // (env steps after the update, gradient steps, target copies, copied now)
         for (u, (steps, grads, copies, copied)) in [
             (10, 0, 0, false),
@@ -221,7 +224,7 @@ fn a_dqn_update_keeps_its_schedule() {
             assert_eq!((s.samples, s.replay_size), (10, 10 * (u + 1)), "{at}");
             assert_eq!(s.epsilon, f64::from(epsilon(&cfg, steps).unwrap()), "{at}");
             assert!(prepared.data.is_empty(), "{at}");
-            let now = p.target_heads(&obs);
+            let now = dqn.target().heads(&mut p, &obs);
             assert_eq!(now != target, copied, "{at}");
             target = now;
         }
@@ -238,12 +241,10 @@ fn two_replicas_take_the_q_steps_of_one() {
     let mut two = on_engine(&one.state().unwrap(), two_cpus, 8);
     let mut replay = Replay::new(1000, 2);
     replay.push_batch(&ongoing(60));
-    for p in [&mut one, &mut two] {
-        p.sync_target();
-    }
+    let (ta, tb) = (synced(&one), synced(&two));
     let s = settings(10, 1e-3);
-    let a = q_update(&mut one, &replay, &s).unwrap();
-    let b = q_update(&mut two, &replay, &s).unwrap();
+    let a = q_update(&mut one, &ta, &replay, &s).unwrap();
+    let b = q_update(&mut two, &tb, &replay, &s).unwrap();
     assert_eq!(b.gradient_steps, 10);
     assert!((a.td_loss - b.td_loss).abs() < 1e-5, "{a:?} {b:?}");
     let (pa, pb) = (params(&one), params(&two));
@@ -263,8 +264,8 @@ fn q_steps_checkpoint_and_resume_on_either_engine() {
     let s = settings(5, 1e-3);
     for from_fused in [false, true] {
         let mut original = on(from_fused, 6);
-        original.sync_target();
-        q_update(&mut original, &replay, &s).unwrap();
+        let target = synced(&original);
+        q_update(&mut original, &target, &replay, &s).unwrap();
         let saved = original
             .checkpoint_state()
             .expect("a checkpoint after Q steps");
@@ -277,8 +278,8 @@ fn q_steps_checkpoint_and_resume_on_either_engine() {
             let mut again = on(from_fused, 1);
             again.load_state(&saved).unwrap();
             for t in [&mut resumed, &mut again] {
-                t.sync_target();
-                q_update(t, &replay, &s).unwrap();
+                let target = synced(t);
+                q_update(t, &target, &replay, &s).unwrap();
             }
             let next = resumed
                 .checkpoint_state()

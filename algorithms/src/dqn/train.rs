@@ -1,9 +1,11 @@
 //! One update of DQN: gradient steps on minibatches drawn uniformly from the
-//! replay memory, each against one-step targets from the target network,
-//! through the same update engine (and the same global-norm clipping, Adam
-//! and non-finite guard) as PPO, with [`Loss::Q`].
+//! replay memory, each against one-step targets from the target network
+//! ([`TargetNetwork`]), through the same update engine (and the same
+//! global-norm clipping, Adam and non-finite guard) as PPO, with
+//! [`Loss::Q`].
 
 use super::replay::{Replay, Transitions};
+use super::target_network::TargetNetwork;
 use super::targets::td_targets;
 use crate::data::{Loss, Minibatch, UpdateData};
 use crate::engine::EngineError;
@@ -39,10 +41,11 @@ pub struct QStats {
 }
 
 /// `s.gradient_steps` Q-learning steps on minibatches of `replay` (none
-/// when it holds fewer than a minibatch); the target network is the one
-/// at the last [`Trainer::sync_target`].
+/// when it holds fewer than a minibatch), their one-step targets from
+/// `target`.
 pub fn q_update(
     trainer: &mut Trainer,
+    target: &TargetNetwork,
     replay: &Replay,
     s: &QSettings,
 ) -> Result<QStats, EngineError> {
@@ -58,7 +61,7 @@ pub fn q_update(
     let mut drawn = Transitions::default();
     for _ in 0..s.gradient_steps {
         replay.sample(s.batch_size, &mut trainer.rng, &mut drawn);
-        let next_q = trainer.engine.target_heads(&drawn.next_obs);
+        let next_q = target.heads(trainer, &drawn.next_obs);
         let targets = td_targets(
             &drawn.rewards,
             &drawn.terminated,

@@ -10,6 +10,7 @@
 //! env steps again before its first gradient step.
 
 use super::replay::Replay;
+use super::target_network::TargetNetwork;
 use super::train::{QSettings, QStats};
 use crate::engine::EngineError;
 use crate::prepare::{Normalizers, Prepared, bookkeeping, fold_obs_stats};
@@ -56,6 +57,8 @@ pub struct DqnStats {
 /// A DQN learner's state between updates, beside the weights.
 pub struct DqnLearner {
     replay: Replay,
+    /// The weights as they were at the last copy.
+    target: TargetNetwork,
     /// Gradient steps due but not yet taken (below 1).
     owed: f64,
     /// `env_steps / target_update_interval` at the last target copy.
@@ -74,19 +77,34 @@ impl DqnLearner {
         self.replay.bytes()
     }
 
+    /// Bytes the target network holds.
+    pub fn target_bytes(&self) -> usize {
+        self.target.bytes()
+    }
+
+    /// The target network as last copied.
+    pub fn target(&self) -> &TargetNetwork {
+        &self.target
+    }
+
     /// An empty memory at the run's `env_steps` (a resumed run's count);
     /// `trainer`'s current weights become the target network.
-    pub fn new(cfg: &DqnConfig, spec: &ModelSpec, env_steps: u64, trainer: &mut Trainer) -> Self {
-        trainer.sync_target();
-        Self {
+    pub fn new(
+        cfg: &DqnConfig,
+        spec: &ModelSpec,
+        env_steps: u64,
+        trainer: &Trainer,
+    ) -> Result<Self, EngineError> {
+        Ok(Self {
             replay: Replay::new(cfg.buffer_size, spec.obs_dim),
+            target: TargetNetwork::of(trainer)?,
             owed: 0.0,
             synced_at: env_steps / cfg.target_update_interval.max(1),
             learning_from: env_steps.saturating_add(cfg.learning_starts),
             target_updates: 0,
             obs_dim: spec.obs_dim,
             actions: spec.head_dim(),
-        }
+        })
     }
 
     /// Takes `batches` (acted at or before `version`) in and trains on the
@@ -104,7 +122,7 @@ impl DqnLearner {
         let samples: usize = batches.iter().map(|b| self.replay.push_batch(b)).sum();
         let due = env_steps / q.target_update_interval.max(1);
         if due > self.synced_at {
-            trainer.sync_target();
+            self.target = TargetNetwork::of(trainer)?;
             self.synced_at = due;
             self.target_updates += 1;
         }
@@ -123,7 +141,7 @@ impl DqnLearner {
             max_grad_norm: q.max_grad_norm,
             actions: self.actions,
         };
-        let stats = super::train::q_update(trainer, &self.replay, &settings)?;
+        let stats = super::train::q_update(trainer, &self.target, &self.replay, &settings)?;
         fold_obs_stats(batches, trainer, norms, self.obs_dim);
         let stats = DqnStats {
             q: stats,

@@ -15,7 +15,7 @@ pub mod burn;
 pub mod fused;
 pub mod threads;
 
-pub use sebulba_fused::TrainState;
+pub use sebulba_fused::{ObsNorm, TrainState};
 
 use crate::data::{Minibatch, StepStats, UpdateData};
 use fused::FusedEngine;
@@ -132,12 +132,16 @@ pub trait UpdateEngine: Send {
     /// Policy-head outputs of observation rows `obs` (`[rows * head_dim]`):
     /// the current policy, for V-trace's importance weights.
     fn heads(&mut self, obs: &[f32]) -> Vec<f32>;
-    /// Keeps the current parameters (and observation statistics) as DQN's
-    /// target network.
-    fn sync_target(&mut self);
-    /// Policy-head outputs of observation rows `obs` under the target
-    /// network (the current parameters until the first [`Self::sync_target`]).
-    fn target_heads(&mut self, obs: &[f32]) -> Vec<f32>;
+    /// Policy-head outputs of observation rows `obs` under other parameters:
+    /// `params` in layout order (a [`TrainState`]'s) and the normaliser
+    /// `norm`, leaving the network under training as it is. A copy kept
+    /// apart from it (DQN's target network) is read this way; the one who
+    /// keeps the copy owns it, not the engine.
+    fn heads_with(&mut self, params: &[f32], norm: Option<&ObsNorm>, obs: &[f32]) -> Vec<f32>;
+    /// The observation normaliser as the network applies it now (`None`
+    /// for a network without one): what a copy of the network needs
+    /// beside its parameters.
+    fn obs_norm(&self) -> Result<Option<ObsNorm>, EngineError>;
     /// The observation normaliser's statistics for the coming update.
     fn set_obs_stats(&mut self, stats: &RunningMeanStd);
     /// The current weights as safetensors bytes (what is published).

@@ -13,7 +13,8 @@ pub struct LoopMemory {
     pub rss: Option<u64>,
     /// The allocator's account of the process.
     pub heap: Option<sebulba_core::memory::Heap>,
-    /// The engine: parameters, Adam's moments, gradients and activations.
+    /// The engine: parameters, Adam's moments, gradients and activations;
+    /// with the rule's copy of the parameters (DQN's target network).
     pub engine: u64,
     /// The rule's own: DQN's replay memory.
     pub replay: u64,
@@ -27,7 +28,7 @@ impl UpdateLoop {
         LoopMemory {
             rss: sebulba_core::memory::rss_bytes(),
             heap: sebulba_core::memory::heap(),
-            engine: self.trainer.memory_bytes(),
+            engine: self.trainer.memory_bytes() + rule.target_bytes(),
             replay: rule.memory_bytes(),
             held_versions: self.held.iter().map(|w| w.encoded_len() as u64).sum(),
         }

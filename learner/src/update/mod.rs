@@ -10,10 +10,10 @@ mod outbox;
 mod publishing;
 mod record;
 
-use crate::LearnerError;
 use crate::accounting::Outcome;
 use crate::batch::{BatchOrigin, DecodedBatch};
 use crate::checkpoint::{Checkpoint, Meta};
+use crate::error::LearnerError;
 use crate::publish::Publisher;
 use crate::state::{LiveProgress, Shared};
 pub use memory::LoopMemory;
@@ -144,7 +144,7 @@ impl UpdateLoop {
         };
         at.version = self.publish(at, false)?;
         let (cfg, spec) = (&self.ctx.shared.config, &self.ctx.model_spec);
-        let mut rule = UpdateRule::for_run(cfg, spec, at.env_steps, &mut self.trainer);
+        let mut rule = UpdateRule::for_run(cfg, spec, at.env_steps, &self.trainer)?;
         let mut completed = false;
         let mut failure = None;
         let mut non_finite_run = 0u32;

@@ -16,7 +16,7 @@ pub use clip::clip_global_norm;
 pub use losses::{Losses, MbActions, MinibatchTensors, ppo_losses};
 pub use replica::{AdamRecord, Replica, Shard};
 
-use super::{EngineError, TrainState, UpdateEngine};
+use super::{EngineError, ObsNorm, TrainState, UpdateEngine};
 use crate::data::{Minibatch, StepStats, UpdateData};
 use burn::module::Module;
 use burn::tensor::backend::{AutodiffBackend, Backend};
@@ -24,7 +24,7 @@ use burn::tensor::{Tensor, TensorData};
 use burn_collective::{CollectiveConfig, PeerId};
 use sebulba_core::devices::LearnerDevices;
 use sebulba_core::distribution::ActionDist;
-use sebulba_core::model::flat::read_params;
+use sebulba_core::model::flat::{obs_norm, read_params, write_params};
 use sebulba_core::model::{ActorCritic, ModelSpec, RunningMeanStd};
 use sebulba_core::weights::{WeightsError, to_safetensors};
 use sebulba_fused::net::Layout;
@@ -115,8 +115,9 @@ pub struct BurnEngine<B: AutodiffBackend> {
     layout: Layout,
     dist: ActionDist,
     obs_dim: usize,
-    /// DQN's target network (with its observation statistics) at the last sync.
-    target: Option<ActorCritic<B::InnerBackend>>,
+    /// The last network [`UpdateEngine::heads_with`] was asked about, kept
+    /// while it is asked about the same one (DQN's target, between syncs).
+    scratch: Option<Scratch<B::InnerBackend>>,
     /// Whether an update's observations are copied to the devices once
     /// (`begin_update`): on a GPU, where a copy per minibatch step would
     /// cross the bus four times an update; not on the CPU, where it would
@@ -161,7 +162,7 @@ impl<B: AutodiffBackend> BurnEngine<B> {
             layout,
             dist: spec.dist(),
             obs_dim: spec.obs_dim,
-            target: None,
+            scratch: None,
             hold_observations: false,
         })
     }
@@ -180,6 +181,38 @@ impl<B: AutodiffBackend> BurnEngine<B> {
         Tensor::from_data(data, self.replicas[0].device())
     }
 
+    /// A copy of the model holding `params` and `norm`, written anew only
+    /// when they differ from the last ones asked about (bit for bit).
+    /// Parameters of another network are a caller's bug: a panic.
+    fn scratch_with(
+        &mut self,
+        params: &[f32],
+        norm: Option<&ObsNorm>,
+    ) -> &ActorCritic<B::InnerBackend> {
+        let same = |s: &Scratch<B::InnerBackend>| {
+            s.norm.as_ref() == norm
+                && s.params.len() == params.len()
+                && s.params
+                    .iter()
+                    .zip(params)
+                    .all(|(a, b)| a.to_bits() == b.to_bits())
+        };
+        if !self.scratch.as_ref().is_some_and(same) {
+            let mut model = self.replicas[0].inference_model();
+            write_params(&self.layout, params, &mut model)
+                .expect("heads_with: parameters of this engine's network");
+            if let (Some(layer), Some(n)) = (model.obs_norm.as_mut(), norm) {
+                layer.set(n.mean(), n.var());
+            }
+            self.scratch = Some(Scratch {
+                params: params.to_vec(),
+                norm: norm.cloned(),
+                model,
+            });
+        }
+        &self.scratch.as_ref().expect("written above").model
+    }
+
     /// Width of the policy head.
     fn head_dim(&self) -> usize {
         match &self.dist {
@@ -187,6 +220,14 @@ impl<B: AutodiffBackend> BurnEngine<B> {
             ActionDist::TanhNormal { dim, .. } => 2 * dim,
         }
     }
+}
+
+/// A network other than the one training, as burn's model: what
+/// [`UpdateEngine::heads_with`] was last asked about.
+struct Scratch<B: Backend> {
+    params: Vec<f32>,
+    norm: Option<ObsNorm>,
+    model: ActorCritic<B>,
 }
 
 /// One collective per backend per process: forgets any earlier run's, then
@@ -258,20 +299,22 @@ impl<B: AutodiffBackend> UpdateEngine for BurnEngine<B> {
             .unwrap_or_else(|_| vec![0.0; rows * self.head_dim()])
     }
 
-    fn sync_target(&mut self) {
-        self.target = Some(self.replicas[0].inference_model());
-    }
-
-    fn target_heads(&mut self, obs: &[f32]) -> Vec<f32> {
-        let Some(target) = &self.target else {
-            return self.heads(obs);
-        };
+    fn heads_with(&mut self, params: &[f32], norm: Option<&ObsNorm>, obs: &[f32]) -> Vec<f32> {
         let rows = obs.len() / self.obs_dim;
-        target
-            .policy(self.rows(obs))
+        let width = self.head_dim();
+        let obs = self.rows(obs);
+        self.scratch_with(params, norm)
+            .policy(obs)
             .into_data()
             .to_vec()
-            .unwrap_or_else(|_| vec![0.0; rows * self.head_dim()])
+            .unwrap_or_else(|_| vec![0.0; rows * width])
+    }
+
+    fn obs_norm(&self) -> Result<Option<ObsNorm>, EngineError> {
+        obs_norm(self.replicas[0].model()).map_err(|reason| EngineError::State {
+            what: "the observation normaliser",
+            reason,
+        })
     }
 
     fn set_obs_stats(&mut self, stats: &RunningMeanStd) {

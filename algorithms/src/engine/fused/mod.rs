@@ -30,8 +30,6 @@ use sebulba_fused::ObsNorm;
 pub struct FusedEngine {
     cpu: Fused,
     spec: ModelSpec,
-    /// DQN's target network: parameters and normaliser at the last sync.
-    target: Option<(Vec<f32>, Option<ObsNorm>)>,
 }
 
 impl FusedEngine {
@@ -74,7 +72,6 @@ impl FusedEngine {
         Ok(Self {
             cpu,
             spec: spec.clone(),
-            target: None,
         })
     }
 
@@ -94,8 +91,7 @@ impl UpdateEngine for FusedEngine {
     }
 
     fn memory_bytes(&self) -> u64 {
-        let target = self.target.as_ref().map_or(0, |(p, _)| p.capacity() * 4);
-        (self.cpu.bytes() + target) as u64
+        self.cpu.bytes() as u64
     }
 
     fn values(&mut self, obs: &[f32]) -> Vec<f32> {
@@ -106,16 +102,12 @@ impl UpdateEngine for FusedEngine {
         self.cpu.heads(obs)
     }
 
-    fn sync_target(&mut self) {
-        let f = &self.cpu;
-        self.target = Some((f.params().to_vec(), f.norm().cloned()));
+    fn heads_with(&mut self, params: &[f32], norm: Option<&ObsNorm>, obs: &[f32]) -> Vec<f32> {
+        self.cpu.heads_with(params, norm, obs)
     }
 
-    fn target_heads(&mut self, obs: &[f32]) -> Vec<f32> {
-        match &self.target {
-            Some((params, norm)) => self.cpu.heads_with(params, norm.as_ref(), obs),
-            None => self.cpu.heads(obs),
-        }
+    fn obs_norm(&self) -> Result<Option<ObsNorm>, EngineError> {
+        Ok(self.cpu.norm().cloned())
     }
 
     fn set_obs_stats(&mut self, stats: &RunningMeanStd) {
