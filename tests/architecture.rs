@@ -29,14 +29,19 @@ fn as_path<'a>(token: &'a str, top: &BTreeSet<String>) -> Option<&'a str> {
     (named_from_root || token.ends_with(".rs")).then_some(token)
 }
 
-#[test]
-fn every_path_architecture_md_names_exists() {
-    let text = std::fs::read_to_string(root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
-    let top: BTreeSet<String> = std::fs::read_dir(root())
+/// The repository's top-level entries (what a path may start with).
+fn top_level() -> BTreeSet<String> {
+    std::fs::read_dir(root())
         .expect("repository root")
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .filter(|name| !name.starts_with('.') && name != "target")
-        .collect();
+        .collect()
+}
+
+#[test]
+fn every_path_architecture_md_names_exists() {
+    let text = std::fs::read_to_string(root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let top = top_level();
     let paths: BTreeSet<&str> = backticked(&text)
         .into_iter()
         .filter_map(|t| as_path(t, &top))
@@ -65,6 +70,56 @@ fn the_path_reader_takes_paths_and_leaves_code() {
         found,
         ["learner/src/run.rs", "deploy/k8s/", "update/step.rs"]
     );
+}
+
+/// The tasks "Where to change what" must index, as its entries' bold
+/// titles begin (a qualifier in parentheses may follow).
+const CHANGE_TASKS: [&str; 5] = [
+    "a layer type",
+    "an env",
+    "an env source",
+    "an algorithm",
+    "a metric",
+];
+
+/// ARCHITECTURE.md's "Where to change what" has an entry (`- **Title.**`)
+/// for each task of [`CHANGE_TASKS`], and each entry names at least two
+/// repository paths (that they exist is the test above's).
+#[test]
+fn where_to_change_what_indexes_each_task_by_its_files() {
+    let text = std::fs::read_to_string(root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let section = text
+        .split("\n## ")
+        .find(|s| s.starts_with("Where to change what"))
+        .expect("ARCHITECTURE.md has a section \"Where to change what\"");
+    let top = top_level();
+    // Each entry: its bold title and the paths its text names.
+    let entries: Vec<(String, usize)> = section
+        .split("\n- **")
+        .skip(1)
+        .filter_map(|entry| {
+            let (title, body) = entry.split_once("**")?;
+            let title = title.trim().trim_end_matches('.').to_lowercase();
+            let paths: BTreeSet<&str> = backticked(body)
+                .into_iter()
+                .filter_map(|t| as_path(t, &top))
+                .collect();
+            Some((title, paths.len()))
+        })
+        .collect();
+    for task in CHANGE_TASKS {
+        let found: Vec<&(String, usize)> = entries
+            .iter()
+            .filter(|(title, _)| title == task || title.starts_with(&format!("{task} (")))
+            .collect();
+        assert_eq!(
+            found.len(),
+            1,
+            "one entry for {task:?} in \"Where to change what\": {entries:?}"
+        );
+        let paths = found[0].1;
+        assert!(paths >= 2, "the entry for {task:?} names {paths} path(s)");
+    }
 }
 
 /// The `may depend on` column of ARCHITECTURE.md's crate table, by crate
