@@ -84,16 +84,11 @@ fn local_mode_trains_minatar_breakout_with_the_impala_resnet() {
             "--total-steps",
             IMPALA_STEPS,
             "--set",
-            "network.conv=[]",
-            "--set",
-            "network.stacks=[{channels=16},{channels=32},{channels=32}]",
-            "--set",
-            "network.hidden=[256]",
-            "--set",
-            "network.activation=relu",
-            "--set",
             "eval.final_episodes=20",
-        ],
+        ]
+        .into_iter()
+        .chain(IMPALA.iter().flat_map(|&s| ["--set", s]))
+        .collect::<Vec<_>>(),
     );
     let summary = read_json(&run.join("summary.json"));
     eprintln!("summary: {summary:#}");
@@ -106,17 +101,8 @@ fn local_mode_trains_minatar_breakout_with_the_impala_resnet() {
         "best evaluation {best} <= {IMPALA_BEST}"
     );
     let bytes = std::fs::read(run.join("final.safetensors")).expect("final.safetensors");
-    let cfg = RunConfig::resolve(
-        Some(ID),
-        None,
-        &[
-            "network.conv=[]".into(),
-            "network.stacks=[{channels=16},{channels=32},{channels=32}]".into(),
-            "network.hidden=[256]".into(),
-            "network.activation=relu".into(),
-        ],
-    )
-    .expect("the configuration");
+    let cfg =
+        RunConfig::resolve(Some(ID), None, &IMPALA.map(String::from)).expect("the configuration");
     let env = MinAtar::new(ID, Options::default(), 5).expect("env");
     let spec = ModelSpec::new(env.spec(), &cfg.network).expect("spec");
     let policy = FusedPolicy::from_safetensors(&spec.arch(), &bytes).expect("the file");
@@ -129,6 +115,14 @@ fn local_mode_trains_minatar_breakout_with_the_impala_resnet() {
     let logits = policy.head(&obs, n);
     numpy::assert_numpy_logits(&run, &spec, &obs, &logits);
 }
+
+/// The IMPALA ResNet as docs/configuration.md sets it.
+const IMPALA: [&str; 4] = [
+    "network.conv=[]",
+    "network.stacks=[{channels=16},{channels=32},{channels=32}]",
+    "network.hidden=[256]",
+    "network.activation=relu",
+];
 
 /// Env steps of the IMPALA run, and the best evaluation it must pass: seed
 /// 1 reached 6.1 at 250k steps (release build, 42 s), 0.6 at 100k.

@@ -42,12 +42,13 @@ impl Grads {
             .torsos()
             .flat_map(|t| &t.blocks)
             .any(|b| matches!(b, BlockAt::Residual { .. }));
+        let widest = m * layout.widest();
         let [a, b, c, extra] = &mut self.scratch;
         for s in [a, b, c] {
-            s.resize(m * layout.widest(), 0.0);
+            s.resize(widest, 0.0);
         }
         // Only a residual block's way back turns over a fourth buffer.
-        extra.resize(if residual { m * layout.widest() } else { 0 }, 0.0);
+        extra.resize(if residual { widest } else { 0 }, 0.0);
     }
 }
 
