@@ -26,7 +26,7 @@ use sebulba_core::config::RunConfig;
 use sebulba_core::devices::DeviceKind;
 use sebulba_core::distribution::{argmax, sample_categorical};
 use sebulba_core::model::ModelSpec;
-use sebulba_core::policy::InferencePolicy;
+use sebulba_core::policy::{InferencePolicy, PolicyState};
 use sebulba_envs::{ActionBatch, NativeVecEnv};
 
 const ENV: &str = "CartPole-v1";
@@ -61,11 +61,21 @@ fn main() -> anyhow::Result<()> {
 
     let mut obs = vec![0.0f32; num_envs * env.obs_dim];
     envs.reset(&mut obs);
+    // Each env's policy state, carried across rollouts (empty for this
+    // network without memory).
+    let mut state = policy.state(num_envs);
     let (mut version, mut env_steps) = (0u64, 0u64);
     let mut recent: Vec<f64> = Vec::new();
     while env_steps < cfg.run.total_steps {
         policy.load(version, trainer.safetensors()?)?;
-        let trajectory = rollout(&mut envs, &policy, &mut obs, steps, version, &mut rng)?;
+        let trajectory = rollout(
+            &mut envs,
+            &policy,
+            (&mut obs, &mut state),
+            steps,
+            version,
+            &mut rng,
+        )?;
         recent.extend(&trajectory.episode_returns);
         let at = UpdateAt {
             version,
@@ -104,7 +114,7 @@ fn main() -> anyhow::Result<()> {
 fn rollout(
     envs: &mut NativeVecEnv,
     policy: &InferencePolicy,
-    obs: &mut [f32],
+    (obs, state): (&mut [f32], &mut PolicyState),
     steps: usize,
     version: u64,
     rng: &mut StdRng,
@@ -119,7 +129,7 @@ fn rollout(
     let mut scratch = vec![0.0f32; n_actions];
     for t in 0..steps {
         observations.extend_from_slice(obs);
-        let head = policy.head(obs, e_len);
+        let head = policy.step(obs, state, None);
         let mut step_actions = vec![0u32; e_len];
         for e in 0..e_len {
             let (a, lp) =
@@ -134,6 +144,9 @@ fn rollout(
             rewards.push(out.reward[e]);
             // Only termination ends the bootstrap; a time-limit cut is
             // bootstrapped from its true final observation.
+            if out.terminated[e] || out.truncated[e] {
+                state.reset(e);
+            }
             if out.terminated[e] {
                 ended.push(i);
             } else if out.truncated[e] {
@@ -172,8 +185,9 @@ fn evaluate(policy: &InferencePolicy, seed: u64, episodes: usize) -> anyhow::Res
     envs.reset(&mut obs);
     let mut out = envs.new_step_out();
     let mut scores: Vec<Option<f64>> = vec![None; episodes];
+    let mut state = policy.state(episodes);
     while scores.iter().any(Option::is_none) {
-        let head = policy.head(&obs, episodes);
+        let head = policy.step(&obs, &mut state, None);
         let actions: Vec<u32> = (0..episodes)
             .map(|e| argmax(&head[e * n..][..n], None) as u32)
             .collect();

@@ -131,6 +131,6 @@ fn numpy_agrees(run: &Path, spec: &ModelSpec, bytes: &[u8]) {
     let obs: Vec<f32> = (0..n * d)
         .map(|_| f32::from(rng.random_range(0u8..=255)))
         .collect();
-    let logits = policy.head(&obs, n);
+    let logits = policy.step(&obs, &mut policy.state(n), None);
     numpy::assert_numpy_logits(run, spec, &obs, &logits);
 }

@@ -65,7 +65,7 @@ fn local_mode_trains_minatar_breakout_and_numpy_reads_its_weights() {
         }
         let _ = done;
     }
-    let logits = policy.head(&obs, n);
+    let logits = policy.step(&obs, &mut policy.state(n), None);
     numpy::assert_numpy_logits(&run, &spec, &obs, &logits);
 }
 
@@ -112,7 +112,7 @@ fn local_mode_trains_minatar_breakout_with_the_impala_resnet() {
     let obs: Vec<f32> = (0..n * d)
         .map(|_| f32::from(u8::from(rng.random_range(0..6) == 0)))
         .collect();
-    let logits = policy.head(&obs, n);
+    let logits = policy.step(&obs, &mut policy.state(n), None);
     numpy::assert_numpy_logits(&run, &spec, &obs, &logits);
 }
 

@@ -90,7 +90,7 @@ fn self_play_learns_bouton_moves_in_nim() {
     for ((g, _, _), o) in positions.iter().zip(obs.chunks_exact_mut(d)) {
         g.observe(0, o);
     }
-    let logits = policy.head(&obs, positions.len());
+    let logits = policy.step(&obs, &mut policy.state(positions.len()), None);
     let (mut optimal, mut chance) = (0usize, 0.0f64);
     let mut mask = vec![false; ACTIONS];
     for ((g, wins, legal), l) in positions.iter().zip(logits.chunks_exact(ACTIONS)) {

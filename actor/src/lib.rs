@@ -7,6 +7,7 @@
 mod actions;
 mod buffers;
 mod faults;
+mod memory;
 mod metrics;
 mod pool;
 mod rollout;

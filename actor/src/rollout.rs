@@ -52,6 +52,8 @@ pub struct Rollout {
     setup: RolloutSetup,
     venv: Box<dyn VectorEnv>,
     policy: InferencePolicy,
+    /// The policy's state per env (per seat in a game).
+    memory: crate::memory::SeatStates,
     weights: watch::Receiver<Option<Arc<Weights>>>,
     out: mpsc::Sender<TrajectoryBatch>,
     /// One permit per batch the learner has not yet acknowledged.
@@ -101,6 +103,8 @@ impl Rollout {
         let rng = StdRng::seed_from_u64(setup.seed ^ 0xAC70_12AC);
         let rows = setup.rollout_length + setup.env.overlap_rows();
         let turns = crate::turns::Turns::new(venv.as_ref(), rows);
+        let memory =
+            crate::memory::SeatStates::new(&policy, setup.envs_per_actor, setup.env.players);
         let selfplay = match (&turns, setup.others.clone()) {
             (Some(_), Some(others)) => {
                 let past = InferencePolicy::new(&setup.env, &setup.network, setup.device)
@@ -116,6 +120,7 @@ impl Rollout {
             setup,
             venv,
             policy,
+            memory,
             weights,
             out,
             credits,
@@ -251,7 +256,10 @@ impl Rollout {
             }
             let started = std::time::Instant::now();
             let masks = actions.load_masks(t, self.venv.as_ref());
-            let mut head = self.policy.head_masked(&buf.obs, e_len, masks);
+            let movers = self.turns.as_ref().map(|turns| turns.movers(t));
+            let mut head = self
+                .memory
+                .step(&self.policy, &buf.obs, None, movers, masks);
             if let (Some(sp), Some(turns)) = (&mut self.selfplay, &self.turns) {
                 sp.act(t, turns.movers(t), &buf.obs, &mut head, self.venv.as_ref());
             }
@@ -270,6 +278,9 @@ impl Rollout {
                 return Err(e);
             }
             buf.record(t, step_out, returns.as_deref_mut());
+            for e in (0..e_len).filter(|&e| step_out.terminated[e] || step_out.truncated[e]) {
+                self.memory.end(e);
+            }
             if let Some(turns) = &mut self.turns {
                 turns.credit(t, step_out, &mut buf.rewards);
             }
@@ -296,7 +307,8 @@ impl Rollout {
     ) -> Result<(), EnvError> {
         let lost = std::mem::take(&mut buf.steps_lost);
         let venv = self.venv.as_mut();
-        self.faults.recover(e, venv, lost, &mut buf.obs, returns)?;
+        let restarted = self.faults.recover(e, venv, lost, &mut buf.obs, returns)?;
+        self.memory.end(restarted);
         buf.carried = 0;
         if let Some(turns) = &mut self.turns {
             turns.restart();
@@ -326,6 +338,9 @@ impl Rollout {
     /// Resets every env (each starts a new game, seated anew).
     fn reset(&mut self, obs: &mut [f32]) -> Result<(), EnvError> {
         self.venv.reset(obs)?;
+        for e in 0..self.setup.envs_per_actor {
+            self.memory.end(e);
+        }
         if let Some(sp) = &mut self.selfplay {
             sp.new_games(&mut self.rng);
         }

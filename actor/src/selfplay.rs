@@ -12,6 +12,7 @@
 //! version itself is drawn from the pool at each rollout's start, so a game
 //! that spans rollouts may meet two of them.
 
+use crate::memory::SeatStates;
 use crate::pool::Pool;
 use rand::Rng;
 use rand::rngs::StdRng;
@@ -57,6 +58,9 @@ pub(crate) struct SelfPlay {
     flags: Vec<u8>,
     /// The past version acting now (none loaded while the pool is empty).
     policy: InferencePolicy,
+    /// Its state per env and seat, zeroed at each new game and each new
+    /// past version.
+    memory: SeatStates,
     /// The parameter server's pool (`None` when no seat is past).
     pool: Option<watch::Receiver<Pool>>,
     /// Gathered observations of the past seats to move, and their envs.
@@ -78,6 +82,7 @@ impl SelfPlay {
             e_len,
             seats: vec![Seat::Newest; e_len * players],
             flags: vec![0; rows * e_len],
+            memory: SeatStates::new(&policy, e_len, players),
             policy,
             pool,
             obs: Vec::new(),
@@ -99,8 +104,9 @@ impl SelfPlay {
         if self.policy.version() == Some(w.version) {
             return;
         }
-        if let Err(e) = self.policy.load(w.version, w.safetensors.to_vec()) {
-            warn!(version = w.version, "could not load a past version: {e}");
+        match self.policy.load(w.version, w.safetensors.to_vec()) {
+            Ok(()) => self.memory = SeatStates::new(&self.policy, self.e_len, self.players),
+            Err(e) => warn!(version = w.version, "could not load a past version: {e}"),
         }
     }
 
@@ -111,6 +117,7 @@ impl SelfPlay {
         let p = self.players;
         let newest = rng.random_range(0..p);
         let loaded = self.policy.version().is_some();
+        self.memory.end(e);
         let Fractions { past, rule } = self.fractions;
         for (s, seat) in self.seats[e * p..(e + 1) * p].iter_mut().enumerate() {
             let u: f64 = rng.random();
@@ -177,7 +184,13 @@ impl SelfPlay {
         if self.envs.is_empty() {
             return;
         }
-        let past_head = self.policy.head(&self.obs, self.envs.len());
+        let past_head = self.memory.step(
+            &self.policy,
+            &self.obs,
+            Some(&self.envs),
+            Some(movers),
+            None,
+        );
         for (i, &e) in self.envs.iter().enumerate() {
             head[e * width..(e + 1) * width]
                 .copy_from_slice(&past_head[i * width..(i + 1) * width]);
@@ -371,7 +384,7 @@ mod tests {
         sp.act(1, &[1, 1], &obs, &mut head, &venv);
         let mut past = InferencePolicy::new(&env, &net, DeviceKind::Cpu).expect("policy");
         past.load(7, pool[0].safetensors.to_vec()).expect("load");
-        let expected = past.head(&obs[..d], 1);
+        let expected = past.step(&obs[..d], &mut past.state(1), None);
         assert_eq!(head[..width], expected[..]);
         assert!(head[width..].iter().all(|&x| x == 9.0), "env 1 untouched");
         assert_eq!(sp.flags[2..4], [1, 0]);

@@ -1,14 +1,17 @@
-//! What one update trains on and what one step reports: the flat training data
-//! of an update ([`UpdateData`]), one minibatch step's input ([`Minibatch`]) and
+//! What one update trains on and what one step reports: the training data
+//! of an update ([`UpdateData`], its rows kept as the actors' env sequences,
+//! [`Sequences`]), one minibatch step's input ([`Minibatch`]) and
 //! statistics ([`StepStats`], over [`LossTerms`]), and advantage normalisation. Shared by the
 //! preparation, the PPO loop and both update engines.
 
 use crate::trajectory::BatchActions;
 use sebulba_core::config::PpoConfig;
 use sebulba_envs::Observations;
+use sebulba_fused::PolicyState;
 
-/// Flat training data of one update (N samples); advantages already normalised
-/// when `adv_norm = update`.
+/// Training data of one update (N samples, batch after batch, each batch's
+/// T steps of E envs time-major); advantages already normalised when
+/// `adv_norm = update`.
 #[derive(Debug, Clone)]
 pub struct UpdateData {
     pub obs_dim: usize,
@@ -26,6 +29,44 @@ pub struct UpdateData {
     /// after normalisation: V-trace's truncated importance weights
     /// (`ppo.lag_correction = vtrace`); `None` when every weight is 1.
     pub weights: Option<Vec<f32>>,
+    /// The rows as env sequences; `None` when they are not whole sequences
+    /// (a game's moves made by past versions left out, rows drawn from a
+    /// replay memory).
+    pub sequences: Option<Sequences>,
+}
+
+/// The rows of an [`UpdateData`] as the actors' env sequences: `batches`
+/// batches of `steps` steps of `envs` envs, row `(b * steps + t) * envs + e`
+/// being env sequence `b * envs + e`'s step `t`. What a network with memory
+/// trains on, each sequence from its initial state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sequences {
+    /// T
+    pub steps: usize,
+    /// E
+    pub envs: usize,
+    /// `[N]`: 1 where an env's episode starts at that row (its state zeroed
+    /// first).
+    pub starts: Vec<u8>,
+    /// Each sequence's state before its first row (`batches * envs` states).
+    pub initial: PolicyState,
+}
+
+impl Sequences {
+    /// How many sequences (batches x E).
+    pub fn len(&self) -> usize {
+        self.initial.envs()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The row of sequence `s` at step `t`.
+    pub fn row(&self, s: usize, t: usize) -> usize {
+        let (b, e) = (s / self.envs.max(1), s % self.envs.max(1));
+        (b * self.steps + t) * self.envs + e
+    }
 }
 
 impl UpdateData {
@@ -37,7 +78,8 @@ impl UpdateData {
     }
 }
 
-/// One minibatch step's input: samples `idx` of `data` with their advantages
+/// One minibatch step's input: samples `idx` of `data` (and, when they are
+/// whole env sequences, which: `sequences`) with their advantages
 /// (normalised per minibatch when asked) and, for continuous actions, the
 /// standard-normal draws of the sampled entropy estimate (`[idx.len() * width]`;
 /// empty for discrete actions). Drawn once for the whole minibatch, so every
@@ -45,6 +87,10 @@ impl UpdateData {
 pub struct Minibatch<'a> {
     pub data: &'a UpdateData,
     pub idx: &'a [usize],
+    /// The sequences of `data.sequences` whose rows `idx` holds, time-major
+    /// (`idx[t * sequences.len() + k]` is sequence `sequences[k]`'s step
+    /// `t`); empty when rows were drawn one by one.
+    pub sequences: &'a [usize],
     pub adv: &'a [f32],
     pub noise: &'a [f32],
     pub lr: f64,

@@ -11,6 +11,7 @@ pub mod dqn;
 pub mod engine;
 pub mod gae;
 pub mod gae_players;
+pub mod minibatches;
 pub mod ppo;
 pub mod prepare;
 pub mod reward_scale;

@@ -1,4 +1,5 @@
-//! The PPO update, CleanRL-shaped: epochs of shuffled minibatches, each one a
+//! The PPO update, CleanRL-shaped: epochs of shuffled minibatches (rows, or
+//! env sequences for a network with memory: [`crate::minibatches`]), each one a
 //! step of the update engine (see [`crate::engine`]), with the statistics
 //! averaged over the steps taken. The clip range may be annealed and a target
 //! KL may end the update early. Minibatch advantage normalisation and the
@@ -7,9 +8,9 @@
 
 use crate::data::{Loss, LossTerms, Minibatch, StepStats, UpdateData, normalize};
 use crate::engine::EngineError;
+use crate::minibatches::Minibatches;
 use crate::trainer::Trainer;
 use rand::Rng;
-use rand::seq::SliceRandom;
 use sebulba_core::config::{AdvantageNorm, PpoConfig};
 use sebulba_core::distribution::ActionDist;
 
@@ -49,7 +50,8 @@ impl PpoStats {
 }
 
 /// Epochs x minibatches of PPO over `data` at learning rate `lr` and ratio
-/// clip range `clip`. With fewer samples than one per replica of every
+/// clip range `clip`, cut as the network needs ([`Trainer::batching`]).
+/// With fewer samples (rows, or sequences) than one per replica of every
 /// minibatch (a game whose moves were nearly all made by past versions)
 /// it takes no step, says so, and reports `minibatch_steps = 0`.
 pub fn update(
@@ -59,18 +61,18 @@ pub fn update(
     lr: f64,
     clip: f64,
 ) -> Result<PpoStats, EngineError> {
-    let n = data.len();
+    let cut = Minibatches::new(trainer.batching, data, cfg.minibatches)?;
     let needed = cfg.minibatches.max(1) * trainer.engine.devices().max(1);
-    if n < needed {
+    if cut.units() < needed {
         tracing::warn!(
-            samples = n,
+            samples = cut.units(),
             needed,
             "too few samples for ppo.minibatches over the learner's devices: no step this update"
         );
         return Ok(PpoStats::default().into_means(lr, clip));
     }
     trainer.engine.begin_update(data);
-    let stats = epochs(trainer, data, cfg, lr, clip);
+    let stats = epochs(trainer, data, cut, cfg, (lr, clip));
     trainer.engine.end_update();
     Ok(stats?.into_means(lr, clip))
 }
@@ -79,21 +81,22 @@ pub fn update(
 fn epochs(
     trainer: &mut Trainer,
     data: &UpdateData,
+    mut cut: Minibatches,
     cfg: &PpoConfig,
-    lr: f64,
-    clip: f64,
+    (lr, clip): (f64, f64),
 ) -> Result<PpoStats, EngineError> {
-    let mb_size = data.len() / cfg.minibatches;
-    let mut order: Vec<usize> = (0..data.len()).collect();
-    let (mut adv, mut noise) = (Vec::with_capacity(mb_size), Vec::new());
+    let (mut idx, mut sequences) = (Vec::new(), Vec::new());
+    let (mut adv, mut noise) = (Vec::new(), Vec::new());
     let mut stats = PpoStats::default();
     'epochs: for _ in 0..cfg.epochs {
-        order.shuffle(&mut trainer.rng);
-        for idx in order.chunks_exact(mb_size).take(cfg.minibatches) {
-            draw_minibatch(trainer, data, idx, cfg, &mut adv, &mut noise);
+        cut.shuffle(&mut trainer.rng);
+        for k in 0..cfg.minibatches {
+            cut.minibatch(k, data, &mut idx, &mut sequences);
+            draw_minibatch(trainer, data, &idx, cfg, &mut adv, &mut noise);
             let mb = Minibatch {
                 data,
-                idx,
+                idx: &idx,
+                sequences: &sequences,
                 adv: &adv,
                 noise: &noise,
                 lr,

@@ -3,7 +3,7 @@
 //! (`Trainer::for_run`: the fused engine where it applies, else burn).
 
 use crate::engine::burn::initial_state;
-use crate::engine::{EngineChoice, EngineError, ObsNorm, TrainState, UpdateEngine};
+use crate::engine::{EngineChoice, EngineError, ObsNorm, Steps, TrainState, UpdateEngine};
 use crate::trajectory::BatchActions;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -11,6 +11,7 @@ use sebulba_core::config::{Algorithm, RunConfig};
 use sebulba_core::distribution::{ActionDist, log_softmax_row, tanh_normal_log_prob};
 use sebulba_core::model::{ModelSpec, RunningMeanStd};
 use sebulba_core::weights::WeightsError;
+use sebulba_fused::Batching;
 
 /// The trainer's part of a checkpoint: the parameters and Adam's state, and a
 /// seed for the shuffles and noise from here on.
@@ -26,6 +27,8 @@ pub struct Trainer {
     pub(crate) engine: Box<dyn UpdateEngine>,
     pub(crate) dist: ActionDist,
     pub(crate) rng: StdRng,
+    /// How minibatches are cut: the network's ([`Self::batching`]).
+    pub(crate) batching: Batching,
     spec: ModelSpec,
 }
 
@@ -44,6 +47,7 @@ impl Trainer {
             engine: choice.build(spec, state, adam_eps)?,
             dist: spec.dist(),
             rng: StdRng::seed_from_u64(seed ^ 0x5eb0_15ba),
+            batching: spec.arch().batching(),
             spec: spec.clone(),
         })
     }
@@ -114,21 +118,31 @@ impl Trainer {
         self.engine.replica_states()
     }
 
-    /// State values of observation rows `obs` (`[rows * obs_dim]`).
-    pub fn values(&mut self, obs: &[f32]) -> Vec<f32> {
-        self.engine.values(obs)
+    /// State values of the rows of `steps` ([`UpdateEngine::values`]).
+    pub fn values(&mut self, steps: &Steps<'_>) -> Vec<f32> {
+        self.engine.values(steps)
     }
 
-    /// Policy-head outputs of observation rows `obs` (`[rows * head_dim]`).
-    pub fn heads(&mut self, obs: &[f32]) -> Vec<f32> {
-        self.engine.heads(obs)
+    /// Policy-head outputs of the rows of `steps` (`[rows * head_dim]`).
+    pub fn heads(&mut self, steps: &Steps<'_>) -> Vec<f32> {
+        self.engine.heads(steps)
     }
 
-    /// Policy-head outputs of observation rows `obs` under other parameters
+    /// Policy-head outputs of the rows of `steps` under other parameters
     /// and normaliser ([`UpdateEngine::heads_with`]): a copy of the network
     /// that its keeper holds apart, such as DQN's target network.
-    pub fn heads_with(&mut self, params: &[f32], norm: Option<&ObsNorm>, obs: &[f32]) -> Vec<f32> {
-        self.engine.heads_with(params, norm, obs)
+    pub fn heads_with(
+        &mut self,
+        params: &[f32],
+        norm: Option<&ObsNorm>,
+        steps: &Steps<'_>,
+    ) -> Vec<f32> {
+        self.engine.heads_with(params, norm, steps)
+    }
+
+    /// How an update's data is cut for this network (`Arch::batching`).
+    pub fn batching(&self) -> Batching {
+        self.batching
     }
 
     /// The observation normaliser as the network applies it now
@@ -137,16 +151,16 @@ impl Trainer {
         self.engine.obs_norm()
     }
 
-    /// The current policy's log-probabilities of `actions` at observation rows
-    /// `obs` (`masks`: `[rows * n]` allowed actions, for discrete actions).
+    /// The current policy's log-probabilities of `actions` at the rows of
+    /// `steps` (`masks`: `[rows * n]` allowed actions, for discrete actions).
     pub fn log_probs(
         &mut self,
-        obs: &[f32],
+        steps: &Steps<'_>,
         actions: &BatchActions,
         masks: Option<&[u8]>,
     ) -> Vec<f32> {
-        let heads = self.engine.heads(obs);
-        let rows = obs.len() / self.spec.obs_dim;
+        let heads = self.engine.heads(steps);
+        let rows = steps.obs.len() / self.spec.obs_dim;
         let width = heads.len() / rows.max(1);
         let head = |i: usize| &heads[i * width..(i + 1) * width];
         match (&self.dist, actions) {
@@ -241,7 +255,7 @@ mod tests {
         );
         // The values of 1,000 rows size the activations: the input and two
         // hidden layers' outputs at least.
-        let _ = t.values(&vec![0.5; 1000 * 4]);
+        let _ = t.values(&Steps::rows(&vec![0.5; 1000 * 4]));
         let after = t.memory_bytes();
         assert!(
             after >= before + 1000 * (4 + 64 + 64) * 4,

@@ -14,6 +14,9 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use sebulba_envs::EnvSpec;
 use sebulba_fused::FusedPolicy;
+/// What a policy remembers per env between steps (the fused crate's, made by
+/// [`InferencePolicy::state`]).
+pub use sebulba_fused::PolicyState;
 use sebulba_fused::net::Layout;
 
 #[derive(Debug, thiserror::Error)]
@@ -178,6 +181,8 @@ enum Model {
 
 pub struct InferencePolicy {
     spec: ModelSpec,
+    /// Floats of each env's state (`Arch::state_width`).
+    state_width: usize,
     model: Model,
     version: Option<u64>,
 }
@@ -210,6 +215,7 @@ impl InferencePolicy {
             DeviceKind::Cuda(_) => return Err(PolicyError::Device(device)),
         };
         Ok(Self {
+            state_width: spec.arch().state_width(),
             spec,
             model,
             version: None,
@@ -249,26 +255,34 @@ impl InferencePolicy {
         Ok(())
     }
 
-    /// Policy-head outputs `[n * head_dim]` for `n` observations `[n * obs_dim]`.
-    pub fn head(&self, obs: &[f32], n: usize) -> Vec<f32> {
+    /// A zero state for `envs` envs: each env's at an episode's start
+    /// (empty for a network without memory).
+    pub fn state(&self, envs: usize) -> PolicyState {
+        PolicyState::zeros(self.state_width, envs)
+    }
+
+    /// One step of `state.envs()` envs: policy-head outputs `[envs *
+    /// head_dim]` for their observations `obs` (`[envs * obs_dim]`), each
+    /// env's state moved on in place (a caller zeroes an env's state when
+    /// its episode ends, [`PolicyState::reset`]). With the env's action
+    /// masks (`[envs * head_dim]`, 0 = masked), the fused policy computes
+    /// only the allowed outputs of mostly masked rows, the masked entries
+    /// then being 0 ([`FusedPolicy::head_masked`]).
+    ///
+    /// # Panics
+    /// On a state another network made (its width differs): a caller's bug.
+    pub fn step(&self, obs: &[f32], state: &mut PolicyState, masks: Option<&[u8]>) -> Vec<f32> {
+        assert_eq!(
+            state.width(),
+            self.state_width,
+            "a state of another network"
+        );
+        let n = state.envs();
         match &self.model {
-            Model::Fused(fused) => fused.head(obs, n),
+            Model::Fused(fused) => fused.step(obs, state, masks),
             Model::Cpu(m) => head_on(m, &self.spec, obs, n, &Default::default()),
             #[cfg(feature = "cuda")]
             Model::Cuda(m, dev) => head_on(m, &self.spec, obs, n, dev),
-        }
-    }
-}
-
-impl InferencePolicy {
-    /// [`InferencePolicy::head`] for rows with action masks (`[n *
-    /// head_dim]`, 0 = masked) when the env has them: the fused policy
-    /// computes only the allowed outputs of mostly masked rows, the masked
-    /// entries then being 0 ([`FusedPolicy::head_masked`]).
-    pub fn head_masked(&self, obs: &[f32], n: usize, masks: Option<&[u8]>) -> Vec<f32> {
-        match (&self.model, masks) {
-            (Model::Fused(fused), Some(m)) => fused.head_masked(obs, n, m),
-            _ => self.head(obs, n),
         }
     }
 }
@@ -292,12 +306,17 @@ fn head_on<B: Backend>(
 mod tests {
     use super::*;
 
+    /// One step of fresh episodes.
+    fn step_once(p: &InferencePolicy, obs: &[f32], n: usize) -> Vec<f32> {
+        p.step(obs, &mut p.state(n), None)
+    }
+
     #[test]
     fn cpu_inference_and_cuda_without_the_feature() {
         let env = sebulba_envs::env_spec("CartPole-v1").unwrap();
         let net = NetworkConfig::default();
         let p = InferencePolicy::new(&env, &net, DeviceKind::Cpu).unwrap();
-        assert_eq!(p.head(&[0.0; 8], 2).len(), 4);
+        assert_eq!(step_once(&p, &[0.0; 8], 2).len(), 4);
         #[cfg(not(feature = "cuda"))]
         {
             let e = InferencePolicy::new(&env, &net, DeviceKind::Cuda(0))
@@ -316,7 +335,7 @@ mod tests {
         let net = NetworkConfig::default();
         let mut p = InferencePolicy::new(&env, &net, DeviceKind::Cpu).unwrap();
         let obs = [0.1, -0.2, 0.03, 0.4, -0.5, 0.6, 0.07, -0.08];
-        let before = p.head(&obs, 2);
+        let before = step_once(&p, &obs, 2);
         // Another network of the same shape, as a learner would publish it.
         let dev = Default::default();
         let other = p.spec().init::<CpuBackend>(&dev);
@@ -326,7 +345,7 @@ mod tests {
         // (The CPU policy acts through the fused forward pass: equal to burn's
         // to f32 rounding.)
         let close = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-6);
-        let loaded = p.head(&obs, 2);
+        let loaded = step_once(&p, &obs, 2);
         assert!(
             close(&loaded, &want),
             "outputs are the loaded network's: {loaded:?} vs {want:?}"
@@ -334,7 +353,7 @@ mod tests {
         assert!(!close(&loaded, &before));
         // A truncated file is refused and the policy keeps version 1.
         assert!(p.load(2, bytes[..bytes.len() / 2].to_vec()).is_err());
-        assert_eq!(p.head(&obs, 2), loaded);
+        assert_eq!(step_once(&p, &obs, 2), loaded);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use crate::acting::Acting;
 use crate::cpu::Pacing;
 use sebulba_core::config::EvalPolicy;
 use sebulba_core::distribution::DistError;
-use sebulba_core::policy::InferencePolicy;
+use sebulba_core::policy::{InferencePolicy, PolicyState};
 use sebulba_envs::{EnvError, Purpose, make_vector_env};
 use tokio_util::sync::CancellationToken;
 
@@ -130,7 +130,7 @@ pub fn play_episodes(
     let mut out = venv.new_step_out();
     let mut acting = Acting::new(&dist, episodes, plan.policy, plan.epsilon, plan.seed);
     let mut book = Book::new(episodes);
-    let mut rows = Rows::new(episodes, spec.obs_dim, spec.head_dim());
+    let mut rows = Rows::new(policy, episodes, spec.obs_dim, spec.head_dim());
     let mut restarts = 0;
     let cut_by = loop {
         if book.remaining == 0 {
@@ -151,6 +151,7 @@ pub fn play_episodes(
             {
                 restarts += 1;
                 book.restart(index);
+                rows.states.reset(index);
                 venv.restart(index, &mut obs)?;
                 continue;
             }
@@ -165,22 +166,25 @@ pub fn play_episodes(
     Ok(book.results(cut_by, restarts as u64, cpu_seconds, throttled))
 }
 
-/// Buffers for the forward pass over the unfinished episodes' rows only.
+/// Buffers for the forward pass over the unfinished episodes' rows only,
+/// and each episode's policy state (one episode per env, from its start).
 struct Rows {
     obs_dim: usize,
     head_dim: usize,
     obs: Vec<f32>,
+    states: PolicyState,
     /// Every env's head row; a finished one's keeps its last values (its
     /// actions are played on an uncounted episode).
     head: Vec<f32>,
 }
 
 impl Rows {
-    fn new(envs: usize, obs_dim: usize, head_dim: usize) -> Self {
+    fn new(policy: &InferencePolicy, envs: usize, obs_dim: usize, head_dim: usize) -> Self {
         Self {
             obs_dim,
             head_dim,
             obs: Vec::with_capacity(envs * obs_dim),
+            states: policy.state(envs),
             head: vec![0.0; envs * head_dim],
         }
     }
@@ -211,7 +215,8 @@ impl Book {
     fn heads<'a>(&self, policy: &InferencePolicy, obs: &[f32], rows: &'a mut Rows) -> &'a [f32] {
         let (d, h) = (rows.obs_dim, rows.head_dim);
         if self.remaining == self.finished.len() {
-            rows.head.copy_from_slice(&policy.head(obs, self.remaining));
+            rows.head
+                .copy_from_slice(&policy.step(obs, &mut rows.states, None));
             return &rows.head;
         }
         let playing = || (0..self.finished.len()).filter(|&i| self.finished[i].is_none());
@@ -219,7 +224,9 @@ impl Book {
         for i in playing() {
             rows.obs.extend_from_slice(&obs[i * d..(i + 1) * d]);
         }
-        let head = policy.head(&rows.obs, self.remaining);
+        let mut states = rows.states.select(playing());
+        let head = policy.step(&rows.obs, &mut states, None);
+        rows.states.put_back(&states, playing());
         for (k, i) in playing().enumerate() {
             rows.head[i * h..(i + 1) * h].copy_from_slice(&head[k * h..(k + 1) * h]);
         }

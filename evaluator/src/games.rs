@@ -14,7 +14,7 @@ use crate::episodes::{EpisodeResults, PlayError};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use sebulba_core::distribution::argmax;
-use sebulba_core::policy::InferencePolicy;
+use sebulba_core::policy::{InferencePolicy, PolicyState};
 use sebulba_envs::games::GameVecEnv;
 use sebulba_envs::games::{GameOptions, Scoring};
 use sebulba_envs::{ActionBatch, VectorEnv};
@@ -39,6 +39,15 @@ impl Player<'_> {
             Player::Rule(_, name) => (*name).into(),
             Player::Checkpoint(v, _) => format!("checkpoint-{v}"),
             Player::Policy(_) => "policy".into(),
+        }
+    }
+
+    /// A zero policy state for each of `seats` seats (empty for a player
+    /// without a network).
+    fn states(&self, seats: usize) -> PolicyState {
+        match self {
+            Player::Policy(policy) | Player::Checkpoint(_, policy) => policy.state(seats),
+            Player::Random | Player::Rule(..) => PolicyState::default(),
         }
     }
 }
@@ -159,6 +168,8 @@ pub fn play_match(
     let mut rng = StdRng::seed_from_u64(seed ^ 0x0BB0_4E47);
     let mut results: Vec<Option<(f64, u32)>> = vec![None; games];
     let mut remaining = games;
+    // Each seat of each table remembers its own moves (one game per table).
+    let mut states = (me.states(games * p), them.states(games * p));
     while remaining > 0 {
         if !pacing.go_on() {
             return Err(PlayError::Stopped);
@@ -171,10 +182,11 @@ pub fn play_match(
             venv: &venv,
             obs: &obs,
             masks: &masks,
+            movers: &movers,
             dims: (d, n),
         };
-        tables.moves(me, &ours, &mut rng, &mut actions);
-        tables.moves(them, &theirs, &mut rng, &mut actions);
+        tables.moves(me, &mut states.0, &ours, &mut rng, &mut actions);
+        tables.moves(them, &mut states.1, &theirs, &mut rng, &mut actions);
         venv.step(ActionBatch::Discrete(&actions), &mut out)?;
         obs.copy_from_slice(&out.obs);
         for ep in &out.episodes {
@@ -195,17 +207,26 @@ struct Tables<'a> {
     venv: &'a GameVecEnv,
     obs: &'a [f32],
     masks: &'a [u8],
+    /// The seat to move at each table.
+    movers: &'a [u8],
     /// Observation floats and actions per table.
     dims: (usize, usize),
 }
 
 impl Tables<'_> {
-    /// `player`'s move at each listed table, into `actions`.
-    fn moves(&self, player: Player<'_>, tables: &[usize], rng: &mut StdRng, actions: &mut [u32]) {
-        let (d, n) = self.dims;
+    /// `player`'s move at each listed table, into `actions`; `states` are
+    /// the player's per seat (`[tables * seats]`).
+    fn moves(
+        &self,
+        player: Player<'_>,
+        states: &mut PolicyState,
+        tables: &[usize],
+        rng: &mut StdRng,
+        actions: &mut [u32],
+    ) {
         match player {
             Player::Policy(policy) | Player::Checkpoint(_, policy) => {
-                greedy_moves(policy, tables, self.obs, self.masks, d, n, actions);
+                self.greedy_moves(policy, states, tables, actions);
             }
             Player::Rule(rule, _) => {
                 for &i in tables {
@@ -213,6 +234,7 @@ impl Tables<'_> {
                 }
             }
             Player::Random => {
+                let n = self.dims.1;
                 for &i in tables {
                     actions[i] = random_legal(&self.masks[i * n..(i + 1) * n], rng);
                 }
@@ -233,32 +255,37 @@ pub fn rule_players(env_id: &str) -> Result<Vec<Player<'static>>, PlayError> {
         .collect())
 }
 
-/// Each listed table's most probable legal move under `policy`, in one
-/// batched forward pass.
-fn greedy_moves(
-    policy: &InferencePolicy,
-    tables: &[usize],
-    obs: &[f32],
-    masks: &[u8],
-    d: usize,
-    n: usize,
-    actions: &mut [u32],
-) {
-    if tables.is_empty() {
-        return;
-    }
-    let rows: Vec<f32> = tables
-        .iter()
-        .flat_map(|&i| obs[i * d..(i + 1) * d].iter().copied())
-        .collect();
-    let row_masks: Vec<u8> = tables
-        .iter()
-        .flat_map(|&i| masks[i * n..(i + 1) * n].iter().copied())
-        .collect();
-    let head = policy.head_masked(&rows, tables.len(), Some(&row_masks));
-    for (k, &i) in tables.iter().enumerate() {
-        let valid = &masks[i * n..(i + 1) * n];
-        actions[i] = argmax(&head[k * n..(k + 1) * n], Some(valid)) as u32;
+impl Tables<'_> {
+    /// Each listed table's most probable legal move under `policy`, in one
+    /// batched step of the movers' seats.
+    fn greedy_moves(
+        &self,
+        policy: &InferencePolicy,
+        states: &mut PolicyState,
+        tables: &[usize],
+        actions: &mut [u32],
+    ) {
+        if tables.is_empty() {
+            return;
+        }
+        let ((d, n), (obs, masks)) = (self.dims, (self.obs, self.masks));
+        let rows: Vec<f32> = tables
+            .iter()
+            .flat_map(|&i| obs[i * d..(i + 1) * d].iter().copied())
+            .collect();
+        let row_masks: Vec<u8> = tables
+            .iter()
+            .flat_map(|&i| masks[i * n..(i + 1) * n].iter().copied())
+            .collect();
+        let p = states.envs() / self.movers.len().max(1);
+        let seats = || tables.iter().map(|&i| i * p + usize::from(self.movers[i]));
+        let mut part = states.select(seats());
+        let head = policy.step(&rows, &mut part, Some(&row_masks));
+        states.put_back(&part, seats());
+        for (k, &i) in tables.iter().enumerate() {
+            let valid = &masks[i * n..(i + 1) * n];
+            actions[i] = argmax(&head[k * n..(k + 1) * n], Some(valid)) as u32;
+        }
     }
 }
 

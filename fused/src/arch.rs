@@ -88,6 +88,20 @@ pub enum Block {
     Dense { width: usize },
 }
 
+impl Block {
+    /// Floats the block keeps per env from one step to the next (none of
+    /// today's blocks remember anything; a recurrent core will).
+    pub fn state_width(&self) -> usize {
+        match self {
+            Block::Conv { .. }
+            | Block::MaxPool { .. }
+            | Block::Residual
+            | Block::Activate
+            | Block::Dense { .. } => 0,
+        }
+    }
+}
+
 /// A torso's blocks from the configuration's three lists: the convolution
 /// stem (`network.conv`, each layer followed by the activation), the IMPALA
 /// stacks (`network.stacks`, followed by the activation as the IMPALA

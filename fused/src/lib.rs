@@ -19,6 +19,10 @@
 //! algorithms (`sebulba_algorithms::engine::fused`); burn converts to and
 //! from the flat vector at its own edge (`sebulba_core::model::flat`).
 //!
+//! [`PolicyState`] is what a policy remembers per env between steps (empty
+//! for a network without memory) and [`Batching`] how an update's data is
+//! cut for it, both derived from [`Arch`].
+//!
 //! Covered: torsos of convolutions, max-pools, residual blocks and dense
 //! layers (separate or shared, tanh or relu) without LayerNorm, with or
 //! without observation normalisation.
@@ -30,6 +34,7 @@ pub mod backward;
 pub mod conv;
 pub mod file;
 pub mod kernels;
+mod memory;
 pub mod net;
 mod obs_norm;
 mod policy;
@@ -43,6 +48,7 @@ pub use adam::TrainState;
 pub use arch::{
     Activation, Arch, Block, BlockError, ConvLayer, Shape, Shaped, Stack, torso_blocks,
 };
+pub use memory::{Batching, PolicyState, Sequence, Steps};
 pub use obs_norm::{OBS_NORM_EPS, ObsNorm};
 pub use policy::FusedPolicy;
 

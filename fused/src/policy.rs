@@ -1,14 +1,17 @@
 //! Acting with the fused forward pass: actors and the evaluator hold a
-//! [`FusedPolicy`] made straight from the published file.
+//! [`FusedPolicy`] made straight from the published file, and step it over
+//! their envs with each env's [`PolicyState`].
 
 use crate::net::{self, Layout, Work};
 use crate::sparse_head::{self, SparseHead};
-use crate::{Arch, ObsNorm, WeightsError};
+use crate::{Arch, ObsNorm, PolicyState, WeightsError};
 use std::sync::Mutex;
 
 /// A policy network for acting on CPU.
 pub struct FusedPolicy {
     layout: Layout,
+    /// Floats of each env's state ([`Arch::state_width`]).
+    state_width: usize,
     params: Vec<f32>,
     norm: Option<ObsNorm>,
     work: Mutex<Buffers>,
@@ -36,6 +39,7 @@ impl FusedPolicy {
         }
         Ok(Self {
             layout,
+            state_width: arch.state_width(),
             params,
             norm,
             work: Mutex::new(Buffers {
@@ -51,7 +55,33 @@ impl FusedPolicy {
         Self::new(arch, params, norm)
     }
 
-    /// Policy-head outputs `[n * head_dim]` for `n` observations `[n * obs_dim]`.
+    /// A zero state for `envs` envs: each env's at an episode's start.
+    pub fn state(&self, envs: usize) -> PolicyState {
+        PolicyState::zeros(self.state_width, envs)
+    }
+
+    /// One step of `state.envs()` envs: policy-head outputs `[envs *
+    /// head_dim]` for their observations `obs` (`[envs * obs_dim]`), each
+    /// env's state moved on in place. With the envs' action masks (`[envs *
+    /// head_dim]`, 0 = masked), only the allowed outputs of mostly masked
+    /// rows are computed ([`Self::head_masked`]).
+    ///
+    /// # Panics
+    /// On a state another network made (its width differs): a caller's bug.
+    pub fn step(&self, obs: &[f32], state: &mut PolicyState, masks: Option<&[u8]>) -> Vec<f32> {
+        assert_eq!(
+            state.width(),
+            self.state_width,
+            "a state of another network"
+        );
+        match masks {
+            Some(m) => self.head_masked(obs, state.envs(), m),
+            None => self.head(obs, state.envs()),
+        }
+    }
+
+    /// Policy-head outputs `[n * head_dim]` for `n` observations `[n *
+    /// obs_dim]`, each read on its own (a network without memory).
     pub fn head(&self, obs: &[f32], n: usize) -> Vec<f32> {
         let mut b = self.buffers(obs, n);
         net::policy_forward(&self.layout, &self.params, &mut b.work);

@@ -217,6 +217,8 @@ pub fn decode_batch(b: &TrajectoryBatch, expect: &Expect<'_>) -> Result<DecodedB
         episode_returns,
         episode_lengths,
         game,
+        // The wire carries no state yet: every network is without memory.
+        initial_state: sebulba_core::policy::PolicyState::zeros(0, e),
     };
     let mut decoded = DecodedBatch::unsent(&b.actor_id, b.sequence, trajectory);
     decoded.actor_time = decode_actor_time(b)?;

@@ -215,11 +215,12 @@ pub fn bench_inference(
     let obs: Vec<f32> = (0..batch * env.obs_dim)
         .map(|i| (i % 7) as f32 * 0.1)
         .collect();
+    let mut state = policy.state(batch);
     let mut calls = 0u64;
     let t0 = Instant::now();
     while t0.elapsed().as_secs_f64() < seconds {
         for _ in 0..50 {
-            std::hint::black_box(policy.head(&obs, batch));
+            std::hint::black_box(policy.step(&obs, &mut state, None));
             calls += 1;
         }
     }

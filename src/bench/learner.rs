@@ -181,5 +181,6 @@ fn synthetic(space: &ActionSpace, obs_dim: usize, n: usize, seed: u64) -> Update
         returns: uniform(n, -1.0, 1.0),
         old_values: uniform(n, -1.0, 1.0),
         weights: None,
+        sequences: None,
     }
 }

@@ -133,7 +133,11 @@ async fn batches_carry_their_sequence_the_version_acted_with_and_its_log_probs()
             "CartPole pays 1 a step"
         );
         for t in 0..t_len {
-            let head = policy.head(&w.observations[t * 8..(t + 1) * 8], e_len);
+            let head = policy.step(
+                &w.observations[t * 8..(t + 1) * 8],
+                &mut policy.state(e_len),
+                None,
+            );
             for e in 0..e_len {
                 let a = actions[t * 2 + e];
                 assert!(a == 0 || a == 1, "{a}");

@@ -4,7 +4,7 @@
 //! engines hold no target of their own: it is the rule's state, so an
 //! engine serves every algorithm through the same methods.
 
-use crate::engine::{EngineError, ObsNorm};
+use crate::engine::{EngineError, ObsNorm, Steps};
 use crate::trainer::Trainer;
 
 /// A copy of the network, frozen between syncs.
@@ -24,9 +24,10 @@ impl TargetNetwork {
     }
 
     /// Policy-head outputs (DQN's Q-values) of observation rows `obs`
-    /// under this network, computed on `trainer`'s engine.
+    /// (a replay memory's draws, each read on its own) under this network,
+    /// computed on `trainer`'s engine.
     pub fn heads(&self, trainer: &mut Trainer, obs: &[f32]) -> Vec<f32> {
-        trainer.heads_with(&self.params, self.norm.as_ref(), obs)
+        trainer.heads_with(&self.params, self.norm.as_ref(), &Steps::rows(obs))
     }
 
     /// Bytes its parameters hold.

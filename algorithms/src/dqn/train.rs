@@ -79,9 +79,11 @@ pub fn q_update(
             returns: targets,
             old_values: zeros.clone(),
             weights: None,
+            sequences: None,
         };
         let mb = Minibatch {
             data: &data,
+            sequences: &[],
             idx: &idx,
             adv: &zeros,
             noise: &[],

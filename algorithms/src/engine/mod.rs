@@ -15,7 +15,7 @@ pub mod burn;
 pub mod fused;
 pub mod threads;
 
-pub use sebulba_fused::{ObsNorm, TrainState};
+pub use sebulba_fused::{ObsNorm, Steps, TrainState};
 
 use crate::data::{Minibatch, StepStats, UpdateData};
 use fused::FusedEngine;
@@ -105,6 +105,17 @@ impl EngineChoice {
     }
 }
 
+/// The rows of `steps` as a network without memory reads them: each on its
+/// own, whatever sequence they form (every network both engines build today;
+/// a state of any width but 0 is a caller's bug).
+pub(crate) fn rows_of<'a>(steps: &Steps<'a>) -> &'a [f32] {
+    debug_assert!(
+        steps.sequence.is_none_or(|s| s.state.width() == 0),
+        "a state for a network without memory"
+    );
+    steps.obs
+}
+
 /// What the update loops ask of an engine.
 pub trait UpdateEngine: Send {
     /// `burn` or `fused`.
@@ -127,17 +138,20 @@ pub trait UpdateEngine: Send {
             (floats * 4 * self.devices()) as u64
         })
     }
-    /// State values of observation rows `obs` (`[rows * obs_dim]`).
-    fn values(&mut self, obs: &[f32]) -> Vec<f32>;
-    /// Policy-head outputs of observation rows `obs` (`[rows * head_dim]`):
+    /// State values of the rows of `steps` (`[rows]`): a network with
+    /// memory reads its sequence in time order from its initial state, as
+    /// the actors stepped it.
+    fn values(&mut self, steps: &Steps<'_>) -> Vec<f32>;
+    /// Policy-head outputs of the rows of `steps` (`[rows * head_dim]`):
     /// the current policy, for V-trace's importance weights.
-    fn heads(&mut self, obs: &[f32]) -> Vec<f32>;
-    /// Policy-head outputs of observation rows `obs` under other parameters:
+    fn heads(&mut self, steps: &Steps<'_>) -> Vec<f32>;
+    /// Policy-head outputs of the rows of `steps` under other parameters:
     /// `params` in layout order (a [`TrainState`]'s) and the normaliser
     /// `norm`, leaving the network under training as it is. A copy kept
     /// apart from it (DQN's target network) is read this way; the one who
     /// keeps the copy owns it, not the engine.
-    fn heads_with(&mut self, params: &[f32], norm: Option<&ObsNorm>, obs: &[f32]) -> Vec<f32>;
+    fn heads_with(&mut self, params: &[f32], norm: Option<&ObsNorm>, steps: &Steps<'_>)
+    -> Vec<f32>;
     /// The observation normaliser as the network applies it now (`None`
     /// for a network without one): what a copy of the network needs
     /// beside its parameters.

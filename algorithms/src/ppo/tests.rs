@@ -1,7 +1,7 @@
 use super::*;
 use crate::COLLECTIVE_TEST_LOCK;
 use crate::engine::burn::initial_state;
-use crate::engine::{EngineChoice, TrainState};
+use crate::engine::{EngineChoice, Steps, TrainState};
 use crate::trainer::{Trainer, TrainerState};
 use crate::trajectory::BatchActions;
 use sebulba_core::config::RunConfig;
@@ -43,6 +43,7 @@ fn toy_data(n: usize) -> UpdateData {
         returns: vec![1.0; n],
         old_values: vec![0.0; n],
         weights: None,
+        sequences: None,
     }
 }
 
@@ -57,7 +58,7 @@ fn an_update_moves_probability_toward_advantaged_actions() {
     let n = 64;
     let data = toy_data(n);
     let p1 = |ppo: &mut Trainer| {
-        ppo.heads(data.observations.as_f32().unwrap())
+        ppo.heads(&Steps::rows(data.observations.as_f32().unwrap()))
             .chunks(2)
             .map(|l| 1.0 / (1.0 + (l[0] - l[1]).exp()))
             .sum::<f32>()
@@ -71,6 +72,44 @@ fn an_update_moves_probability_toward_advantaged_actions() {
         stats.terms.value_loss > 0.0 && stats.grad_norm > 0.0 && stats.terms.approx_kl.is_finite()
     );
     assert_eq!((stats.minibatch_steps, stats.early_stopped), (8, false));
+}
+
+/// Minibatches of whole env sequences (what a network with memory is cut
+/// into, [`crate::minibatches`]) train a network without memory as well:
+/// the same update, another shuffle. Fewer sequences than minibatches take
+/// no step, and rows that are not sequences are refused.
+#[test]
+fn sequence_minibatches_go_through_the_same_update() {
+    let s = spec();
+    let mut c = cfg();
+    (c.epochs, c.minibatches, c.ent_coef) = (4, 2, 0.0);
+    let mut ppo = on_cpu(&s, &c, 3);
+    ppo.batching = sebulba_fused::Batching::Sequences;
+    let n = 64;
+    let mut data = toy_data(n);
+    data.sequences = Some(crate::data::Sequences {
+        steps: 8,
+        envs: 4,
+        starts: vec![0; n],
+        initial: sebulba_fused::PolicyState::zeros(0, 8),
+    });
+    let p1 = |ppo: &mut Trainer| {
+        ppo.heads(&Steps::rows(data.observations.as_f32().unwrap()))
+            .chunks(2)
+            .map(|l| 1.0 / (1.0 + (l[0] - l[1]).exp()))
+            .sum::<f32>()
+            / n as f32
+    };
+    let before = p1(&mut ppo);
+    let stats = crate::ppo::update(&mut ppo, &data, &c, 1e-2, 0.2).unwrap();
+    let after = p1(&mut ppo);
+    assert!(after > before + 0.02, "{before} -> {after}");
+    assert_eq!((stats.minibatch_steps, stats.early_stopped), (8, false));
+    c.minibatches = 16;
+    let none = crate::ppo::update(&mut ppo, &data, &c, 1e-2, 0.2).unwrap();
+    assert_eq!(none.minibatch_steps, 0, "8 sequences for 16 minibatches");
+    data.sequences = None;
+    assert!(crate::ppo::update(&mut ppo, &data, &c, 1e-2, 0.2).is_err());
 }
 
 /// Loss weights (V-trace's) scale each sample's advantage after the
@@ -91,7 +130,8 @@ fn loss_weights_apply_after_normalisation() {
     }
     // Every update starts from one network.
     let state = initial_state(&s, 3);
-    let start = from_state(&s, &c, &state, 1).heads(data.observations.as_f32().unwrap());
+    let start =
+        from_state(&s, &c, &state, 1).heads(&Steps::rows(data.observations.as_f32().unwrap()));
     let policy_after = |weights: Option<Vec<f32>>| {
         let mut ppo = from_state(&s, &c, &state, 1);
         let data = UpdateData {
@@ -99,7 +139,7 @@ fn loss_weights_apply_after_normalisation() {
             ..data.clone()
         };
         crate::ppo::update(&mut ppo, &data, &c, 1e-2, 0.2).unwrap();
-        ppo.heads(data.observations.as_f32().unwrap())
+        ppo.heads(&Steps::rows(data.observations.as_f32().unwrap()))
     };
     let moved = |l: &[f32]| {
         l.iter()
@@ -159,7 +199,7 @@ fn a_continuous_update_moves_the_mean_toward_advantaged_actions() {
     let observations: Vec<f32> = (0..n * 3)
         .map(|i| ((i * 13 % 7) as f32 - 3.0) / 3.0)
         .collect();
-    let head = ppo.heads(&observations);
+    let head = ppo.heads(&Steps::rows(&observations));
     // Pre-tanh samples at mean +- 0.5; the positive ones are advantaged.
     let sq = match s.dist() {
         ActionDist::TanhNormal { squash, .. } => squash,
@@ -190,9 +230,10 @@ fn a_continuous_update_moves_the_mean_toward_advantaged_actions() {
         returns: vec![0.0; n],
         old_values: vec![0.0; n],
         weights: None,
+        sequences: None,
     };
     let mean_of = |ppo: &mut Trainer| {
-        let h = ppo.heads(&observations);
+        let h = ppo.heads(&Steps::rows(&observations));
         h.chunks(2).map(|r| r[0]).sum::<f32>() / n as f32
     };
     let before = mean_of(&mut ppo);
@@ -266,6 +307,7 @@ fn continuous_case() -> (ModelSpec, UpdateData) {
         returns: (0..n).map(|i| (i % 4) as f32).collect(),
         old_values: vec![0.5; n],
         weights: None,
+        sequences: None,
     };
     (s, data)
 }
@@ -414,7 +456,11 @@ pub(crate) fn actor_log_probs(
     let bytes = ppo.safetensors().unwrap();
     policy.load(1, bytes).unwrap();
     let n = data.advantages.len();
-    let head = policy.head(data.observations.as_f32().unwrap(), n);
+    let head = policy.step(
+        data.observations.as_f32().unwrap(),
+        &mut policy.state(n),
+        None,
+    );
     let hd = head.len() / n;
     (0..n)
         .map(|i| {

@@ -82,6 +82,7 @@ mod tests {
             returns: vec![0.0; n],
             old_values: vec![0.0; n],
             weights: None,
+            sequences: None,
         };
         let log_probs = crate::ppo::tests::actor_log_probs(ppo, env_id, spec, &rows);
         let built = TrajectoryBuilder::new(t, e, d)

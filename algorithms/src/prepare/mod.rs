@@ -7,7 +7,8 @@
 //! acted with; [`fold_obs_stats`] moves them on after SGD (`ppo::train`).
 
 use crate::data::Lag;
-use crate::data::{UpdateData, normalize};
+use crate::data::{Sequences, UpdateData, normalize};
+use crate::engine::Steps;
 use crate::gae;
 use crate::gae_players::{PlayerGaeInput, compute_player_gae};
 use crate::reward_scale::RewardScaler;
@@ -73,6 +74,9 @@ pub fn prepare(
     let mut data = out.data;
     if out.lag_corrected > 0 {
         data.weights = Some(out.weights);
+    }
+    if !out.sequences_whole {
+        data.sequences = None;
     }
     let explained_variance = explained_variance(&data.old_values, &data.returns);
     if cfg.ppo.adv_norm == AdvantageNorm::Update {
@@ -161,6 +165,8 @@ struct Collected {
     past_moves: u64,
     /// Policy-loss weights, kept under `ppo.lag_correction = vtrace`.
     weights: Vec<f32>,
+    /// Every batch so far appended whole env sequences of one shape.
+    sequences_whole: bool,
 }
 
 impl Collected {
@@ -192,6 +198,7 @@ impl Collected {
                 returns: Vec::with_capacity(n),
                 old_values: Vec::with_capacity(n),
                 weights: None,
+                sequences: None,
             },
             mask_width,
             episode_returns: Vec::new(),
@@ -199,6 +206,7 @@ impl Collected {
             lag_corrected: 0,
             past_moves: 0,
             weights: Vec::new(),
+            sequences_whole: true,
         }
     }
 
@@ -220,7 +228,9 @@ impl Collected {
         let none = Observations::default();
         let overlap = b.game.as_ref().map_or(&none, |g| &g.overlap_observations);
         let rows = concat_f32(&[&b.observations, overlap, &b.final_observations]);
-        let values = trainer.values(&rows);
+        let starts = b.starts();
+        let rows_read = Steps::sequence(&rows, b.sequence(b.rollout_length + 1, &starts));
+        let values = trainer.values(&rows_read);
         let k = b.game.as_ref().map_or(0, |g| g.overlap_terminated.len());
         let (v, finals) = values.split_at(te + b.envs_per_actor + k);
         let mut final_values = vec![0.0f32; te];
@@ -248,7 +258,8 @@ impl Collected {
                 // pi: the policy this update starts from. Its log-probabilities
                 // replace the batch's as the PPO ratio's reference.
                 let obs = b.observations.to_f32(0..te * d);
-                let log_pi = trainer.log_probs(&obs, &b.actions, b.action_masks.as_deref());
+                let steps = Steps::sequence(&obs, b.sequence(b.rollout_length, &starts));
+                let log_pi = trainer.log_probs(&steps, &b.actions, b.action_masks.as_deref());
                 let log_ratios: Vec<f32> = log_pi
                     .iter()
                     .zip(&b.log_probs)
@@ -279,6 +290,7 @@ impl Collected {
         }
         let log_probs = corrected.as_deref().unwrap_or(&b.log_probs);
         self.append(b, &adv, &ret, v, log_probs);
+        self.append_sequences(b, &starts);
     }
 
     /// Appends batch `b`'s trained samples with their advantages, returns,
@@ -320,6 +332,29 @@ impl Collected {
         extend_rows(&mut out.old_log_probs, log_probs, 1, past);
         self.episode_returns.extend_from_slice(&b.episode_returns);
         self.episode_lengths.extend_from_slice(&b.episode_lengths);
+    }
+}
+
+impl Collected {
+    /// Batch `b`'s env sequences after the ones before (`starts`: its
+    /// [`Trajectory::starts`]); the data are no longer whole sequences once
+    /// a batch's rows were left out or its shape differs.
+    fn append_sequences(&mut self, b: &Trajectory, starts: &[u8]) {
+        let (t, e) = (b.rollout_length, b.envs_per_actor);
+        let whole = b.game.as_ref().is_none_or(|g| count(&g.past_moves) == 0);
+        let seqs = self.data.sequences.get_or_insert_with(|| Sequences {
+            steps: t,
+            envs: e,
+            starts: Vec::new(),
+            initial: b.initial_state.select(0..0),
+        });
+        let fits = (seqs.steps, seqs.envs, seqs.initial.width()) == (t, e, b.initial_state.width());
+        if !(whole && fits && self.sequences_whole) {
+            self.sequences_whole = false;
+            return;
+        }
+        seqs.starts.extend_from_slice(&starts[..t * e]);
+        seqs.initial.extend(&b.initial_state);
     }
 }
 

@@ -2,6 +2,7 @@ use super::*;
 use crate::data::UpdateData;
 use crate::engine::EngineChoice;
 use crate::engine::burn::state_of_model;
+use crate::trajectory::GameRows;
 use crate::trajectory::TrajectoryBuilder;
 use burn::module::Param;
 use burn::tensor::{Tensor, TensorData};
@@ -252,6 +253,7 @@ fn lagged_batches_get_vtrace_against_an_independent_computation_in_both_engines(
                 returns: vec![0.0; b.log_probs.len()],
                 old_values: vec![0.0; b.log_probs.len()],
                 weights: None,
+                sequences: None,
             };
             let log_pi = crate::ppo::tests::actor_log_probs(&ppo, "CartPole-v1", &spec, &rows);
             clipped += log_pi
@@ -290,4 +292,54 @@ fn lagged_batches_get_vtrace_against_an_independent_computation_in_both_engines(
         assert!(close(&out.data.advantages[..24], &a), "{engine}");
         assert_eq!(out.data.old_log_probs[..24], batches[0].log_probs[..]);
     }
+}
+
+/// The update data keep each batch's `[T, E]` shape: the env sequences
+/// with their episode starts (the row after a termination or a cut) and
+/// their initial states, batch after batch; a game batch whose moves by
+/// past versions were left out has no whole sequences.
+#[test]
+fn update_data_keep_the_env_sequences_with_their_starts() {
+    let cfg = RunConfig::preset("CartPole-v1").unwrap();
+    let spec = ModelSpec::new(
+        &sebulba_envs::env_spec("CartPole-v1").unwrap(),
+        &cfg.network,
+    )
+    .unwrap();
+    let mut ppo = Trainer::fresh(&spec, 1e-5, 1, &EngineChoice::Fused { threads: 1 }).unwrap();
+    let batches = [batch(1), batch(2)];
+    let mut norms = Normalizers::new(&cfg, 4);
+    let data = prepare(&batches, 0, &mut ppo, &mut norms, &cfg, 4).data;
+    let s = data.sequences.as_ref().expect("whole sequences");
+    assert_eq!((s.steps, s.envs, s.len(), s.starts.len()), (8, 3, 6, 48));
+    // batch() cuts step 5 (t 1, env 2) and ends step 13 (t 4, env 1): the
+    // next rows of those envs start episodes, in each batch.
+    let mut want = vec![0u8; 48];
+    for b in [0, 24] {
+        want[b + 5 + 3] = 1;
+        want[b + 13 + 3] = 1;
+    }
+    assert_eq!(s.starts, want);
+    assert_eq!(s.row(4, 2), 24 + 2 * 3 + 1, "batch 1's env 1 at step 2");
+    // Row r of the data is row r of the batches' observations, in order.
+    let obs = data.observations.as_f32().unwrap();
+    assert_eq!(
+        obs[s.row(4, 2) * 4],
+        batches[1].observations.to_f32(7 * 4..7 * 4 + 1)[0]
+    );
+    // A game batch with a move left out: the rows are no longer sequences.
+    let mut game = batch(3);
+    let mut past_moves = vec![0u8; 24];
+    past_moves[7] = 1;
+    game.game = Some(GameRows {
+        player_ids: vec![0; 9 * 3],
+        overlap_observations: Observations::default(),
+        overlap_terminated: Vec::new(),
+        past_moves,
+    });
+    let mut cfg = cfg;
+    cfg.ppo.lag_correction = LagCorrection::Off;
+    let out = prepare(&[batch(1), game], 0, &mut ppo, &mut norms, &cfg, 4);
+    assert_eq!(out.data.len(), 47);
+    assert!(out.data.sequences.is_none());
 }

@@ -4,6 +4,7 @@
 
 use super::{BatchActions, GameRows, Trajectory};
 use sebulba_envs::Observations;
+use sebulba_fused::PolicyState;
 
 /// A [`Trajectory`] under construction; [`TrajectoryBuilder::build`] checks
 /// that every array has its shape.
@@ -38,6 +39,7 @@ impl TrajectoryBuilder {
                 episode_returns: Vec::new(),
                 episode_lengths: Vec::new(),
                 game: None,
+                initial_state: PolicyState::zeros(0, envs_per_actor),
             },
             finals: Vec::new(),
         }

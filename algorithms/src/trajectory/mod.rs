@@ -6,6 +6,7 @@
 mod builder;
 
 use sebulba_envs::Observations;
+use sebulba_fused::{PolicyState, Sequence};
 
 pub use builder::TrajectoryBuilder;
 
@@ -37,12 +38,39 @@ pub struct Trajectory {
     pub episode_lengths: Vec<u32>,
     /// A turn-based game's seats and overlap rows (`None` for one player).
     pub game: Option<GameRows>,
+    /// Each env's policy state before the batch's first row (width 0: a
+    /// network without memory).
+    pub initial_state: PolicyState,
 }
 
 impl Trajectory {
     /// T x E: the env steps it holds.
     pub fn env_steps(&self) -> u64 {
         (self.rollout_length * self.envs_per_actor) as u64
+    }
+
+    /// `[(T+1) * E]`: 1 where an env's episode starts at that observation
+    /// row (the step before it terminated or was cut); row 0's are in the
+    /// initial state.
+    pub fn starts(&self) -> Vec<u8> {
+        let e = self.envs_per_actor;
+        let mut starts = vec![0u8; (self.rollout_length + 1) * e];
+        let ended = self.terminated.iter().zip(&self.truncated);
+        for (s, (&term, &cut)) in starts[e..].iter_mut().zip(ended) {
+            *s = u8::from(term == 1 || cut == 1);
+        }
+        starts
+    }
+
+    /// The first `steps` observation rows of each env as the sequence a
+    /// network reads them in (`starts` from [`Self::starts`]).
+    pub fn sequence<'a>(&'a self, steps: usize, starts: &'a [u8]) -> Sequence<'a> {
+        Sequence {
+            steps,
+            envs: self.envs_per_actor,
+            starts: &starts[..steps * self.envs_per_actor],
+            state: &self.initial_state,
+        }
     }
 }
 

@@ -16,7 +16,7 @@ pub use clip::clip_global_norm;
 pub use losses::{Losses, MbActions, MinibatchTensors, ppo_losses};
 pub use replica::{AdamRecord, Replica, Shard};
 
-use super::{EngineError, ObsNorm, TrainState, UpdateEngine};
+use super::{EngineError, ObsNorm, Steps, TrainState, UpdateEngine, rows_of};
 use crate::data::{Minibatch, StepStats, UpdateData};
 use burn::module::Module;
 use burn::tensor::backend::{AutodiffBackend, Backend};
@@ -279,7 +279,9 @@ impl<B: AutodiffBackend> UpdateEngine for BurnEngine<B> {
         to_safetensors(&self.replicas[0].inference_model(), &self.spec)
     }
 
-    fn values(&mut self, obs: &[f32]) -> Vec<f32> {
+    // burn's network has no memory yet: it reads every row on its own.
+    fn values(&mut self, steps: &Steps<'_>) -> Vec<f32> {
+        let obs = rows_of(steps);
         let rows = obs.len() / self.obs_dim;
         let r = &self.replicas[0];
         r.inference_model()
@@ -289,7 +291,8 @@ impl<B: AutodiffBackend> UpdateEngine for BurnEngine<B> {
             .unwrap_or_else(|_| vec![0.0; rows])
     }
 
-    fn heads(&mut self, obs: &[f32]) -> Vec<f32> {
+    fn heads(&mut self, steps: &Steps<'_>) -> Vec<f32> {
+        let obs = rows_of(steps);
         let rows = obs.len() / self.obs_dim;
         let r = &self.replicas[0];
         r.inference_model()
@@ -299,7 +302,13 @@ impl<B: AutodiffBackend> UpdateEngine for BurnEngine<B> {
             .unwrap_or_else(|_| vec![0.0; rows * self.head_dim()])
     }
 
-    fn heads_with(&mut self, params: &[f32], norm: Option<&ObsNorm>, obs: &[f32]) -> Vec<f32> {
+    fn heads_with(
+        &mut self,
+        params: &[f32],
+        norm: Option<&ObsNorm>,
+        steps: &Steps<'_>,
+    ) -> Vec<f32> {
+        let obs = rows_of(steps);
         let rows = obs.len() / self.obs_dim;
         let width = self.head_dim();
         let obs = self.rows(obs);

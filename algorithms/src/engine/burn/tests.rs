@@ -298,6 +298,7 @@ fn byte_data(n: usize, salt: usize) -> UpdateData {
         returns: (0..n).map(|i| (i % 3) as f32).collect(),
         old_values: vec![0.0; n],
         weights: None,
+        sequences: None,
     }
 }
 
@@ -310,6 +311,7 @@ fn steps_on(engine: &mut dyn UpdateEngine, data: &UpdateData, other: &UpdateData
         let adv: Vec<f32> = idx.iter().map(|&i| d.advantages[i]).collect();
         e.step(&Minibatch {
             data: d,
+            sequences: &[],
             idx,
             adv: &adv,
             noise: &[],

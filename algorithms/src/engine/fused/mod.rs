@@ -21,7 +21,7 @@ mod shard;
 
 pub use cpu::{Fused, MIN_SHARD_ROWS};
 
-use super::{EngineError, TrainState, UpdateEngine};
+use super::{EngineError, Steps, TrainState, UpdateEngine, rows_of};
 use crate::data::{Minibatch, StepStats};
 use sebulba_core::model::{ModelSpec, RunningMeanStd};
 use sebulba_core::weights::{WeightsError, flat};
@@ -94,16 +94,22 @@ impl UpdateEngine for FusedEngine {
         self.cpu.bytes() as u64
     }
 
-    fn values(&mut self, obs: &[f32]) -> Vec<f32> {
-        self.cpu.values(obs)
+    // The fused network has no memory yet: it reads every row on its own.
+    fn values(&mut self, steps: &Steps<'_>) -> Vec<f32> {
+        self.cpu.values(rows_of(steps))
     }
 
-    fn heads(&mut self, obs: &[f32]) -> Vec<f32> {
-        self.cpu.heads(obs)
+    fn heads(&mut self, steps: &Steps<'_>) -> Vec<f32> {
+        self.cpu.heads(rows_of(steps))
     }
 
-    fn heads_with(&mut self, params: &[f32], norm: Option<&ObsNorm>, obs: &[f32]) -> Vec<f32> {
-        self.cpu.heads_with(params, norm, obs)
+    fn heads_with(
+        &mut self,
+        params: &[f32],
+        norm: Option<&ObsNorm>,
+        steps: &Steps<'_>,
+    ) -> Vec<f32> {
+        self.cpu.heads_with(params, norm, rows_of(steps))
     }
 
     fn obs_norm(&self) -> Result<Option<ObsNorm>, EngineError> {

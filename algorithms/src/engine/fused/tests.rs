@@ -4,9 +4,9 @@
 
 use super::*;
 use crate::data::{Loss, Minibatch, UpdateData};
-use crate::engine::EngineChoice;
 use crate::engine::burn::adam::{read_adam, write_adam};
 use crate::engine::burn::{Replica, Shard, ppo_losses, state_of_model};
+use crate::engine::{EngineChoice, Steps};
 use crate::trainer::Trainer;
 use burn::tensor::backend::Backend;
 use burn::tensor::{ElementConversion, Tensor, TensorData};
@@ -359,6 +359,7 @@ fn data(case: &Case, n: usize, seed: u64) -> UpdateData {
         returns: (0..n).map(|_| rng.random_range(-1.0..1.0)).collect(),
         old_values: (0..n).map(|_| rng.random_range(-0.2..0.2)).collect(),
         weights: None,
+        sequences: None,
     };
     let m = model(case, &data);
     let obs = Tensor::<B, 2>::from_data(
@@ -492,6 +493,7 @@ fn every_gradient_and_loss_term_matches_burn_autodiff() {
         assert_eq!(f.threads(), threads);
         let s = f.step(&Minibatch {
             data: &data,
+            sequences: &[],
             idx: &idx,
             adv: &adv,
             noise: &noise,
@@ -667,6 +669,7 @@ fn adam_state_round_trip(case: &Case) {
     let noise = vec![0.1; data.len() * case.spec.dist().action_width()];
     let mb = Minibatch {
         data: &data,
+        sequences: &[],
         idx: &idx,
         adv: &data.advantages,
         noise: &noise,
@@ -754,8 +757,8 @@ fn bootstrap_values_match_burn() {
         let mut burn = on_cpu(&case.spec, &m, &case.cfg, 1, false);
         let mut fused = on_cpu(&case.spec, &m, &case.cfg, 1, true);
         let (a, b) = (
-            burn.values(data.observations.as_f32().unwrap()),
-            fused.values(data.observations.as_f32().unwrap()),
+            burn.values(&Steps::rows(data.observations.as_f32().unwrap())),
+            fused.values(&Steps::rows(data.observations.as_f32().unwrap())),
         );
         assert_eq!(a.len(), 32);
         assert!(max_diff(&a, &b) < 1e-5, "{}: {a:?} vs {b:?}", case.name);
@@ -872,6 +875,7 @@ fn a_masked_action_gets_zero_probability_and_zero_gradient_in_both_engines() {
     let mut f = fused_from(&case, &m, 1);
     f.step(&Minibatch {
         data: &data,
+        sequences: &[],
         idx: &idx,
         adv: &adv,
         noise: &[],
