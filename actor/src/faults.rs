@@ -32,8 +32,8 @@ impl Faults {
     }
 
     /// Handles `err` from a rollout that had taken `steps_lost` env steps:
-    /// replaces the failed env (writing every env's observation into `obs`)
-    /// and returns its index, or gives the error back when it is not an env failure or the env
+    /// replaces the failed env (writing every env's observation into `obs`),
+    /// or gives the error back when it is not an env failure or the env
     /// keeps failing.
     pub(crate) fn recover(
         &mut self,
@@ -42,7 +42,7 @@ impl Faults {
         steps_lost: u64,
         obs: &mut [f32],
         returns: Option<&mut DiscountedReturn>,
-    ) -> Result<usize, EnvError> {
+    ) -> Result<(), EnvError> {
         let (index, non_finite) = match &err {
             EnvError::EnvFailed { index, .. } => (*index, false),
             EnvError::NonFinite { index, .. } => (*index, true),
@@ -66,6 +66,6 @@ impl Faults {
         if let Some(g) = returns {
             g.restart(index);
         }
-        venv.restart(index, obs).map(|()| index)
+        venv.restart(index, obs)
     }
 }

@@ -2,6 +2,9 @@
 //! its own moves only): zero at the start of every episode or game, carried
 //! from step to step and across rollouts. A network without memory has
 //! states of width 0, and stepping it costs what a stateless forward pass did.
+//! (A batch's initial states, once batches carry them, are the states at
+//! its first row: for a game, whose first K rows are the previous batch's
+//! overlap, the states before row T of the previous rollout.)
 
 use sebulba_core::policy::{InferencePolicy, PolicyState};
 

@@ -307,8 +307,13 @@ impl Rollout {
     ) -> Result<(), EnvError> {
         let lost = std::mem::take(&mut buf.steps_lost);
         let venv = self.venv.as_mut();
-        let restarted = self.faults.recover(e, venv, lost, &mut buf.obs, returns)?;
-        self.memory.end(restarted);
+        self.faults.recover(e, venv, lost, &mut buf.obs, returns)?;
+        // The failed step may have moved some envs on and not others, and
+        // the rollout is dropped: every state starts afresh, as the next
+        // batch's initial states will say.
+        for e in 0..self.setup.envs_per_actor {
+            self.memory.end(e);
+        }
         buf.carried = 0;
         if let Some(turns) = &mut self.turns {
             turns.restart();

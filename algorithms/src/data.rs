@@ -10,7 +10,8 @@ use sebulba_envs::Observations;
 use sebulba_fused::PolicyState;
 
 /// Training data of one update (N samples, batch after batch, each batch's
-/// T steps of E envs time-major); advantages already normalised when
+/// T steps of E envs time-major, unless a game's past moves were left out:
+/// then `sequences` is `None`); advantages already normalised when
 /// `adv_norm = update`.
 #[derive(Debug, Clone)]
 pub struct UpdateData {
@@ -89,7 +90,9 @@ pub struct Minibatch<'a> {
     pub idx: &'a [usize],
     /// The sequences of `data.sequences` whose rows `idx` holds, time-major
     /// (`idx[t * sequences.len() + k]` is sequence `sequences[k]`'s step
-    /// `t`); empty when rows were drawn one by one.
+    /// `t`); empty when rows were drawn one by one. An engine that shards a
+    /// minibatch over devices or threads must split it by sequence, not
+    /// by contiguous rows, once a network reads them in time order.
     pub sequences: &'a [usize],
     pub adv: &'a [f32],
     pub noise: &'a [f32],

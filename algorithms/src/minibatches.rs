@@ -24,14 +24,26 @@ pub struct Minibatches {
 
 impl Minibatches {
     /// `count` minibatches of `data` as `batching` asks; a network with
-    /// memory needs the data's rows as whole sequences.
+    /// memory needs the data's rows as whole sequences, with initial states
+    /// of its width.
     pub fn new(batching: Batching, data: &UpdateData, count: usize) -> Result<Self, EngineError> {
         let (units, steps) = match (batching, &data.sequences) {
             (Batching::Rows, _) => (data.len(), 1),
-            (Batching::Sequences, Some(s)) => (s.len(), s.steps),
-            (Batching::Sequences, None) => {
+            (Batching::Sequences { width }, Some(s)) if s.initial.width() == width => {
+                (s.len(), s.steps)
+            }
+            (Batching::Sequences { width }, Some(s)) => {
+                return Err(EngineError::State {
+                    what: "the update's initial states",
+                    reason: format!(
+                        "{} floats per env where the network keeps {width}",
+                        s.initial.width()
+                    ),
+                });
+            }
+            (Batching::Sequences { .. }, None) => {
                 return Err(EngineError::Unsupported(
-                    "a network with memory on rows that are not whole env sequences (a game's moves made by past versions, or a replay memory's draws)".into(),
+                    "a network with memory on rows that are not whole env sequences (a game's, or a replay memory's draws)".into(),
                 ));
             }
         };
@@ -68,7 +80,7 @@ impl Minibatches {
         idx.clear();
         sequences.clear();
         match (self.batching, &data.sequences) {
-            (Batching::Sequences, Some(s)) => {
+            (Batching::Sequences { .. }, Some(s)) => {
                 sequences.extend_from_slice(units);
                 for t in 0..self.steps {
                     idx.extend(units.iter().map(|&u| s.row(u, t)));
@@ -131,7 +143,7 @@ mod tests {
     #[test]
     fn sequences_are_whole_and_time_major_and_cover_the_data_once() {
         let d = data(true);
-        let mut cut = Minibatches::new(Batching::Sequences, &d, 2).unwrap();
+        let mut cut = Minibatches::new(Batching::Sequences { width: 0 }, &d, 2).unwrap();
         assert_eq!(cut.units(), 8);
         cut.shuffle(&mut StdRng::seed_from_u64(9));
         let (mut idx, mut seqs) = (Vec::new(), Vec::new());
@@ -152,9 +164,18 @@ mod tests {
         }
         assert!(seen.iter().all(|&c| c == 1), "{seen:?}");
         // Without the sequences (rows left out), a network with memory is refused.
-        let err = Minibatches::new(Batching::Sequences, &data(false), 2)
+        let err = Minibatches::new(Batching::Sequences { width: 0 }, &data(false), 2)
             .err()
             .unwrap();
         assert!(err.to_string().contains("whole env sequences"), "{err}");
+        // Nor are initial states of another width taken.
+        let err = Minibatches::new(Batching::Sequences { width: 3 }, &d, 2)
+            .err()
+            .unwrap();
+        assert!(
+            err.to_string()
+                .contains("0 floats per env where the network keeps 3"),
+            "{err}"
+        );
     }
 }

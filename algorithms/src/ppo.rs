@@ -65,9 +65,9 @@ pub fn update(
     let needed = cfg.minibatches.max(1) * trainer.engine.devices().max(1);
     if cut.units() < needed {
         tracing::warn!(
-            samples = cut.units(),
+            units = cut.units(),
             needed,
-            "too few samples for ppo.minibatches over the learner's devices: no step this update"
+            "too few samples (rows, or env sequences for a network with memory) for ppo.minibatches over the learner's devices: no step this update"
         );
         return Ok(PpoStats::default().into_means(lr, clip));
     }

@@ -151,6 +151,10 @@ pub fn play_episodes(
             {
                 restarts += 1;
                 book.restart(index);
+                // The failed step may have moved some envs on and not
+                // others: the states go back to before it, the failed
+                // env's to an episode's start.
+                rows.states.clone_from(&rows.before);
                 rows.states.reset(index);
                 venv.restart(index, &mut obs)?;
                 continue;
@@ -173,6 +177,8 @@ struct Rows {
     head_dim: usize,
     obs: Vec<f32>,
     states: PolicyState,
+    /// The states before the latest step, for a step that failed.
+    before: PolicyState,
     /// Every env's head row; a finished one's keeps its last values (its
     /// actions are played on an uncounted episode).
     head: Vec<f32>,
@@ -185,6 +191,7 @@ impl Rows {
             head_dim,
             obs: Vec::with_capacity(envs * obs_dim),
             states: policy.state(envs),
+            before: policy.state(envs),
             head: vec![0.0; envs * head_dim],
         }
     }
@@ -214,6 +221,7 @@ impl Book {
     /// an evaluation of a convolutional network most of its time was theirs.
     fn heads<'a>(&self, policy: &InferencePolicy, obs: &[f32], rows: &'a mut Rows) -> &'a [f32] {
         let (d, h) = (rows.obs_dim, rows.head_dim);
+        rows.before.clone_from(&rows.states);
         if self.remaining == self.finished.len() {
             rows.head
                 .copy_from_slice(&policy.step(obs, &mut rows.states, None));

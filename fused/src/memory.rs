@@ -108,7 +108,9 @@ impl PolicyState {
 
 /// Observation rows as a network reads them at an update: the rows of a
 /// [`Sequence`] first when there is one, then rows each read on its own
-/// (the final observations of cut episodes). A network without memory reads
+/// (the final observations of cut episodes, a game's overlap rows; a
+/// network with memory will need to read a final observation with the
+/// state its env had at that step, which this does not carry yet). A network without memory reads
 /// every row on its own, so rows of any origin (a replay memory's draws)
 /// are [`Steps::rows`].
 #[derive(Clone, Copy, Debug)]
@@ -153,9 +155,9 @@ pub enum Batching {
     /// Any rows in any order: a network without memory reads each row on
     /// its own (today's shuffling).
     Rows,
-    /// Whole env sequences, each from its initial state, read in time
-    /// order: a network with memory.
-    Sequences,
+    /// Whole env sequences, each from its initial state (of `width` floats
+    /// per env), read in time order: a network with memory.
+    Sequences { width: usize },
 }
 
 impl Arch {
@@ -170,7 +172,7 @@ impl Arch {
     pub fn batching(&self) -> Batching {
         match self.state_width() {
             0 => Batching::Rows,
-            _ => Batching::Sequences,
+            width => Batching::Sequences { width },
         }
     }
 }

@@ -84,7 +84,7 @@ fn sequence_minibatches_go_through_the_same_update() {
     let mut c = cfg();
     (c.epochs, c.minibatches, c.ent_coef) = (4, 2, 0.0);
     let mut ppo = on_cpu(&s, &c, 3);
-    ppo.batching = sebulba_fused::Batching::Sequences;
+    ppo.batching = sebulba_fused::Batching::Sequences { width: 0 };
     let n = 64;
     let mut data = toy_data(n);
     data.sequences = Some(crate::data::Sequences {

@@ -222,7 +222,6 @@ impl Collected {
         cfg: &RunConfig,
     ) {
         let te = b.rollout_length * b.envs_per_actor;
-        let d = self.data.obs_dim;
         // One forward pass: the T+1 rows, a game's overlap rows, then the
         // final observations.
         let none = Observations::default();
@@ -255,29 +254,12 @@ impl Collected {
         let game = b.game.is_some();
         let corrected =
             (!game && lag > 0 && p.lag_correction == LagCorrection::Vtrace).then(|| {
-                // pi: the policy this update starts from. Its log-probabilities
-                // replace the batch's as the PPO ratio's reference.
-                let obs = b.observations.to_f32(0..te * d);
-                let steps = Steps::sequence(&obs, b.sequence(b.rollout_length, &starts));
-                let log_pi = trainer.log_probs(&steps, &b.actions, b.action_masks.as_deref());
-                let log_ratios: Vec<f32> = log_pi
-                    .iter()
-                    .zip(&b.log_probs)
-                    .map(|(p, m)| p - m)
-                    .collect();
-                let params = VtraceParams {
-                    gamma: p.gamma,
-                    lambda: p.gae_lambda,
-                    rho_clip: p.vtrace_rho_clip,
-                    c_clip: p.vtrace_c_clip,
-                };
                 let out = VtraceOut {
                     advantages: &mut adv,
                     returns: &mut ret,
                     weights: &mut weights,
                 };
-                compute_vtrace(&input, &log_ratios, params, out);
-                log_pi
+                vtrace(b, &starts, trainer, (&input, p), out)
             });
         if let Some(g) = &b.game {
             player_gae(b, g, &scaled, v, p, &mut adv, &mut ret);
@@ -338,10 +320,12 @@ impl Collected {
 impl Collected {
     /// Batch `b`'s env sequences after the ones before (`starts`: its
     /// [`Trajectory::starts`]); the data are no longer whole sequences once
-    /// a batch's rows were left out or its shape differs.
+    /// a batch's shape differs, or a batch is a game's: its rows mix seats
+    /// (each seat remembers its own moves), its overlap rows continue the
+    /// sequence after the trained ones, and past moves may be left out.
     fn append_sequences(&mut self, b: &Trajectory, starts: &[u8]) {
         let (t, e) = (b.rollout_length, b.envs_per_actor);
-        let whole = b.game.as_ref().is_none_or(|g| count(&g.past_moves) == 0);
+        let whole = b.game.is_none();
         let seqs = self.data.sequences.get_or_insert_with(|| Sequences {
             steps: t,
             envs: e,
@@ -356,6 +340,38 @@ impl Collected {
         seqs.starts.extend_from_slice(&starts[..t * e]);
         seqs.initial.extend(&b.initial_state);
     }
+}
+
+/// V-trace's advantages, targets and weights of batch `b` (`starts`: its
+/// [`Trajectory::starts`]) into `out`, against pi, the policy this update
+/// starts from; returns pi's log-probabilities, which replace the batch's
+/// as the PPO ratio's reference.
+fn vtrace(
+    b: &Trajectory,
+    starts: &[u8],
+    trainer: &mut Trainer,
+    (input, p): (&gae::GaeInput<'_>, &sebulba_core::config::PpoConfig),
+    out: VtraceOut<'_>,
+) -> Vec<f32> {
+    let d = trainer.obs_dim();
+    let obs = b
+        .observations
+        .to_f32(0..b.rollout_length * b.envs_per_actor * d);
+    let steps = Steps::sequence(&obs, b.sequence(b.rollout_length, starts));
+    let log_pi = trainer.log_probs(&steps, &b.actions, b.action_masks.as_deref());
+    let log_ratios: Vec<f32> = log_pi
+        .iter()
+        .zip(&b.log_probs)
+        .map(|(p, m)| p - m)
+        .collect();
+    let params = VtraceParams {
+        gamma: p.gamma,
+        lambda: p.gae_lambda,
+        rho_clip: p.vtrace_rho_clip,
+        c_clip: p.vtrace_c_clip,
+    };
+    compute_vtrace(input, &log_ratios, params, out);
+    log_pi
 }
 
 /// Moves flagged in `past`.
