@@ -55,6 +55,14 @@ impl SeatStates {
         head
     }
 
+    /// Every env starts anew (a reset, a dropped rollout).
+    pub(crate) fn end_all(&mut self) {
+        let all = self.states.envs();
+        for row in 0..all {
+            self.states.reset(row);
+        }
+    }
+
     /// Env `e`'s episode or game ended: every seat starts anew.
     pub(crate) fn end(&mut self, e: usize) {
         for s in 0..self.seats {
@@ -88,6 +96,5 @@ mod tests {
             None,
         );
         assert_eq!(some, [&whole[4..6], &whole[0..2]].concat());
-        seats.end(1);
     }
 }

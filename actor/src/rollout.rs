@@ -311,9 +311,7 @@ impl Rollout {
         // The failed step may have moved some envs on and not others, and
         // the rollout is dropped: every state starts afresh, as the next
         // batch's initial states will say.
-        for e in 0..self.setup.envs_per_actor {
-            self.memory.end(e);
-        }
+        self.memory.end_all();
         buf.carried = 0;
         if let Some(turns) = &mut self.turns {
             turns.restart();
@@ -343,9 +341,7 @@ impl Rollout {
     /// Resets every env (each starts a new game, seated anew).
     fn reset(&mut self, obs: &mut [f32]) -> Result<(), EnvError> {
         self.venv.reset(obs)?;
-        for e in 0..self.setup.envs_per_actor {
-            self.memory.end(e);
-        }
+        self.memory.end_all();
         if let Some(sp) = &mut self.selfplay {
             sp.new_games(&mut self.rng);
         }
