@@ -261,18 +261,12 @@ impl InferencePolicy {
         PolicyState::zeros(self.state_width, envs)
     }
 
-    /// One step of `state.envs()` envs: policy-head outputs `[envs *
-    /// head_dim]` for their observations `obs` (`[envs * obs_dim]`), each
-    /// env's state moved on in place (a caller zeroes an env's state when
-    /// its episode ends, [`PolicyState::reset`]). With the env's action
-    /// masks (`[envs * head_dim]`, 0 = masked), the fused policy computes
-    /// only the allowed outputs of mostly masked rows, the masked entries
-    /// then being 0 ([`FusedPolicy::head_masked`]).
-    ///
-    /// # Panics
-    /// On a state another network made (its width differs): a caller's bug.
+    /// One step of `state.envs()` envs, as [`FusedPolicy::step`] says
+    /// (burn's model, acting on a CUDA device or where the fused passes do
+    /// not reach, ignores the masks); a caller zeroes an env's state when
+    /// its episode ends ([`PolicyState::reset`]).
     pub fn step(&self, obs: &[f32], state: &mut PolicyState, masks: Option<&[u8]>) -> Vec<f32> {
-        assert_eq!(
+        debug_assert_eq!(
             state.width(),
             self.state_width,
             "a state of another network"

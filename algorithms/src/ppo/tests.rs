@@ -47,6 +47,15 @@ fn toy_data(n: usize) -> UpdateData {
     }
 }
 
+/// The mean probability of action 1 over `data`'s rows (two actions).
+fn mean_p1(ppo: &mut Trainer, data: &UpdateData) -> f32 {
+    ppo.heads(&Steps::rows(data.observations.as_f32().unwrap()))
+        .chunks(2)
+        .map(|l| 1.0 / (1.0 + (l[0] - l[1]).exp()))
+        .sum::<f32>()
+        / data.len() as f32
+}
+
 #[test]
 fn an_update_moves_probability_toward_advantaged_actions() {
     let s = spec();
@@ -57,13 +66,7 @@ fn an_update_moves_probability_toward_advantaged_actions() {
     let mut ppo = on_cpu(&s, &c, 3);
     let n = 64;
     let data = toy_data(n);
-    let p1 = |ppo: &mut Trainer| {
-        ppo.heads(&Steps::rows(data.observations.as_f32().unwrap()))
-            .chunks(2)
-            .map(|l| 1.0 / (1.0 + (l[0] - l[1]).exp()))
-            .sum::<f32>()
-            / n as f32
-    };
+    let p1 = |ppo: &mut Trainer| mean_p1(ppo, &data);
     let before = p1(&mut ppo);
     let stats = crate::ppo::update(&mut ppo, &data, &c, 1e-2, 0.2).unwrap();
     let after = p1(&mut ppo);
@@ -93,13 +96,7 @@ fn sequence_minibatches_go_through_the_same_update() {
         starts: vec![0; n],
         initial: sebulba_fused::PolicyState::zeros(0, 8),
     });
-    let p1 = |ppo: &mut Trainer| {
-        ppo.heads(&Steps::rows(data.observations.as_f32().unwrap()))
-            .chunks(2)
-            .map(|l| 1.0 / (1.0 + (l[0] - l[1]).exp()))
-            .sum::<f32>()
-            / n as f32
-    };
+    let p1 = |ppo: &mut Trainer| mean_p1(ppo, &data);
     let before = p1(&mut ppo);
     let stats = crate::ppo::update(&mut ppo, &data, &c, 1e-2, 0.2).unwrap();
     let after = p1(&mut ppo);
