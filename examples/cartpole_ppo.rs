@@ -61,10 +61,8 @@ fn main() -> anyhow::Result<()> {
 
     let mut obs = vec![0.0f32; num_envs * env.obs_dim];
     envs.reset(&mut obs);
-    // Each env's policy state, carried across rollouts (empty for this
-    // network without memory).
-    let mut state = policy.state(num_envs);
-    let (mut version, mut env_steps) = (0u64, 0u64);
+    // Each env's policy state, carried across rollouts (empty: no memory).
+    let (mut state, mut version, mut env_steps) = (policy.state(num_envs), 0u64, 0u64);
     let mut recent: Vec<f64> = Vec::new();
     while env_steps < cfg.run.total_steps {
         policy.load(version, trainer.safetensors()?)?;
