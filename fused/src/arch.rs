@@ -1,11 +1,10 @@
 //! What the network is, in the fused engine's terms: each torso a sequence
 //! of typed blocks ([`Block`]), then the two heads. Everything else derives
-//! from this one description: where each parameter lives
-//! ([`crate::net::Layout`]), the passes, the published file's tensors
-//! ([`crate::tensors`]), and burn's module (`sebulba_core::model`).
+//! from this one description: each block placed ([`crate::block`]), where
+//! each parameter lives ([`crate::net::Layout`]), the passes, the published
+//! file's tensors ([`crate::tensors`]), and burn's module
+//! (`sebulba_core::model`).
 
-use crate::conv::Conv;
-use crate::pool::Pool;
 use serde::{Deserialize, Serialize};
 
 /// A hidden layer's nonlinearity (`network.activation`).
@@ -89,6 +88,17 @@ pub enum Block {
 }
 
 impl Block {
+    /// Its name in messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Block::Conv { .. } => "a convolution",
+            Block::MaxPool { .. } => "a max-pool",
+            Block::Residual => "a residual block",
+            Block::Activate => "the activation",
+            Block::Dense { .. } => "a dense layer",
+        }
+    }
+
     /// Floats the block keeps per env from one step to the next (none of
     /// today's blocks remember anything; a recurrent core will).
     pub fn state_width(&self) -> usize {
@@ -170,38 +180,6 @@ impl Shape {
     }
 }
 
-/// A block with the shapes it works on: what the layout places.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Shaped {
-    Conv {
-        conv: Conv,
-        activate: bool,
-    },
-    MaxPool(Pool),
-    /// Each of its two convolutions (`c -> c`, 3x3, padding 1).
-    Residual(Conv),
-    Activate(Shape),
-    /// `input`: what it reads (an image is read flattened).
-    Dense {
-        input: Shape,
-        d_out: usize,
-    },
-}
-
-impl Shaped {
-    /// What it writes per sample.
-    pub fn output(&self) -> Shape {
-        match *self {
-            Shaped::Conv { conv, .. } | Shaped::Residual(conv) => {
-                Shape::Image([conv.out_h(), conv.out_w(), conv.c_out])
-            }
-            Shaped::MaxPool(p) => Shape::Image([p.out_h(), p.out_w(), p.c]),
-            Shaped::Activate(s) => s,
-            Shaped::Dense { d_out, .. } => Shape::Flat(d_out),
-        }
-    }
-}
-
 /// The actor-critic network: torso(s) of blocks, a policy head of
 /// `head_dim` outputs and a value head.
 #[derive(Clone, Debug, PartialEq)]
@@ -234,35 +212,6 @@ impl Arch {
             None => Shape::Flat(self.obs_dim),
         }
     }
-
-    /// The torso's blocks with their shapes, input side first; refused when
-    /// an image block has no image to read, or a block does not fit its
-    /// input. Every network is checked with this before
-    /// [`crate::net::Layout::new`] places it.
-    pub fn shapes(&self) -> Result<Vec<Shaped>, BlockError> {
-        if let Some([h, w, c]) = self.image
-            && h * w * c != self.obs_dim
-        {
-            return Err(BlockError {
-                block: 0,
-                reason: format!(
-                    "the image {h}x{w}x{c} does not hold the {} observation values",
-                    self.obs_dim
-                ),
-            });
-        }
-        let mut at = self.input();
-        let mut out = Vec::with_capacity(self.torso.len());
-        for (i, b) in self.torso.iter().enumerate() {
-            let s = shaped(b, at).map_err(|e| BlockError {
-                block: i,
-                reason: format!("block {i} ({}): {e}", name(b)),
-            })?;
-            at = s.output();
-            out.push(s);
-        }
-        Ok(out)
-    }
 }
 
 /// A torso block that does not fit what it reads.
@@ -272,82 +221,4 @@ pub struct BlockError {
     /// Its index in [`Arch::torso`].
     pub block: usize,
     pub reason: String,
-}
-
-/// A block's name in messages.
-fn name(b: &Block) -> &'static str {
-    match b {
-        Block::Conv { .. } => "a convolution",
-        Block::MaxPool { .. } => "a max-pool",
-        Block::Residual => "a residual block",
-        Block::Activate => "the activation",
-        Block::Dense { .. } => "a dense layer",
-    }
-}
-
-/// `b` reading `input`.
-fn shaped(b: &Block, input: Shape) -> Result<Shaped, String> {
-    let image = || {
-        input.image().ok_or_else(|| {
-            format!(
-                "needs an image observation (H, W, C); its input is a flat vector of {}",
-                input.len()
-            )
-        })
-    };
-    Ok(match *b {
-        Block::Conv { layer: l, activate } => {
-            let [h, w, c_in] = image()?;
-            let conv = Conv {
-                h,
-                w,
-                c_in,
-                c_out: l.channels,
-                kh: l.kernel,
-                kw: l.kernel,
-                stride: l.stride,
-                pad: l.padding,
-            };
-            conv.check()?;
-            Shaped::Conv { conv, activate }
-        }
-        Block::MaxPool {
-            kernel,
-            stride,
-            padding,
-        } => {
-            let [h, w, c] = image()?;
-            let pool = Pool {
-                h,
-                w,
-                c,
-                k: kernel,
-                stride,
-                pad: padding,
-            };
-            pool.check()?;
-            Shaped::MaxPool(pool)
-        }
-        Block::Residual => {
-            let [h, w, c] = image()?;
-            let conv = Conv {
-                h,
-                w,
-                c_in: c,
-                c_out: c,
-                kh: 3,
-                kw: 3,
-                stride: 1,
-                pad: 1,
-            };
-            conv.check()?;
-            Shaped::Residual(conv)
-        }
-        Block::Activate => Shaped::Activate(input),
-        Block::Dense { width: 0 } => return Err("zero outputs".into()),
-        Block::Dense { width } => Shaped::Dense {
-            input,
-            d_out: width,
-        },
-    })
 }

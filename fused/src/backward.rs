@@ -4,11 +4,11 @@
 //! forward pass kept in [`Work`]. Checked against burn's autodiff in
 //! `sebulba_algorithms::engine::fused`'s tests.
 
-use crate::kernels::{View, add_column_sums, gemm};
-use crate::net::{self, BlockAt, Dense, Head, Layout, TorsoWork, Work};
-use crate::residual::Residual;
+use crate::block::{Backward, Bufs, Input, bias_grad, dense_backward};
+use crate::kernels::{View, gemm};
+use crate::net::{self, Head, Layout, TorsoWork, Work};
 use crate::sparse_head::SparseHead;
-use crate::{Activation, activation, conv, pool};
+use crate::{Activation, conv};
 
 /// The backward pass's buffers for a minibatch of `m` rows, reused from step
 /// to step.
@@ -38,56 +38,19 @@ impl Grads {
     pub fn resize(&mut self, layout: &Layout, m: usize) {
         self.d_head.resize(m * layout.head_dim, 0.0);
         self.d_value.resize(m, 0.0);
-        let residual = layout
+        let keeps_inner = layout
             .torsos()
             .flat_map(|t| &t.blocks)
-            .any(|b| matches!(b, BlockAt::Residual { .. }));
+            .any(|b| b.inner_len() > 0);
         let widest = m * layout.widest();
         let [a, b, c, extra] = &mut self.scratch;
         for s in [a, b, c] {
             s.resize(widest, 0.0);
         }
-        // Only a residual block's way back turns over a fourth buffer.
-        extra.resize(if residual { widest } else { 0 }, 0.0);
+        // Only a block that keeps inner activations (a residual block)
+        // turns over a fourth buffer on its way back.
+        extra.resize(if keeps_inner { widest } else { 0 }, 0.0);
     }
-}
-
-/// Gradient of a linear layer: `dW = xᵀ dy`, `db = Σ dy` (written, not added),
-/// and, when asked, `dx = dy Wᵀ`.
-fn dense_backward(
-    p: &[f32],
-    g: &mut [f32],
-    d: &Dense,
-    x: &[f32],
-    dy: &[f32],
-    m: usize,
-    dx: Option<&mut [f32]>,
-) {
-    let (d_in, d_out) = (d.d_in, d.d_out);
-    // dW [d_in, d_out] = xᵀ [d_in, m] · dy [m, d_out]
-    let (xt, dy_rows) = (View::transposed(x, d_in), View::rows(dy, d_out));
-    gemm(
-        d_in,
-        m,
-        d_out,
-        xt,
-        dy_rows,
-        0.0,
-        &mut g[d.w..d.w + d_in * d_out],
-    );
-    bias_grad(g, d.b, d_out, dy, m);
-    if let Some(dx) = dx {
-        // dx [m, d_in] = dy [m, d_out] · Wᵀ [d_out, d_in]
-        let wt = View::transposed(&p[d.w..d.w + d_in * d_out], d_out);
-        gemm(m, d_out, d_in, dy_rows, wt, 0.0, dx);
-    }
-}
-
-/// `db = Σ dy` (written) for the bias at `b` of a `d_out`-wide layer.
-fn bias_grad(g: &mut [f32], b: usize, d_out: usize, dy: &[f32], m: usize) {
-    let gb = &mut g[b..b + d_out];
-    gb.fill(0.0);
-    add_column_sums(&dy[..m * d_out], d_out, gb);
 }
 
 /// Gradient of the policy head, whose weight `W` is `[d_out, d_in]`: `dW =
@@ -125,89 +88,24 @@ struct Torso<'a> {
     act: Activation,
 }
 
-/// The buffers the way back through a torso turns over.
-struct Bufs<'a> {
-    /// The gradient at the current block's output (overwritten).
-    dh: &'a mut Vec<f32>,
-    spare: &'a mut Vec<f32>,
-    /// A residual block's second scratch.
-    extra: &'a mut Vec<f32>,
-    conv: &'a mut conv::Scratch,
-}
-
-/// Back through a dense layer from `b.dh`; `wanted`: the input's gradient
-/// (into `b.dh`).
-fn dense_block(
-    p: &[f32],
-    g: &mut [f32],
-    t: &Torso<'_>,
-    (i, m): (usize, usize),
-    d: &Dense,
-    b: &mut Bufs<'_>,
-) {
-    let dy = &mut b.dh[..m * d.d_out];
-    activation::backward(t.act, &t.outs.outs[i][..m * d.d_out], dy);
-    if i == 0 && t.outs.input.is_on() {
-        // The observations read as their nonzero entries (the first block,
-        // so no gradient wanted at them).
-        let dw = &mut g[d.w..d.w + d.d_in * d.d_out];
-        t.outs.input.weight_grad(&b.dh[..m * d.d_out], d.d_out, dw);
-        bias_grad(g, d.b, d.d_out, b.dh, m);
-        return;
-    }
-    let input = t.outs.input_of(i, t.x);
-    let dx = (i > 0).then_some(&mut b.spare[..m * d.d_in]);
-    dense_backward(p, g, d, input, b.dh, m, dx);
-    if i > 0 {
-        std::mem::swap(b.dh, b.spare);
-    }
-}
-
 /// Back through a torso from `b.dh` (the gradient at its output, `[m,
 /// width]`), block by block; the first block's input (the observations)
 /// gets no gradient.
-fn torso_backward(p: &[f32], g: &mut [f32], t: &Torso<'_>, m: usize, mut b: Bufs<'_>) {
+fn torso_backward(p: &[f32], g: &mut [f32], t: &Torso<'_>, m: usize, mut bufs: Bufs<'_>) {
     for (i, block) in t.layers.blocks.iter().enumerate().rev() {
-        let (input, y) = (t.outs.input_of(i, t.x), &t.outs.outs[i]);
-        let wanted = i > 0;
-        match block {
-            BlockAt::Dense { at, .. } => dense_block(p, g, t, (i, m), at, &mut b),
-            BlockAt::Conv { at: c, activate } => {
-                let k = &c.conv;
-                if *activate {
-                    activation::backward(
-                        t.act,
-                        &y[..m * k.out_len()],
-                        &mut b.dh[..m * k.out_len()],
-                    );
-                }
-                let (w, rest) = g.split_at_mut(c.b);
-                let (dw, db) = (&mut w[c.w..], &mut rest[..k.c_out]);
-                let dx = wanted.then(|| &mut b.spare[..m * k.in_len()]);
-                conv::backward(k, &p[c.w..c.b], input, b.dh, m, (dw, db), dx, b.conv);
-                if wanted {
-                    std::mem::swap(b.dh, b.spare);
-                }
-            }
-            BlockAt::MaxPool(pool) if wanted => {
-                pool::backward(pool, input, y, b.dh, m, b.spare);
-                std::mem::swap(b.dh, b.spare);
-            }
-            BlockAt::MaxPool(_) => {}
-            BlockAt::Residual { conv0, conv1 } => {
-                let r = Residual {
-                    conv0,
-                    conv1,
-                    act: t.act,
-                };
-                let scratch = (&mut b.spare[..], &mut b.extra[..]);
-                let inner = &t.outs.inner[i];
-                r.backward(p, g, inner, m, b.dh, scratch, wanted, b.conv);
-            }
-            BlockAt::Activate(s) => {
-                activation::backward(t.act, &y[..m * s.len()], &mut b.dh[..m * s.len()]);
-            }
-        }
+        let input = match i {
+            0 if t.outs.input.is_on() => Input::Sparse(&t.outs.input),
+            _ => Input::Dense(t.outs.input_of(i, t.x)),
+        };
+        let b = Backward {
+            m,
+            act: t.act,
+            input,
+            y: &t.outs.outs[i],
+            inner: &t.outs.inner[i],
+            wanted: i > 0,
+        };
+        block.pass().backward(p, g, b, &mut bufs);
     }
 }
 

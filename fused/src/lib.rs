@@ -6,15 +6,16 @@
 //!
 //! This crate knows no burn and no RL algorithm: [`Arch`] says what the
 //! network is (each torso a sequence of typed [`Block`]s, the one
-//! description everything else derives from), [`net::Layout`] where each
-//! parameter lives in the flat vector,
+//! description everything else derives from), [`block`] is the seam every
+//! block type implements (its shapes, parameters, forward and backward),
+//! [`net::Layout`] where each parameter lives in the flat vector,
 //! [`net`] and [`backward`] are the passes, [`adam`] the optimizer step and
 //! [`TrainState`] what a learner keeps (the parameters and Adam's moments in
 //! layout order). [`file`] writes and reads the published file straight
 //! from the flat vector, [`FusedPolicy`] acts with it. [`conv`] is the
-//! convolution (forward and backward), [`pool`] the max-pool and
-//! [`residual`] the IMPALA ResNet's residual block; [`tensors`] lists every
-//! parameter tensor in burn's (and, for images, PyTorch's) order. The
+//! convolution (forward and backward) and [`pool`] the max-pool, the
+//! kernels under their blocks; [`tensors`] lists every parameter tensor in
+//! burn's (and, for images, PyTorch's) order. The
 //! PPO and DQN loss gradients that drive the backward pass live with the
 //! algorithms (`sebulba_algorithms::engine::fused`); burn converts to and
 //! from the flat vector at its own edge (`sebulba_core::model::flat`).
@@ -31,23 +32,23 @@ mod activation;
 pub mod adam;
 mod arch;
 pub mod backward;
+pub mod block;
 pub mod conv;
 pub mod file;
 pub mod kernels;
 mod memory;
 pub mod net;
 mod obs_norm;
+mod param_tensor;
+mod places;
 mod policy;
 pub mod pool;
-pub mod residual;
 pub mod sparse_head;
 pub mod sparse_input;
 pub mod tensors;
 
 pub use adam::TrainState;
-pub use arch::{
-    Activation, Arch, Block, BlockError, ConvLayer, Shape, Shaped, Stack, torso_blocks,
-};
+pub use arch::{Activation, Arch, Block, BlockError, ConvLayer, Shape, Stack, torso_blocks};
 pub use memory::{Batching, PolicyState, Sequence, Steps};
 pub use obs_norm::{OBS_NORM_EPS, ObsNorm};
 pub use policy::FusedPolicy;

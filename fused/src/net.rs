@@ -9,13 +9,16 @@
 
 mod layout;
 
+pub use crate::block::{BlockAt, Torso};
 pub use crate::conv::ConvAt;
-pub use layout::{BlockAt, Dense, Head, Layout, Torso};
+pub use crate::places::Dense;
+pub use layout::{Head, Layout};
 
+use crate::Activation;
+use crate::block::{Forward, Input, add_bias_then, dense_forward};
 use crate::conv::{self, f32_bytes};
-use crate::kernels::{View, gemm, tanh, wide};
+use crate::kernels::{View, gemm};
 use crate::sparse_input::SparseRows;
-use crate::{Activation, activation, pool, residual};
 
 /// One torso's activations for a minibatch: each block's output (what the
 /// backward pass reads, with the torso's input).
@@ -105,40 +108,6 @@ impl Work {
     }
 }
 
-/// What a dense layer reads: rows of floats, or the nonzero entries of each.
-#[derive(Clone, Copy)]
-enum Input<'a> {
-    Dense(&'a [f32]),
-    Sparse(&'a SparseRows),
-}
-
-/// `out = act(x W + b)` for `m` rows: the product, then the bias and the
-/// activation in one pass over the output.
-fn dense_forward(
-    p: &[f32],
-    d: &Dense,
-    x: Input<'_>,
-    m: usize,
-    act: Option<Activation>,
-    out: &mut [f32],
-) {
-    let out = &mut out[..m * d.d_out];
-    match x {
-        Input::Dense(x) => {
-            let w = &p[d.w..d.w + d.d_in * d.d_out];
-            let (x, w) = (View::rows(x, d.d_in), View::rows(w, d.d_out));
-            gemm(m, d.d_in, d.d_out, x, w, 0.0, out);
-        }
-        Input::Sparse(rows) => rows.product(&p[d.w..d.w + d.d_in * d.d_out], d.d_out, out),
-    }
-    let bias = &p[d.b..d.b + d.d_out];
-    match act {
-        Some(Activation::Tanh) => add_bias_then(out, bias, tanh),
-        Some(Activation::Relu) => add_bias_then(out, bias, |v| v.max(0.0)),
-        None => add_bias_then(out, bias, |v| v),
-    }
-}
-
 /// The policy head's outputs `out = x Wᵀ + b` for `m` rows (`W` is
 /// `[d_out, d_in]`).
 fn head_forward(p: &[f32], h: &Head, x: &[f32], m: usize, out: &mut [f32]) {
@@ -148,56 +117,10 @@ fn head_forward(p: &[f32], h: &Head, x: &[f32], m: usize, out: &mut [f32]) {
     add_bias_then(out, &p[h.b..h.b + h.d_out], |v| v);
 }
 
-/// `f(y + bias)` for every row `y` of `out`, compiled wide (see [`wide`]).
-#[inline(always)]
-fn add_bias_then(out: &mut [f32], bias: &[f32], f: impl Fn(f32) -> f32) {
-    wide(
-        #[inline(always)]
-        || {
-            for row in out.chunks_exact_mut(bias.len()) {
-                row.iter_mut().zip(bias).for_each(|(o, &b)| *o = f(*o + b));
-            }
-        },
-    );
-}
-
-/// One block's output for `m` rows of `x` into `out` (and `inner`).
-fn block_forward(
-    p: &[f32],
-    b: &BlockAt,
-    x: Input<'_>,
-    m: usize,
-    act: Activation,
-    (out, inner, scratch): (&mut [f32], &mut [f32], &mut conv::Scratch),
-) {
-    let dense_x = || match x {
-        Input::Dense(x) => x,
-        Input::Sparse(_) => unreachable!("only a first dense layer reads sparse rows"),
-    };
-    match b {
-        BlockAt::Dense { at, .. } => dense_forward(p, at, x, m, Some(act), out),
-        BlockAt::Conv { at, activate: a } => {
-            conv::forward(&at.conv, at.params(p), dense_x(), m, scratch, out);
-            if *a {
-                activation::apply(&mut out[..m * at.conv.out_len()], act);
-            }
-        }
-        BlockAt::MaxPool(pool) => pool::forward(pool, dense_x(), m, out),
-        BlockAt::Residual { conv0, conv1 } => {
-            let block = residual::Residual { conv0, conv1, act };
-            block.forward(p, dense_x(), m, inner, scratch, out);
-        }
-        BlockAt::Activate(s) => {
-            let n = m * s.len();
-            activation::apply_into(&dense_x()[..n], act, &mut out[..n]);
-        }
-    }
-}
-
 fn torso_forward(p: &[f32], t: &Torso, x: &[f32], m: usize, act: Activation, w: &mut TorsoWork) {
     // The observations themselves: read as nonzero entries when sparse.
     let sparse = match t.blocks.first() {
-        Some(BlockAt::Dense { at, .. }) => w.input.index(x, m, at.d_in),
+        Some(BlockAt::Dense(d)) => w.input.index(x, m, d.at.d_in),
         _ => {
             w.input.clear();
             false
@@ -216,7 +139,14 @@ fn torso_forward(p: &[f32], t: &Torso, x: &[f32], m: usize, act: Activation, w: 
             None if sparse => Input::Sparse(input),
             None => Input::Dense(x),
         };
-        block_forward(p, b, x, m, act, (&mut rest[0], &mut inner[i], conv));
+        let f = Forward {
+            m,
+            act,
+            out: &mut rest[0],
+            inner: &mut inner[i],
+            scratch: conv,
+        };
+        b.pass().forward(p, x, f);
     }
 }
 

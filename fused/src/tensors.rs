@@ -1,182 +1,34 @@
 //! Every parameter tensor of a [`Layout`] as burn's model holds it, which
-//! is PyTorch's order for convolutions and for a dense layer reading an image:
-//! its name, its shape and how its values map to the flat vector. burn's
-//! edge (`sebulba_core::model::flat`) and the published file
-//! ([`crate::file`]) convert through this one list.
+//! is PyTorch's order for convolutions and for a dense layer reading an image
+//! ([`ParamTensor`]). burn's edge (`sebulba_core::model::flat`) and the
+//! published file ([`crate::file`]) convert through this one list; each block
+//! names its own tensors ([`crate::block`]).
 
-use crate::conv::Conv;
-use crate::net::{BlockAt, ConvAt, Dense, Layout, Torso};
+pub use crate::param_tensor::{Order, ParamTensor};
 
-/// How a tensor's values are ordered against the flat vector's.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Order {
-    /// The same order.
-    Plain,
-    /// A convolution's weight: `[c_out, c_in, kh, kw]` from our `[kh, kw,
-    /// c_in, c_out]`.
-    Conv(Conv),
-    /// A dense weight reading an image: its rows follow the image
-    /// flattened channels first (`[c, h, w]`, as burn's and PyTorch's NCHW
-    /// tensors flatten) where ours follow `[h, w, c]`; and ours is an
-    /// output per row when it is the policy head's (`transposed`).
-    Flattened {
-        h: usize,
-        w: usize,
-        c: usize,
-        d_out: usize,
-        transposed: bool,
-    },
-    /// The policy head's weight: burn's `[d_in, d_out]`, ours an action per
-    /// row (`[d_out, d_in]`, see [`crate::net::Head`]).
-    Transposed { d_in: usize, d_out: usize },
-}
+use crate::net::{Layout, Torso};
+use crate::param_tensor::dense;
 
-/// One parameter tensor.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ParamTensor {
-    /// burn's record name (`actor.conv.0.weight`, `policy_head.bias`, ...).
-    pub name: String,
-    /// Offset of its values in the flat vector.
-    pub at: usize,
-    pub shape: Vec<usize>,
-    pub order: Order,
-}
-
-impl ParamTensor {
-    pub fn len(&self) -> usize {
-        self.shape.iter().product()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Our index of the tensor's value `i`.
-    fn ours(&self, i: usize) -> usize {
-        match self.order {
-            Order::Plain | Order::Conv(_) => i,
-            Order::Flattened {
-                h,
-                w,
-                c,
-                d_out,
-                transposed,
-            } => {
-                let (row, j) = (i / d_out, i % d_out);
-                let (ch, pixel) = (row / (h * w), row % (h * w));
-                let ours = pixel * c + ch;
-                match transposed {
-                    true => j * (h * w * c) + ours,
-                    false => ours * d_out + j,
-                }
-            }
-            Order::Transposed { d_in, d_out } => (i % d_out) * d_in + i / d_out,
-        }
-    }
-
-    /// The tensor's values, in its own order, from the flat vector.
-    pub fn gather(&self, flat: &[f32]) -> Vec<f32> {
-        let ours = &flat[self.at..self.at + self.len()];
-        match self.order {
-            Order::Plain => ours.to_vec(),
-            Order::Conv(c) => c.to_torch(ours),
-            Order::Flattened { .. } | Order::Transposed { .. } => {
-                (0..self.len()).map(|i| ours[self.ours(i)]).collect()
-            }
-        }
-    }
-
-    /// Writes the tensor's `values` (in its own order) into the flat vector.
-    pub fn scatter(&self, values: &[f32], flat: &mut [f32]) {
-        let ours = &mut flat[self.at..self.at + self.len()];
-        match self.order {
-            Order::Plain => ours.copy_from_slice(&values[..ours.len()]),
-            Order::Conv(c) => ours.copy_from_slice(&c.from_torch(values)),
-            Order::Flattened { .. } | Order::Transposed { .. } => {
-                for (i, &v) in values[..self.len()].iter().enumerate() {
-                    ours[self.ours(i)] = v;
-                }
-            }
-        }
-    }
-}
-
-/// A dense layer's weight and bias, its rows reordered when it reads an
-/// image (`image`, flattened channels first on burn's side) and its values
-/// an output per row when it is the policy head (`transposed`).
-fn dense(
-    out: &mut Vec<ParamTensor>,
-    name: &str,
-    d: &Dense,
-    image: Option<[usize; 3]>,
-    transposed: bool,
-) {
-    let (d_in, d_out) = (d.d_in, d.d_out);
-    let order = match image {
-        Some([h, w, c]) => Order::Flattened {
-            h,
-            w,
-            c,
-            d_out,
-            transposed,
-        },
-        None if transposed => Order::Transposed { d_in, d_out },
-        None => Order::Plain,
-    };
-    out.push(ParamTensor {
-        name: format!("{name}.weight"),
-        at: d.w,
-        shape: vec![d_in, d_out],
-        order,
-    });
-    out.push(ParamTensor {
-        name: format!("{name}.bias"),
-        at: d.b,
-        shape: vec![d_out],
-        order: Order::Plain,
-    });
-}
-
-/// A convolution's weight (PyTorch's order) and bias.
-fn conv(out: &mut Vec<ParamTensor>, name: &str, c: &ConvAt) {
-    let k = &c.conv;
-    out.push(ParamTensor {
-        name: format!("{name}.weight"),
-        at: c.w,
-        shape: vec![k.c_out, k.c_in, k.kh, k.kw],
-        order: Order::Conv(*k),
-    });
-    out.push(ParamTensor {
-        name: format!("{name}.bias"),
-        at: c.b,
-        shape: vec![k.c_out],
-        order: Order::Plain,
-    });
-}
-
-/// A torso's tensors, named as burn's module holds them: the convolutions
-/// `{name}.conv.{k}`, the residual blocks' `{name}.res.{k}.conv0` and
-/// `.conv1`, the dense layers `{name}.layers.{k}`, each counted in order.
+/// A torso's tensors, named as burn's module holds them: each block with
+/// parameters names its own under `{name}.{group}.{k}`, `k` counting that
+/// group's blocks in order (`actor.conv.0`, `actor.res.1.conv0`,
+/// `critic.layers.2`).
 fn torso(out: &mut Vec<ParamTensor>, name: &str, t: &Torso) {
-    let (mut convs, mut res, mut dense_layers) = (0, 0, 0);
+    let mut counts: Vec<(&str, usize)> = Vec::new();
     for b in &t.blocks {
-        match b {
-            BlockAt::Conv { at, .. } => {
-                conv(out, &format!("{name}.conv.{convs}"), at);
-                convs += 1;
+        let pass = b.pass();
+        let Some(group) = pass.group() else { continue };
+        let k = match counts.iter_mut().find(|(g, _)| *g == group) {
+            Some((_, n)) => {
+                *n += 1;
+                *n
             }
-            BlockAt::Residual { conv0, conv1 } => {
-                conv(out, &format!("{name}.res.{res}.conv0"), conv0);
-                conv(out, &format!("{name}.res.{res}.conv1"), conv1);
-                res += 1;
+            None => {
+                counts.push((group, 0));
+                0
             }
-            BlockAt::Dense { at, input } => {
-                let layer = format!("{name}.layers.{dense_layers}");
-                dense(out, &layer, at, input.image(), false);
-                dense_layers += 1;
-            }
-            BlockAt::MaxPool(_) | BlockAt::Activate(_) => {}
-        }
+        };
+        pass.tensors(&format!("{name}.{group}.{k}"), out);
     }
 }
 

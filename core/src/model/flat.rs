@@ -6,175 +6,98 @@
 //! LayerNorm (burn only) has its scales and shifts after the layout's
 //! parameters ([`state_len`]).
 
-use crate::model::{ActorCritic, ModelSpec, Torso};
-use burn::module::{Param, ParamId};
-use burn::nn::Linear;
-use burn::nn::conv::Conv2d;
+use crate::model::{ActorCritic, ModelSpec};
+use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
-use sebulba_fused::net::{BlockAt, Layout};
+use sebulba_fused::net::Layout;
 use sebulba_fused::tensors::{Order, ParamTensor, param_tensors};
 use sebulba_fused::{FusedPolicy, ObsNorm};
 
-/// One of the model's trainable tensors, whatever its rank.
-pub enum Tensors<'a, B: Backend> {
-    D1(&'a Param<Tensor<B, 1>>),
-    D2(&'a Param<Tensor<B, 2>>),
-    D4(&'a Param<Tensor<B, 4>>),
+/// One of the model's trainable tensors, whatever its rank: its id and shape.
+struct Tensors {
+    id: ParamId,
+    dims: Vec<usize>,
 }
 
-/// The same, to be replaced.
-enum TensorsMut<'a, B: Backend> {
-    D1(&'a mut Param<Tensor<B, 1>>),
-    D2(&'a mut Param<Tensor<B, 2>>),
-    D4(&'a mut Param<Tensor<B, 4>>),
+/// Collects the trainable tensors a module visits, in its visiting order
+/// (each block's fields in declaration order: a layer's weight, then its
+/// bias); with `values`, their values as well.
+struct Collect {
+    tensors: Vec<Tensors>,
+    values: Option<Vec<Result<Vec<f32>, String>>>,
 }
 
-impl<B: Backend> Tensors<'_, B> {
-    pub fn id(&self) -> ParamId {
-        match self {
-            Self::D1(p) => p.id,
-            Self::D2(p) => p.id,
-            Self::D4(p) => p.id,
-        }
-    }
-
-    fn dims(&self) -> Vec<usize> {
-        match self {
-            Self::D1(p) => p.dims().to_vec(),
-            Self::D2(p) => p.dims().to_vec(),
-            Self::D4(p) => p.dims().to_vec(),
-        }
-    }
-
-    fn values(&self) -> Result<Vec<f32>, String> {
-        match self {
-            Self::D1(p) => floats(p.val(), "a vector"),
-            Self::D2(p) => floats(p.val(), "a matrix"),
-            Self::D4(p) => floats(p.val(), "a convolution weight"),
+impl<B: Backend> ModuleVisitor<B> for Collect {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+        let t = param.val();
+        self.tensors.push(Tensors {
+            id: param.id,
+            dims: t.dims().to_vec(),
+        });
+        if let Some(v) = &mut self.values {
+            v.push(floats(t, "a parameter"));
         }
     }
 }
 
-const NO_BIAS: &str = "a layer without a bias";
-
-fn linear_params<'a, B: Backend>(
-    l: &'a Linear<B>,
-    out: &mut Vec<Tensors<'a, B>>,
-) -> Result<(), String> {
-    out.push(Tensors::D2(&l.weight));
-    out.push(Tensors::D1(l.bias.as_ref().ok_or(NO_BIAS)?));
-    Ok(())
+/// Replaces each tensor it maps with the next of `values` (their shapes
+/// checked before), keeping its id.
+struct Replace<'a, B: Backend> {
+    values: std::slice::Iter<'a, (Vec<f32>, Vec<usize>)>,
+    device: B::Device,
 }
 
-fn conv_params<'a, B: Backend>(
-    c: &'a Conv2d<B>,
-    out: &mut Vec<Tensors<'a, B>>,
-) -> Result<(), String> {
-    out.push(Tensors::D4(&c.weight));
-    out.push(Tensors::D1(c.bias.as_ref().ok_or(NO_BIAS)?));
-    Ok(())
-}
-
-/// A torso's tensors in its blocks' order (the layout's).
-fn torso_params<'a, B: Backend>(
-    t: &'a Torso<B>,
-    out: &mut Vec<Tensors<'a, B>>,
-) -> Result<(), String> {
-    let (mut conv, mut res, mut layers) = (t.conv.iter(), t.res.iter(), t.layers.iter());
-    let missing = || "the model lacks a block of its layout".to_string();
-    for b in &t.blocks {
-        match b {
-            BlockAt::Conv { .. } => conv_params(conv.next().ok_or_else(missing)?, out)?,
-            BlockAt::Residual { .. } => {
-                let r = res.next().ok_or_else(missing)?;
-                conv_params(&r.conv0, out)?;
-                conv_params(&r.conv1, out)?;
-            }
-            BlockAt::Dense { .. } => linear_params(layers.next().ok_or_else(missing)?, out)?,
-            BlockAt::MaxPool(_) | BlockAt::Activate(_) => {}
-        }
+impl<B: Backend> ModuleMapper<B> for Replace<'_, B> {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
+        let Some((values, shape)) = self.values.next() else {
+            return param;
+        };
+        let data = TensorData::new(values.clone(), shape.clone());
+        let tensor = Tensor::from_data(data, &self.device).require_grad();
+        Param::initialized(param.id, tensor)
     }
-    Ok(())
 }
 
-/// The model's tensors in [`Layout`] order ([`param_tensors`]'s): actor
-/// torso, critic torso, policy head, value head; then the LayerNorms' scales
-/// and shifts, the actor torso's first.
-fn params<B: Backend>(m: &ActorCritic<B>) -> Result<Vec<Tensors<'_, B>>, String> {
-    let mut out = Vec::new();
-    torso_params(&m.actor, &mut out)?;
+/// The model's parts with trainable tensors in [`Layout`] order
+/// ([`param_tensors`]'s): actor torso, critic torso, policy head, value
+/// head; then the LayerNorms' scales and shifts, the actor torso's first.
+fn visit_in_order<B: Backend>(m: &ActorCritic<B>, v: &mut impl ModuleVisitor<B>) {
+    m.actor.visit_blocks(v);
     if let Some(c) = &m.critic {
-        torso_params(c, &mut out)?;
+        c.visit_blocks(v);
     }
-    linear_params(&m.policy_head, &mut out)?;
-    linear_params(&m.value_head, &mut out)?;
-    let critic = m.critic.iter().flat_map(|c| c.norms.iter());
-    for n in m.actor.norms.iter().chain(critic) {
-        out.push(Tensors::D1(&n.gamma));
-        out.extend(n.beta.as_ref().map(Tensors::D1));
+    m.policy_head.visit(v);
+    m.value_head.visit(v);
+    m.actor.norms.visit(v);
+    if let Some(c) = &m.critic {
+        c.norms.visit(v);
     }
-    Ok(out)
 }
 
-/// A torso's tensors into `out` (in its blocks' order) and its LayerNorms'
-/// into `norms`.
-fn torso_params_mut<'a, B: Backend>(
-    t: &'a mut Torso<B>,
-    out: &mut Vec<TensorsMut<'a, B>>,
-    norms: &mut Vec<TensorsMut<'a, B>>,
-) -> Result<(), String> {
-    let Torso {
-        conv,
-        res,
-        layers,
-        norms: layer_norms,
-        blocks,
-        ..
-    } = t;
-    let (mut conv, mut res, mut layers) = (conv.iter_mut(), res.iter_mut(), layers.iter_mut());
-    let missing = || "the model lacks a block of its layout".to_string();
-    let push_conv = |c: &'a mut Conv2d<B>, out: &mut Vec<TensorsMut<'a, B>>| {
-        out.push(TensorsMut::D4(&mut c.weight));
-        out.push(TensorsMut::D1(c.bias.as_mut().ok_or(NO_BIAS)?));
-        Ok::<_, String>(())
-    };
-    for b in blocks.iter() {
-        match b {
-            BlockAt::Conv { .. } => push_conv(conv.next().ok_or_else(missing)?, out)?,
-            BlockAt::Residual { .. } => {
-                let r = res.next().ok_or_else(missing)?;
-                push_conv(&mut r.conv0, out)?;
-                push_conv(&mut r.conv1, out)?;
-            }
-            BlockAt::Dense { .. } => {
-                let l = layers.next().ok_or_else(missing)?;
-                out.push(TensorsMut::D2(&mut l.weight));
-                out.push(TensorsMut::D1(l.bias.as_mut().ok_or(NO_BIAS)?));
-            }
-            BlockAt::MaxPool(_) | BlockAt::Activate(_) => {}
-        }
-    }
-    for n in layer_norms {
-        norms.push(TensorsMut::D1(&mut n.gamma));
-        norms.extend(n.beta.as_mut().map(TensorsMut::D1));
-    }
-    Ok(())
-}
-
-/// [`params`], to be replaced.
-fn params_mut<B: Backend>(m: &mut ActorCritic<B>) -> Result<Vec<TensorsMut<'_, B>>, String> {
-    let (mut out, mut norms) = (Vec::new(), Vec::new());
-    torso_params_mut(&mut m.actor, &mut out, &mut norms)?;
+/// [`visit_in_order`], mapping each part.
+fn map_in_order<B: Backend>(m: &mut ActorCritic<B>, f: &mut impl ModuleMapper<B>) {
+    m.actor.map_blocks(f);
     if let Some(c) = &mut m.critic {
-        torso_params_mut(c, &mut out, &mut norms)?;
+        c.map_blocks(f);
     }
-    for l in [&mut m.policy_head, &mut m.value_head] {
-        out.push(TensorsMut::D2(&mut l.weight));
-        out.push(TensorsMut::D1(l.bias.as_mut().ok_or(NO_BIAS)?));
+    m.policy_head = m.policy_head.clone().map(f);
+    m.value_head = m.value_head.clone().map(f);
+    m.actor.norms = m.actor.norms.clone().map(f);
+    if let Some(c) = &mut m.critic {
+        c.norms = c.norms.clone().map(f);
     }
-    out.extend(norms);
-    Ok(out)
+}
+
+/// The model's trainable tensors in [`visit_in_order`]'s order, with their
+/// values when `values`.
+fn params<B: Backend>(m: &ActorCritic<B>, values: bool) -> Collect {
+    let mut c = Collect {
+        tensors: Vec::new(),
+        values: values.then(Vec::new),
+    };
+    visit_in_order(m, &mut c);
+    c
 }
 
 /// Floats in a learner's state of `spec`'s network: the layout's, and two
@@ -239,25 +162,25 @@ fn tensors_of(layout: &Layout, dims: &[Vec<usize>]) -> Result<Vec<ParamTensor>, 
 
 /// Each trainable tensor's id and place, in [`params`] order.
 pub fn param_slots<B: Backend>(layout: &Layout, m: &ActorCritic<B>) -> Result<Vec<Slot>, String> {
-    let ps = params(m)?;
-    let dims: Vec<Vec<usize>> = ps.iter().map(Tensors::dims).collect();
+    let ps = params(m, false).tensors;
+    let dims: Vec<Vec<usize>> = ps.iter().map(|t| t.dims.clone()).collect();
     let list = tensors_of(layout, &dims)?;
     Ok(ps
         .iter()
         .zip(list)
-        .map(|(p, tensor)| Slot { id: p.id(), tensor })
+        .map(|(p, tensor)| Slot { id: p.id, tensor })
         .collect())
 }
 
 /// The model's trainable parameters: the layout's, then the LayerNorms'.
 pub fn read_params<B: Backend>(layout: &Layout, m: &ActorCritic<B>) -> Result<Vec<f32>, String> {
-    let ps = params(m)?;
-    let dims: Vec<Vec<usize>> = ps.iter().map(Tensors::dims).collect();
+    let ps = params(m, true);
+    let dims: Vec<Vec<usize>> = ps.tensors.iter().map(|t| t.dims.clone()).collect();
     let list = tensors_of(layout, &dims)?;
     let len = list.last().map_or(0, |t| t.at + t.len());
     let mut p = vec![0.0f32; len];
-    for (param, t) in ps.iter().zip(&list) {
-        t.scatter(&param.values()?, &mut p);
+    for (values, t) in ps.values.unwrap_or_default().into_iter().zip(&list) {
+        t.scatter(&values?, &mut p);
     }
     Ok(p)
 }
@@ -270,27 +193,25 @@ pub fn write_params<B: Backend>(
     p: &[f32],
     m: &mut ActorCritic<B>,
 ) -> Result<(), String> {
-    let dims: Vec<Vec<usize>> = params(m)?.iter().map(Tensors::dims).collect();
+    let dims: Vec<Vec<usize>> = params(m, false)
+        .tensors
+        .into_iter()
+        .map(|t| t.dims)
+        .collect();
     let list = tensors_of(layout, &dims)?;
     let len = list.last().map_or(0, |t| t.at + t.len());
     if p.len() != len {
         return Err(format!("{} parameters for a network of {len}", p.len()));
     }
-    let device = m.policy_head.weight.val().device();
-    for (param, t) in params_mut(m)?.into_iter().zip(&list) {
-        let data = TensorData::new(t.gather(p), t.shape.clone());
-        match param {
-            TensorsMut::D1(x) => {
-                *x = Param::initialized(x.id, Tensor::from_data(data, &device).require_grad())
-            }
-            TensorsMut::D2(x) => {
-                *x = Param::initialized(x.id, Tensor::from_data(data, &device).require_grad())
-            }
-            TensorsMut::D4(x) => {
-                *x = Param::initialized(x.id, Tensor::from_data(data, &device).require_grad())
-            }
-        }
-    }
+    let values: Vec<(Vec<f32>, Vec<usize>)> = list
+        .iter()
+        .map(|t| (t.gather(p), t.shape.clone()))
+        .collect();
+    let mut replace = Replace {
+        values: values.iter(),
+        device: m.policy_head.weight.val().device(),
+    };
+    map_in_order(m, &mut replace);
     Ok(())
 }
 
@@ -356,10 +277,13 @@ mod tests {
             activation: Activation::Relu,
             ..Default::default()
         };
+        // MinAtar with dense layers alone: a first dense layer reading an
+        // image, whose weight rows burn holds channels first.
         for (env, net) in [
             ("CartPole-v1", &nets[0]),
             ("Pendulum-v1", &nets[1]),
             ("MinAtar/Breakout-v1", &impala),
+            ("MinAtar/Breakout-v1", &nets[0]),
         ] {
             let spec = ModelSpec::new(&env_spec(env).unwrap(), net).unwrap();
             let dev = Default::default();

@@ -21,6 +21,7 @@ use burn::module::Module;
 use burn::nn::Linear;
 use burn::tensor::{Tensor, backend::Backend};
 use sebulba_envs::{ActionSpace, EnvSpec};
+use sebulba_fused::net::{BlockAt, Layout};
 use serde::{Deserialize, Serialize};
 
 /// Everything needed to build the network: what the weights' shapes follow from.
@@ -84,17 +85,17 @@ impl ModelSpec {
             _ if !n.stacks.is_empty() => "network.stacks",
             _ => "network.hidden",
         };
-        let shapes = self.arch().shapes().map_err(|e| ModelError::Blocks {
+        let layout = Layout::try_new(&self.arch()).map_err(|e| ModelError::Blocks {
             field: field(e.block),
             reason: e.reason,
         })?;
         let mut outputs: Vec<usize> = n.hidden.clone();
         outputs.push(self.head_dim());
-        let dense_inputs = shapes.iter().filter_map(|s| match s {
-            sebulba_fused::Shaped::Dense { input, .. } => Some(*input),
+        let dense_inputs = layout.actor.blocks.iter().filter_map(|b| match b {
+            BlockAt::Dense(d) => Some(d.input),
             _ => None,
         });
-        let top = shapes.last().map(|s| s.output());
+        let top = layout.actor.blocks.last().map(|b| b.output());
         for (input, d_out) in dense_inputs.chain(top).zip(outputs) {
             if input.image().is_some() && input.len() * d_out > MAX_STEM_WEIGHTS {
                 return Err(ModelError::Blocks {
@@ -139,7 +140,7 @@ impl ModelSpec {
     /// so the caller seeds it (`B::seed`): the same seed, the same initial weights.
     pub fn init<B: Backend>(&self, device: &B::Device) -> ActorCritic<B> {
         let n = &self.network;
-        let layout = sebulba_fused::net::Layout::new(&self.arch());
+        let layout = Layout::new(&self.arch());
         let torso = || Torso::new(&layout.actor, n.activation, n.layer_norm, n.init, device);
         let width = layout.width();
         let head_bias = match &self.action_space {

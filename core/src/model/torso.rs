@@ -8,7 +8,7 @@
 //! [`crate::model::flat`] and in the file).
 
 use crate::config::{Activation, Init, LayerNormPlacement};
-use burn::module::{Initializer, Module, Param};
+use burn::module::{Initializer, Module, ModuleMapper, ModuleVisitor, Param};
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::{LayerNorm, LayerNormConfig, Linear, PaddingConfig2d};
 use burn::tensor::activation;
@@ -73,11 +73,40 @@ fn conv<B: Backend>(c: &Conv, init: Init, device: &B::Device) -> Conv2d<B> {
 }
 
 /// The IMPALA ResNet's residual block: `x + conv1(act(conv0(act(x))))`
-/// (`sebulba_fused::residual`).
+/// (`sebulba_fused::block::Residual`).
 #[derive(Module, Debug)]
 pub struct Residual<B: Backend> {
     pub conv0: Conv2d<B>,
     pub conv1: Conv2d<B>,
+}
+
+/// Where a block's parameters are in a [`Torso`]'s fields: its group's
+/// list and its index there (burn's record names, `actor.conv.0`, which the
+/// published file keeps), or none.
+#[derive(Clone, Copy, Debug)]
+enum Part {
+    Conv(usize),
+    Res(usize),
+    Dense(usize),
+    Fixed,
+}
+
+/// Each block's [`Part`], counting each group's blocks in order.
+fn parts(blocks: &[BlockAt]) -> Vec<Part> {
+    let (mut conv, mut res, mut dense) = (0, 0, 0);
+    let next = |n: &mut usize| {
+        *n += 1;
+        *n - 1
+    };
+    blocks
+        .iter()
+        .map(|b| match b {
+            BlockAt::Conv(_) => Part::Conv(next(&mut conv)),
+            BlockAt::Residual(_) => Part::Res(next(&mut res)),
+            BlockAt::Dense(_) => Part::Dense(next(&mut dense)),
+            BlockAt::MaxPool(_) | BlockAt::Activate(_) => Part::Fixed,
+        })
+        .collect()
 }
 
 /// What flows between blocks: rows, or NCHW images.
@@ -127,13 +156,13 @@ pub struct Torso<B: Backend> {
     /// The blocks, in order (their parameters are the fields above).
     #[module(skip)]
     pub blocks: Vec<BlockAt>,
-    /// The observation as an image, when the first block reads one.
+    /// Where each block's parameters are.
     #[module(skip)]
-    pub image: Option<[usize; 3]>,
+    parts: Vec<Part>,
 }
 
 impl<B: Backend> Torso<B> {
-    /// The modules of `layout`'s blocks, freshly initialised.
+    /// The modules of `layout`'s blocks, freshly initialised in block order.
     pub fn new(
         layout: &sebulba_fused::net::Torso,
         activation: Activation,
@@ -144,24 +173,21 @@ impl<B: Backend> Torso<B> {
         let gain = std::f64::consts::SQRT_2;
         let (mut convs, mut res, mut layers, mut norms) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        let mut image = None;
-        for (i, b) in layout.blocks.iter().enumerate() {
+        for b in &layout.blocks {
             match b {
-                BlockAt::Conv { at, .. } => convs.push(conv(&at.conv, init, device)),
-                BlockAt::Residual { conv0, conv1 } => res.push(Residual {
-                    conv0: conv(&conv0.conv, init, device),
-                    conv1: conv(&conv1.conv, init, device),
+                BlockAt::Conv(c) => convs.push(conv(&c.at.conv, init, device)),
+                BlockAt::Residual(r) => res.push(Residual {
+                    conv0: conv(&r.conv0.conv, init, device),
+                    conv1: conv(&r.conv1.conv, init, device),
                 }),
-                BlockAt::Dense { at, .. } => {
-                    layers.push(linear(at.d_in, at.d_out, init, gain, None, device));
+                BlockAt::Dense(d) => {
+                    let (d_in, d_out) = (d.at.d_in, d.at.d_out);
+                    layers.push(linear(d_in, d_out, init, gain, None, device));
                     if placement != LayerNormPlacement::None {
-                        norms.push(LayerNormConfig::new(at.d_out).init(device));
+                        norms.push(LayerNormConfig::new(d_out).init(device));
                     }
                 }
                 BlockAt::MaxPool(_) | BlockAt::Activate(_) => {}
-            }
-            if i == 0 {
-                image = first_image(b);
             }
         }
         Self {
@@ -172,7 +198,32 @@ impl<B: Backend> Torso<B> {
             activation,
             placement,
             blocks: layout.blocks.clone(),
-            image,
+            parts: parts(&layout.blocks),
+        }
+    }
+
+    /// Visits the blocks' parameters in block order, which is the flat
+    /// layout's (the LayerNorms' are not among them).
+    pub fn visit_blocks<V: ModuleVisitor<B>>(&self, v: &mut V) {
+        for part in &self.parts {
+            match *part {
+                Part::Conv(k) => self.conv[k].visit(v),
+                Part::Res(k) => self.res[k].visit(v),
+                Part::Dense(k) => self.layers[k].visit(v),
+                Part::Fixed => {}
+            }
+        }
+    }
+
+    /// Maps the blocks' parameters in [`Self::visit_blocks`]'s order.
+    pub fn map_blocks<M: ModuleMapper<B>>(&mut self, f: &mut M) {
+        for part in self.parts.clone() {
+            match part {
+                Part::Conv(k) => self.conv[k] = self.conv[k].clone().map(f),
+                Part::Res(k) => self.res[k] = self.res[k].clone().map(f),
+                Part::Dense(k) => self.layers[k] = self.layers[k].clone().map(f),
+                Part::Fixed => {}
+            }
         }
     }
 
@@ -193,62 +244,50 @@ impl<B: Backend> Torso<B> {
         }
     }
 
+    /// One block (its parameters at `part`) on `flow`.
+    fn block(&self, b: &BlockAt, part: Part, flow: Flow<B>) -> Flow<B> {
+        match (b, part) {
+            (BlockAt::Conv(c), Part::Conv(k)) => {
+                let y = self.conv[k].forward(flow.image());
+                Flow::Image(if c.activate { self.act(y) } else { y })
+            }
+            (BlockAt::MaxPool(p), _) => Flow::Image(max_pool2d(
+                flow.image(),
+                [p.k, p.k],
+                [p.stride, p.stride],
+                [p.pad, p.pad],
+                [1, 1],
+                false,
+            )),
+            (BlockAt::Residual(_), Part::Res(k)) => {
+                let (r, x) = (&self.res[k], flow.image());
+                let h = r.conv0.forward(self.act(x.clone()));
+                Flow::Image(x + r.conv1.forward(self.act(h)))
+            }
+            (BlockAt::Activate(_), _) => match flow {
+                Flow::Rows(x) => Flow::Rows(self.act(x)),
+                Flow::Image(y) => Flow::Image(self.act(y)),
+            },
+            (BlockAt::Dense(_), Part::Dense(k)) => Flow::Rows(self.dense(k, flow.rows())),
+            _ => unreachable!("a torso's parts are counted from its blocks"),
+        }
+    }
+
     /// Rows `[N, obs_dim]` (an image channels last, as envs give them)
     /// through every block: `[N, width]`, an image at the end flattened
     /// channels first.
     pub fn forward(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
-        let mut flow = match self.image {
+        let first = self.blocks.first().map(BlockAt::input);
+        let mut flow = match first.and_then(|s| s.image()) {
             Some([h, w, c]) => {
                 let n = x.dims()[0];
                 Flow::Image(x.reshape([n, h, w, c]).permute([0, 3, 1, 2]))
             }
             None => Flow::Rows(x),
         };
-        let (mut convs, mut res, mut layers) = (0, 0, 0);
-        for b in &self.blocks {
-            flow = match b {
-                BlockAt::Conv { activate, .. } => {
-                    let y = self.conv[convs].forward(flow.image());
-                    convs += 1;
-                    Flow::Image(if *activate { self.act(y) } else { y })
-                }
-                BlockAt::MaxPool(p) => Flow::Image(max_pool2d(
-                    flow.image(),
-                    [p.k, p.k],
-                    [p.stride, p.stride],
-                    [p.pad, p.pad],
-                    [1, 1],
-                    false,
-                )),
-                BlockAt::Residual { .. } => {
-                    let r = &self.res[res];
-                    res += 1;
-                    let x = flow.image();
-                    let h = r.conv0.forward(self.act(x.clone()));
-                    Flow::Image(x + r.conv1.forward(self.act(h)))
-                }
-                BlockAt::Activate(_) => match flow {
-                    Flow::Rows(x) => Flow::Rows(self.act(x)),
-                    Flow::Image(y) => Flow::Image(self.act(y)),
-                },
-                BlockAt::Dense { .. } => {
-                    let y = self.dense(layers, flow.rows());
-                    layers += 1;
-                    Flow::Rows(y)
-                }
-            };
+        for (b, &part) in self.blocks.iter().zip(&self.parts) {
+            flow = self.block(b, part, flow);
         }
         flow.rows()
-    }
-}
-
-/// The image the first block reads, when it reads one.
-fn first_image(b: &BlockAt) -> Option<[usize; 3]> {
-    match b {
-        BlockAt::Conv { at, .. } => Some([at.conv.h, at.conv.w, at.conv.c_in]),
-        BlockAt::Residual { conv0, .. } => Some([conv0.conv.h, conv0.conv.w, conv0.conv.c_in]),
-        BlockAt::MaxPool(p) => Some([p.h, p.w, p.c]),
-        BlockAt::Activate(s) => s.image(),
-        BlockAt::Dense { .. } => None,
     }
 }

@@ -169,7 +169,7 @@ fn bad_files_and_values_are_refused_by_name() {
     let nan_file = {
         let mut p = params.clone();
         let first_dense = layout.actor.blocks.iter().find_map(|b| match b {
-            sebulba_fused::net::BlockAt::Dense { at, .. } => Some(at.w),
+            sebulba_fused::net::BlockAt::Dense(d) => Some(d.at.w),
             _ => None,
         });
         p[first_dense.expect("a dense layer")] = 1.0;

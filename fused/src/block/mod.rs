@@ -1,0 +1,232 @@
+//! The seam a block type plugs into. [`BlockAt`] is one block of a torso
+//! placed (its shapes and its parameters' offsets), and [`Pass`] what every
+//! block does for the fused engine: its shapes, its parameter tensors' names
+//! and orders, its forward and its backward pass. The layout, both passes
+//! and the published file's tensors go through [`BlockAt::pass`] alone, so
+//! a new block type is its [`Block`] in `arch`, its variant and placing
+//! here, a file of its own implementing [`Pass`], and its burn module
+//! (`sebulba_core::model::torso`).
+
+mod activate;
+mod conv;
+mod dense;
+mod max_pool;
+mod residual;
+
+pub use activate::Activate;
+pub use conv::ConvBlock;
+pub use dense::DenseBlock;
+pub(crate) use dense::{add_bias_then, bias_grad, dense_backward, dense_forward};
+pub use residual::Residual;
+
+use crate::arch::{Activation, Arch, Block, BlockError, Shape};
+use crate::conv::Scratch;
+use crate::param_tensor::ParamTensor;
+use crate::places::Places;
+use crate::pool::Pool;
+use crate::sparse_input::SparseRows;
+
+/// One block placed: its parameters' offsets and its shapes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum BlockAt {
+    Conv(ConvBlock),
+    MaxPool(Pool),
+    Residual(Residual),
+    Activate(Activate),
+    Dense(DenseBlock),
+}
+
+impl BlockAt {
+    /// What the block does: the one dispatch over block types.
+    pub(crate) fn pass(&self) -> &dyn Pass {
+        match self {
+            BlockAt::Conv(b) => b,
+            BlockAt::MaxPool(b) => b,
+            BlockAt::Residual(b) => b,
+            BlockAt::Activate(b) => b,
+            BlockAt::Dense(b) => b,
+        }
+    }
+
+    /// What it reads per sample.
+    pub fn input(&self) -> Shape {
+        self.pass().input()
+    }
+
+    /// What it writes per sample.
+    pub fn output(&self) -> Shape {
+        self.pass().output()
+    }
+
+    /// Floats per sample it reads.
+    pub fn in_len(&self) -> usize {
+        self.input().len()
+    }
+
+    /// Floats per sample it writes.
+    pub fn out_len(&self) -> usize {
+        self.output().len()
+    }
+
+    /// Floats per sample it keeps besides its output for the way back.
+    pub fn inner_len(&self) -> usize {
+        self.pass().inner_len()
+    }
+}
+
+/// `b` reading `input`, its parameters placed next; refused when it does
+/// not fit its input.
+fn place(b: &Block, input: Shape, places: &mut Places) -> Result<BlockAt, String> {
+    Ok(match *b {
+        Block::Conv { layer, activate } => {
+            BlockAt::Conv(ConvBlock::place(layer, activate, input, places)?)
+        }
+        Block::MaxPool {
+            kernel,
+            stride,
+            padding,
+        } => BlockAt::MaxPool(max_pool::place(kernel, stride, padding, input)?),
+        Block::Residual => BlockAt::Residual(Residual::place(input, places)?),
+        Block::Activate => BlockAt::Activate(Activate(input)),
+        Block::Dense { width } => BlockAt::Dense(DenseBlock::place(width, input, places)?),
+    })
+}
+
+/// What an image block reads, or why a flat input will not do.
+fn image(input: Shape) -> Result<[usize; 3], String> {
+    input.image().ok_or_else(|| {
+        format!(
+            "needs an image observation (H, W, C); its input is a flat vector of {}",
+            input.len()
+        )
+    })
+}
+
+/// A torso: its blocks in order, and the shape it hands the heads.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Torso {
+    pub blocks: Vec<BlockAt>,
+    pub output: Shape,
+}
+
+impl Torso {
+    /// `arch`'s torso placed from `places` on, input side first; refused
+    /// when an image block has no image to read, or a block does not fit its
+    /// input.
+    pub(crate) fn place(arch: &Arch, places: &mut Places) -> Result<Self, BlockError> {
+        if let Some([h, w, c]) = arch.image
+            && h * w * c != arch.obs_dim
+        {
+            return Err(BlockError {
+                block: 0,
+                reason: format!(
+                    "the image {h}x{w}x{c} does not hold the {} observation values",
+                    arch.obs_dim
+                ),
+            });
+        }
+        let mut output = arch.input();
+        let mut blocks = Vec::with_capacity(arch.torso.len());
+        for (i, b) in arch.torso.iter().enumerate() {
+            let placed = place(b, output, places).map_err(|e| BlockError {
+                block: i,
+                reason: format!("block {i} ({}): {e}", b.name()),
+            })?;
+            output = placed.output();
+            blocks.push(placed);
+        }
+        Ok(Self { blocks, output })
+    }
+
+    /// Floats per sample of its output (the heads' input).
+    pub fn width(&self) -> usize {
+        self.output.len()
+    }
+
+    /// Whether its first block is a dense layer reading the observations
+    /// (which may then be read as their nonzero entries).
+    pub fn reads_flat_input(&self) -> bool {
+        matches!(self.blocks.first(), Some(BlockAt::Dense(_)))
+    }
+}
+
+/// What a block reads: rows of floats, or (a first dense layer only) the
+/// nonzero entries of each.
+#[derive(Clone, Copy)]
+pub(crate) enum Input<'a> {
+    Dense(&'a [f32]),
+    Sparse(&'a SparseRows),
+}
+
+impl<'a> Input<'a> {
+    /// The rows; only a first dense layer is handed nonzero entries.
+    pub(crate) fn rows(self) -> &'a [f32] {
+        match self {
+            Input::Dense(x) => x,
+            Input::Sparse(_) => unreachable!("only a first dense layer reads sparse rows"),
+        }
+    }
+}
+
+/// Where a block's forward pass writes, for `m` rows.
+pub(crate) struct Forward<'a> {
+    pub m: usize,
+    pub act: Activation,
+    /// `[m, out_len]` its output.
+    pub out: &'a mut [f32],
+    /// `[m, inner_len]` what it keeps besides for the way back.
+    pub inner: &'a mut [f32],
+    /// The convolutions' windows, a chunk at a time.
+    pub scratch: &'a mut Scratch,
+}
+
+/// What a block's backward pass reads, for `m` rows.
+pub(crate) struct Backward<'a> {
+    pub m: usize,
+    pub act: Activation,
+    /// Its input in the forward pass.
+    pub input: Input<'a>,
+    /// Its output in the forward pass.
+    pub y: &'a [f32],
+    /// What it kept besides ([`Forward::inner`]).
+    pub inner: &'a [f32],
+    /// Whether its input's gradient is wanted (not for the observations).
+    pub wanted: bool,
+}
+
+/// The buffers the way back through a torso turns over, each at least the
+/// widest activation's `m` rows.
+pub(crate) struct Bufs<'a> {
+    /// The gradient at the block's output; on return, when wanted, the
+    /// gradient at its input.
+    pub dh: &'a mut Vec<f32>,
+    pub spare: &'a mut Vec<f32>,
+    /// A second scratch, sized only when a block keeps inner activations.
+    pub extra: &'a mut Vec<f32>,
+    pub conv: &'a mut Scratch,
+}
+
+/// What every block type does for the fused engine.
+pub(crate) trait Pass {
+    /// What it reads per sample.
+    fn input(&self) -> Shape;
+    /// What it writes per sample.
+    fn output(&self) -> Shape;
+    /// Floats per sample it keeps besides its output for the way back.
+    fn inner_len(&self) -> usize {
+        0
+    }
+    /// The group its tensors are counted in by burn's module and the file
+    /// (`conv`, `res`, `layers`); `None`: it has no parameters.
+    fn group(&self) -> Option<&'static str> {
+        None
+    }
+    /// Its parameter tensors, named under `name` (`actor.conv.0`), in
+    /// layout order.
+    fn tensors(&self, _name: &str, _out: &mut Vec<ParamTensor>) {}
+    /// Its output for `x` into `f.out` (and `f.inner`).
+    fn forward(&self, p: &[f32], x: Input<'_>, f: Forward<'_>);
+    /// Its parameters' gradients into `g` (written) from the gradient at its
+    /// output in `bufs.dh`, which becomes its input's when `b.wanted`.
+    fn backward(&self, p: &[f32], g: &mut [f32], b: Backward<'_>, bufs: &mut Bufs<'_>);
+}
