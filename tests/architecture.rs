@@ -280,7 +280,24 @@ fn the_fused_network_is_free_of_burn_and_burn_stays_in_its_engine() {
     );
     let burn: Vec<&String> = fused.iter().filter(|c| c.starts_with("burn")).collect();
     assert!(burn.is_empty(), "sebulba-fused reaches {burn:?}");
-    let mut offenders = Vec::new();
+    let mut offenders: Vec<String> = rust_files()
+        .into_iter()
+        .filter(|(rel, text)| {
+            text.contains("AutodiffBackend") && !rel.starts_with("algorithms/src/engine/burn")
+        })
+        .map(|(rel, _)| rel)
+        .collect();
+    offenders.sort();
+    assert!(
+        offenders.is_empty(),
+        "AutodiffBackend outside the burn engine: {offenders:?}"
+    );
+}
+
+/// Every Rust file of the repository but this one: its path from the root
+/// and its text.
+fn rust_files() -> Vec<(String, String)> {
+    let mut out = Vec::new();
     let mut stack = vec![root().to_path_buf()];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir)
@@ -297,17 +314,48 @@ fn the_fused_network_is_free_of_burn_and_burn_stays_in_its_engine() {
             } else if name.ends_with(".rs") && name != "architecture.rs" {
                 let rel = path.strip_prefix(root()).expect("under the root");
                 let text = std::fs::read_to_string(&path).unwrap_or_default();
-                if text.contains("AutodiffBackend")
-                    && !rel.starts_with("algorithms/src/engine/burn")
-                {
-                    offenders.push(rel.display().to_string());
-                }
+                out.push((rel.display().to_string(), text));
             }
         }
     }
-    offenders.sort();
-    assert!(
-        offenders.is_empty(),
-        "AutodiffBackend outside the burn engine: {offenders:?}"
-    );
+    out
+}
+
+/// Adding a block type touches few files (issue 71: at most 6 outside tests
+/// and docs). Each block type but the dense layer, which the heads and the
+/// sparse input share, is named outside its own files and tests only where
+/// ARCHITECTURE.md's "A layer type" entry says: its `Block`, its placing
+/// and dispatch, and burn's module.
+#[test]
+fn a_block_type_is_named_only_at_the_block_seams() {
+    let seams = [
+        "fused/src/arch.rs",
+        "fused/src/block/mod.rs",
+        "core/src/model/torso.rs",
+    ];
+    let is_test = |rel: &str| {
+        rel.starts_with("tests/")
+            || rel.contains("/tests/")
+            || rel.ends_with("/tests.rs")
+            || rel.ends_with("_tests.rs")
+    };
+    let files = rust_files();
+    for block in ["Conv", "MaxPool", "Residual", "Activate"] {
+        let names = [format!("Block::{block}"), format!("BlockAt::{block}")];
+        let mut found: Vec<&str> = files
+            .iter()
+            .filter(|(rel, text)| !is_test(rel) && names.iter().any(|n| text.contains(n.as_str())))
+            .map(|(rel, _)| rel.as_str())
+            .collect();
+        found.sort();
+        assert!(
+            found.len() >= 2,
+            "{block}: the search found its seams: {found:?}"
+        );
+        let outside: Vec<&&str> = found.iter().filter(|f| !seams.contains(f)).collect();
+        assert!(
+            outside.is_empty(),
+            "{block} is dispatched outside the block seams {seams:?}: {outside:?}"
+        );
+    }
 }
