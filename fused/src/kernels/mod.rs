@@ -81,9 +81,15 @@ pub fn gemm_on(
     {
         return;
     }
-    // SAFETY: the assertion above keeps every index the routine reads or writes
-    // (`i * rs + j * cs` over the given shapes) inside its slice; `c` is a
-    // unique borrow, so it aliases neither input.
+    general(m, k, n, a, b, beta, c);
+}
+
+/// matrixmultiply's product, for any operands; the caller has checked their
+/// extents.
+fn general(m: usize, k: usize, n: usize, a: View<'_>, b: View<'_>, beta: f32, c: &mut [f32]) {
+    // SAFETY: the caller's check keeps every index the routine reads or
+    // writes (`i * rs + j * cs` over the given shapes) inside its slice; `c`
+    // is a unique borrow, so it aliases neither input.
     unsafe {
         matrixmultiply::sgemm(
             m,
@@ -325,6 +331,37 @@ mod tests {
                             "{isa:?} b_t {b_t} beta {beta} at ({i},{j}): {got} vs {want}"
                         );
                     }
+                }
+            }
+        }
+    }
+
+    /// A weight gradient's product (`xᵀ dy` over a long inner dimension)
+    /// gives matrixmultiply's numbers to the bit on every path: on AVX-512
+    /// our blocks sum it in matrixmultiply's slices of the inner dimension,
+    /// so runs keep their numbers.
+    #[test]
+    fn a_weight_gradient_keeps_matrixmultiplys_numbers() {
+        for (m, k, n) in [(36, 600, 16), (144, 513, 32), (7, 257, 45), (20, 1024, 1)] {
+            let x: Vec<f32> = (0..k * m)
+                .map(|i| ((i * 7919) % 113) as f32 / 37.0 - 1.5)
+                .collect();
+            let dy: Vec<f32> = (0..k * n)
+                .map(|i| ((i * 104_729) % 97) as f32 / 41.0 - 1.1)
+                .collect();
+            let (a, b) = (View::transposed(&x, m), View::rows(&dy, n));
+            for isa in paths_to_test("a_weight_gradient_keeps_matrixmultiplys_numbers") {
+                for beta in [0.0, 1.0] {
+                    let c0: Vec<f32> = (0..m * n).map(|i| (i % 11) as f32 * 0.1).collect();
+                    let (mut got, mut want) = (c0.clone(), c0);
+                    gemm_on(isa, m, k, n, a, b, beta, &mut got);
+                    general(m, k, n, a, b, beta, &mut want);
+                    assert!(
+                        got.iter()
+                            .zip(&want)
+                            .all(|(g, w)| g.to_bits() == w.to_bits()),
+                        "{isa:?} [{m}, {k}] x [{k}, {n}] beta {beta}"
+                    );
                 }
             }
         }

@@ -37,15 +37,42 @@ pub(super) fn try_gemm(
     {
         // A transposed right operand is gathered with 32-bit lane offsets.
         let gatherable = b.cs == 1 || b.cs <= i32::MAX as usize / 16;
-        let fits = k <= MAX_K && k * n <= MAX_RIGHT && (beta == 0.0 || beta == 1.0);
-        let fits = fits && gatherable;
+        let beta_fits = beta == 0.0 || beta == 1.0;
+        let fits = k <= MAX_K && k * n <= MAX_RIGHT && beta_fits && gatherable;
         if fits && avx::available() {
             avx::gemm(m, k, n, a, b, beta == 1.0, c);
+            return true;
+        }
+        if weight_gradient(k, n, a, b) && beta_fits && avx::available() {
+            // MAX_K rows of `b` at a time, each slice's sums added into `c`.
+            for (s, k0) in (0..k).step_by(MAX_K).enumerate() {
+                let a = View {
+                    data: &a.data[k0 * a.cs..],
+                    ..a
+                };
+                let b = View::rows(&b.data[k0 * b.rs..], b.rs);
+                let add = s > 0 || beta == 1.0;
+                avx::gemm(m, MAX_K.min(k - k0), n, a, b, add, c);
+            }
             return true;
         }
     }
     let _ = (m, k, n, a, b, beta, c);
     false
+}
+
+/// Whether a product over a long inner dimension is a weight gradient's
+/// shape, `xᵀ dy`: a transposed left operand, a narrow row-major right one
+/// (a convolution's windows against its output's gradient, `[patch, rows] x
+/// [rows, c_out]`). matrixmultiply packs both operands of such a product
+/// anew at every call, a tenth of the IMPALA ResNet's update; here it is
+/// summed in slices of [`MAX_K`] rows, which is matrixmultiply's own
+/// blocking of the inner dimension (its `kc`, 256 for f32) with the same
+/// fused multiply-adds in the same order, each slice's sums added into the
+/// result as it adds them: the same numbers to the bit (the kernel tests
+/// compare the two).
+fn weight_gradient(k: usize, n: usize, a: View<'_>, b: View<'_>) -> bool {
+    k > MAX_K && a.cs != 1 && b.cs == 1 && n * MAX_K <= MAX_RIGHT
 }
 
 #[cfg(target_arch = "x86_64")]
