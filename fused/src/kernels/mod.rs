@@ -301,13 +301,20 @@ mod tests {
         }
     }
 
-    fn multiplies_like_f64(m: usize, k: usize, n: usize) {
-        let a: Vec<f32> = (0..m * k)
+    /// Two operands of `a_len` and `b_len` values, spread over a few units,
+    /// without a pattern a product could line up with.
+    fn operands(a_len: usize, b_len: usize) -> (Vec<f32>, Vec<f32>) {
+        let a = (0..a_len)
             .map(|i| ((i * 7919) % 113) as f32 / 37.0 - 1.5)
             .collect();
-        let b: Vec<f32> = (0..k * n)
+        let b = (0..b_len)
             .map(|i| ((i * 104_729) % 97) as f32 / 41.0 - 1.1)
             .collect();
+        (a, b)
+    }
+
+    fn multiplies_like_f64(m: usize, k: usize, n: usize) {
+        let (a, b) = operands(m * k, k * n);
         let c0: Vec<f32> = (0..m * n).map(|i| (i % 11) as f32 * 0.1).collect();
         for isa in paths_to_test("every_path_multiplies_like_f64") {
             for (b_t, beta) in [(false, 0.0), (true, 1.0), (false, 0.5)] {
@@ -343,12 +350,7 @@ mod tests {
     #[test]
     fn a_weight_gradient_keeps_matrixmultiplys_numbers() {
         for (m, k, n) in [(36, 600, 16), (144, 513, 32), (7, 257, 45), (20, 1024, 1)] {
-            let x: Vec<f32> = (0..k * m)
-                .map(|i| ((i * 7919) % 113) as f32 / 37.0 - 1.5)
-                .collect();
-            let dy: Vec<f32> = (0..k * n)
-                .map(|i| ((i * 104_729) % 97) as f32 / 41.0 - 1.1)
-                .collect();
+            let (x, dy) = operands(k * m, k * n);
             let (a, b) = (View::transposed(&x, m), View::rows(&dy, n));
             for isa in paths_to_test("a_weight_gradient_keeps_matrixmultiplys_numbers") {
                 for beta in [0.0, 1.0] {
