@@ -13,7 +13,7 @@
 //! burn's `Conv2d` and the published file hold. A torso's stem
 //! ([`crate::Arch::stem`]) is a list of these.
 
-use crate::kernels::{View, add_column_sums, gemm};
+use crate::kernels::{View, add_column_sums, gemm, wide};
 
 /// Window floats per chunk (1 MiB): about a core's second-level cache.
 const CHUNK_FLOATS: usize = 256 * 1024;
@@ -234,18 +234,32 @@ pub fn forward(
     scratch: &mut Scratch,
     out: &mut [f32],
 ) {
-    forward_in_chunks(c, wb, x, m, c.chunk_samples(), scratch, out);
+    forward_then(c, wb, (x, m), scratch, out, |_, _| {});
 }
 
-/// [`forward`], `per` samples at a time.
+/// [`forward`], then `then(first sample, its chunk of out)` on each chunk
+/// of the output while it is still in cache (the caller's activation or
+/// skip connection), rather than in a pass of its own over all of `out`.
+pub fn forward_then(
+    c: &Conv,
+    wb: (&[f32], &[f32]),
+    (x, m): (&[f32], usize),
+    scratch: &mut Scratch,
+    out: &mut [f32],
+    then: impl FnMut(usize, &mut [f32]),
+) {
+    forward_in_chunks(c, wb, (x, m), c.chunk_samples(), scratch, out, then);
+}
+
+/// [`forward_then`], `per` samples at a time.
 fn forward_in_chunks(
     c: &Conv,
     (w, b): (&[f32], &[f32]),
-    x: &[f32],
-    m: usize,
+    (x, m): (&[f32], usize),
     per: usize,
     scratch: &mut Scratch,
     out: &mut [f32],
+    mut then: impl FnMut(usize, &mut [f32]),
 ) {
     let (p, cols) = (c.patch(), &mut scratch.cols);
     let w = View::rows(&w[..p * c.c_out], c.c_out);
@@ -256,10 +270,21 @@ fn forward_in_chunks(
         im2col(c, &x[s0 * c.in_len()..], n, cols);
         let out = &mut out[s0 * c.out_len()..(s0 + n) * c.out_len()];
         gemm(rows, p, c.c_out, View::rows(cols, p), w, 0.0, out);
+        add_bias(out, &b[..c.c_out]);
+        then(s0, out);
     }
-    for row in out[..m * c.out_len()].chunks_exact_mut(c.c_out) {
-        row.iter_mut().zip(b).for_each(|(o, &b)| *o += b);
-    }
+}
+
+/// `b` added to every row of `out`.
+fn add_bias(out: &mut [f32], b: &[f32]) {
+    wide(
+        #[inline(always)]
+        || {
+            for row in out.chunks_exact_mut(b.len()) {
+                row.iter_mut().zip(b).for_each(|(o, &b)| *o += b);
+            }
+        },
+    );
 }
 
 /// The gradients of a layer from its input `x` and `dy` (its output's,
@@ -276,30 +301,48 @@ pub fn backward(
     dx: Option<&mut [f32]>,
     scratch: &mut Scratch,
 ) {
-    backward_in_chunks(c, (w, x, dy), m, c.chunk_samples(), dwb, dx, scratch);
+    backward_then(c, (w, x, dy), m, dwb, dx, scratch, |_, _| {});
 }
 
-/// [`backward`], `per` samples at a time: each chunk's windows laid out
-/// again, their share of `dw` added, their gradients added back into `dx`.
+/// [`backward`], then `then(first sample, its chunk of dx)` on each chunk
+/// of `dx` once it is complete and still in cache.
+pub fn backward_then(
+    c: &Conv,
+    wxy: (&[f32], &[f32], &[f32]),
+    m: usize,
+    dwb: (&mut [f32], &mut [f32]),
+    dx: Option<&mut [f32]>,
+    scratch: &mut Scratch,
+    then: impl FnMut(usize, &mut [f32]),
+) {
+    let per = c.chunk_samples();
+    backward_in_chunks(c, wxy, (m, per), dwb, dx, scratch, then);
+}
+
+/// [`backward_then`], `per` samples at a time: each chunk's windows laid
+/// out again, its share of `dw` and `db` added, its gradients added back
+/// into `dx`.
 fn backward_in_chunks(
     c: &Conv,
     (w, x, dy): (&[f32], &[f32], &[f32]),
-    m: usize,
-    per: usize,
+    (m, per): (usize, usize),
     (dw, db): (&mut [f32], &mut [f32]),
     mut dx: Option<&mut [f32]>,
     scratch: &mut Scratch,
+    mut then: impl FnMut(usize, &mut [f32]),
 ) {
     let (p, n) = (c.patch(), c.c_out);
     let dw = &mut dw[..p * n];
     dw.fill(0.0);
     db[..n].fill(0.0);
-    add_column_sums(&dy[..m * c.out_len()], n, &mut db[..n]);
     let wt = View::transposed(&w[..p * n], n);
     for s0 in (0..m).step_by(per) {
         let k = per.min(m - s0);
         let rows = k * c.windows_per_sample();
-        let dy = View::rows(&dy[s0 * c.out_len()..(s0 + k) * c.out_len()], n);
+        let dy = &dy[s0 * c.out_len()..(s0 + k) * c.out_len()];
+        // Row after row, as over all of dy at once: the same sums.
+        add_column_sums(dy, n, &mut db[..n]);
+        let dy = View::rows(dy, n);
         let cols = &mut scratch.cols;
         cols.resize(rows * p, 0.0);
         im2col(c, &x[s0 * c.in_len()..], k, cols);
@@ -310,7 +353,9 @@ fn backward_in_chunks(
             let dcols = &mut scratch.dcols;
             dcols.resize(rows * p, 0.0);
             gemm(rows, n, p, dy, wt, 0.0, dcols);
-            col2im(c, dcols, k, &mut dx[s0 * c.in_len()..]);
+            let dx = &mut dx[s0 * c.in_len()..(s0 + k) * c.in_len()];
+            col2im(c, dcols, k, dx);
+            then(s0, dx);
         }
     }
 }

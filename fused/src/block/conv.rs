@@ -63,10 +63,20 @@ impl Pass for ConvBlock {
 
     fn forward(&self, p: &[f32], x: Input<'_>, f: Forward<'_>) {
         let c = &self.at.conv;
-        conv::forward(c, self.at.params(p), x.rows(), f.m, f.scratch, f.out);
-        if self.activate {
-            activation::apply(&mut f.out[..f.m * c.out_len()], f.act);
-        }
+        let (activate, act) = (self.activate, f.act);
+        let then = |_, o: &mut [f32]| {
+            if activate {
+                activation::apply(o, act);
+            }
+        };
+        conv::forward_then(
+            c,
+            self.at.params(p),
+            (x.rows(), f.m),
+            f.scratch,
+            f.out,
+            then,
+        );
     }
 
     fn backward(&self, p: &[f32], g: &mut [f32], b: Backward<'_>, bufs: &mut Bufs<'_>) {

@@ -52,7 +52,9 @@ impl Residual {
     }
 
     /// `out` for the `m` rows of `x`; `inner` (`[m, 2 * len]`) gets
-    /// `act(x)` then `act(conv0(act(x)))`.
+    /// `act(x)` then `act(conv0(act(x)))`. The second activation and the
+    /// skip are applied a chunk at a time, while the convolution's output is
+    /// in cache.
     #[allow(clippy::too_many_arguments)]
     fn forward_rows(
         &self,
@@ -64,19 +66,38 @@ impl Residual {
         scratch: &mut Scratch,
         out: &mut [f32],
     ) {
-        let n = m * self.len();
+        let (len, n) = (self.len(), m * self.len());
         let (a, b) = inner[..2 * n].split_at_mut(n);
         activation::apply_into(&x[..n], act, a);
-        conv::forward(&self.conv0.conv, self.conv0.params(p), a, m, scratch, b);
-        activation::apply(b, act);
-        conv::forward(&self.conv1.conv, self.conv1.params(p), b, m, scratch, out);
-        out[..n].iter_mut().zip(&x[..n]).for_each(|(o, &x)| *o += x);
+        let activate = |_, h: &mut [f32]| activation::apply(h, act);
+        conv::forward_then(
+            &self.conv0.conv,
+            self.conv0.params(p),
+            (a, m),
+            scratch,
+            b,
+            activate,
+        );
+        let skip = |s0: usize, o: &mut [f32]| {
+            let x = &x[s0 * len..][..o.len()];
+            o.iter_mut().zip(x).for_each(|(o, &x)| *o += x);
+        };
+        conv::forward_then(
+            &self.conv1.conv,
+            self.conv1.params(p),
+            (b, m),
+            scratch,
+            out,
+            skip,
+        );
     }
 
     /// Both convolutions' gradients into `g` (written) from `dy` (the
     /// output's gradient, `[m, len]`), using the block's `inner` activations;
     /// when `want_dx`, `dy` becomes the input's gradient. `t1` and `t2` are
-    /// scratch of `[m, len]` each.
+    /// scratch of `[m, len]` each. The activations' derivatives and the skip
+    /// are applied to each chunk of a convolution's input gradient as it is
+    /// completed.
     #[allow(clippy::too_many_arguments)]
     fn backward_rows(
         &self,
@@ -89,22 +110,32 @@ impl Residual {
         want_dx: bool,
         scratch: &mut Scratch,
     ) {
-        let n = m * self.len();
+        let (len, n) = (self.len(), m * self.len());
         let (a, b) = inner[..2 * n].split_at(n);
         let (c0, c1) = (&self.conv0, &self.conv1);
         let (t1, t2) = (&mut t1[..n], &mut t2[..n]);
         // Through conv1 to its input act(h), then through the activation.
-        let w1 = c1.params(p).0;
-        conv::backward(&c1.conv, w1, b, dy, m, grads_of(c1, g), Some(t1), scratch);
-        activation::backward(act, b, t1);
-        // Through conv0 to its input act(x).
-        let w0 = c0.params(p).0;
+        let wxy = (c1.params(p).0, b, &dy[..n]);
+        let through =
+            |s0: usize, d: &mut [f32]| activation::backward(act, &b[s0 * len..][..d.len()], d);
+        conv::backward_then(
+            &c1.conv,
+            wxy,
+            m,
+            grads_of(c1, g),
+            Some(t1),
+            scratch,
+            through,
+        );
+        // Through conv0 to its input act(x), through the activation, plus the skip.
+        let wxy = (c0.params(p).0, a, &t1[..]);
         let dx = want_dx.then_some(&mut *t2);
-        conv::backward(&c0.conv, w0, a, t1, m, grads_of(c0, g), dx, scratch);
-        if want_dx {
-            activation::backward(act, a, t2);
-            dy[..n].iter_mut().zip(&*t2).for_each(|(d, &t)| *d += t);
-        }
+        let skip = |s0: usize, d: &mut [f32]| {
+            activation::backward(act, &a[s0 * len..][..d.len()], d);
+            let dy = &mut dy[s0 * len..][..d.len()];
+            dy.iter_mut().zip(&*d).for_each(|(y, &t)| *y += t);
+        };
+        conv::backward_then(&c0.conv, wxy, m, grads_of(c0, g), dx, scratch, skip);
     }
 }
 

@@ -124,22 +124,43 @@ fn forward_and_gradients_match_the_direct_convolution() {
         for per in [c.chunk_samples(), 1, 2] {
             let mut scratch = Scratch::default();
             let mut out = vec![f32::NAN; m * c.out_len()];
-            forward_in_chunks(&c, (&w, &b), &x, m, per, &mut scratch, &mut out);
+            let mut seen = Vec::new();
+            let then = |s0: usize, o: &mut [f32]| seen.push((s0, o.len()));
+            forward_in_chunks(&c, (&w, &b), (&x, m), per, &mut scratch, &mut out, then);
             close("output", &c, &out, &want_out);
+            assert_eq!(
+                seen,
+                chunks(m, per, c.out_len()),
+                "{c:?}: the output's chunks"
+            );
 
             let (mut dw, mut db) = (vec![f32::NAN; c.weights()], vec![f32::NAN; c.c_out]);
             let mut dx = vec![f32::NAN; m * c.in_len()];
             let dwb = (dw.as_mut_slice(), db.as_mut_slice());
-            backward_in_chunks(&c, (&w, &x, &r), m, per, dwb, Some(&mut dx), &mut scratch);
+            let mut seen = Vec::new();
+            let then = |s0: usize, d: &mut [f32]| seen.push((s0, d.len()));
+            let wxr = (&w[..], &x[..], &r[..]);
+            let into = Some(&mut dx[..]);
+            backward_in_chunks(&c, wxr, (m, per), dwb, into, &mut scratch, then);
             close("dw", &c, &c.to_torch(&dw), &want_dw);
             close("db", &c, &db, &want_db);
             close("dx", &c, &dx, &want_dx);
+            assert_eq!(seen, chunks(m, per, c.in_len()), "{c:?}: dx's chunks");
         }
     }
 }
 
 /// The Nature CNN's first layer is laid out a few samples at a time: a
 /// chunk's windows fit the budget.
+/// The `(first sample, floats)` of each chunk of `m` samples, `per` at a
+/// time, of `len` floats per sample.
+fn chunks(m: usize, per: usize, len: usize) -> Vec<(usize, usize)> {
+    (0..m)
+        .step_by(per)
+        .map(|s0| (s0, per.min(m - s0) * len))
+        .collect()
+}
+
 #[test]
 fn large_layers_go_in_chunks() {
     let nature = Conv {
