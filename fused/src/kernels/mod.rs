@@ -77,7 +77,8 @@ pub fn gemm_on(
     }
     if isa == Isa::Avx512
         && (small_gemm::try_gemm(m, k, n, a, b, beta, c)
-            || long_k::try_gemm(m, k, n, a, b, beta, c))
+            || long_k::try_gemm(m, k, n, a, b, beta, c)
+            || small_gemm::try_sliced(m, k, n, a, b, beta, c))
     {
         return;
     }
@@ -343,16 +344,25 @@ mod tests {
         }
     }
 
-    /// A weight gradient's product (`xᵀ dy` over a long inner dimension)
-    /// gives matrixmultiply's numbers to the bit on every path: on AVX-512
-    /// our blocks sum it in matrixmultiply's slices of the inner dimension,
-    /// so runs keep their numbers.
+    /// A weight gradient's product (`xᵀ dy` over a long inner dimension) and
+    /// a forward product through windows of 257 to 511 floats give
+    /// matrixmultiply's numbers to the bit on every path: on AVX-512 our
+    /// blocks sum them in matrixmultiply's slices of the inner dimension, so
+    /// runs keep their numbers.
     #[test]
-    fn a_weight_gradient_keeps_matrixmultiplys_numbers() {
-        for (m, k, n) in [(36, 600, 16), (144, 513, 32), (7, 257, 45), (20, 1024, 1)] {
+    fn long_products_keep_matrixmultiplys_numbers() {
+        let gradients = [(36, 600, 16), (144, 513, 32), (7, 257, 45), (20, 1024, 1)];
+        let forwards = [(441, 288, 32), (13, 300, 64), (5, 511, 7)];
+        let shapes = gradients.map(|s| (s, true)).into_iter();
+        for ((m, k, n), transposed) in shapes.chain(forwards.map(|s| (s, false))) {
             let (x, dy) = operands(k * m, k * n);
-            let (a, b) = (View::transposed(&x, m), View::rows(&dy, n));
-            for isa in paths_to_test("a_weight_gradient_keeps_matrixmultiplys_numbers") {
+            let a = if transposed {
+                View::transposed(&x, m)
+            } else {
+                View::rows(&x, k)
+            };
+            let b = View::rows(&dy, n);
+            for isa in paths_to_test("long_products_keep_matrixmultiplys_numbers") {
                 for beta in [0.0, 1.0] {
                     let c0: Vec<f32> = (0..m * n).map(|i| (i % 11) as f32 * 0.1).collect();
                     let (mut got, mut want) = (c0.clone(), c0);

@@ -43,8 +43,37 @@ pub(super) fn try_gemm(
             avx::gemm(m, k, n, a, b, beta == 1.0, c);
             return true;
         }
-        if weight_gradient(k, n, a, b) && beta_fits && avx::available() {
-            // MAX_K rows of `b` at a time, each slice's sums added into `c`.
+    }
+    let _ = (m, k, n, a, b, beta, c);
+    false
+}
+
+/// `c = a · b + beta · c` over a long inner dimension (`k > MAX_K`) with a
+/// narrow row-major right operand, in slices of [`MAX_K`] rows of `b`, when
+/// AVX-512F is present and `beta` is 0 or 1; `false`, with `c` untouched,
+/// otherwise. These are the products matrixmultiply would take otherwise
+/// (a weight gradient `xᵀ dy`, a convolution's windows `[rows, patch]`
+/// against its weights with a patch of 257 to 511), and it packs both
+/// operands of each anew at every call, a sixth of the IMPALA ResNet's
+/// update. Its own blocking of the inner dimension (its `kc`) is [`MAX_K`]
+/// for f32, with the same fused multiply-adds in the same order per slice
+/// and each slice's sums added into the result as it adds them: so this
+/// gives its numbers to the bit (the kernel tests compare the two). The
+/// caller has checked every operand's extent.
+pub(super) fn try_sliced(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: View<'_>,
+    b: View<'_>,
+    beta: f32,
+    c: &mut [f32],
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let beta_fits = beta == 0.0 || beta == 1.0;
+        let sliceable = k > MAX_K && b.cs == 1 && n * MAX_K <= MAX_RIGHT;
+        if sliceable && beta_fits && avx::available() {
             for (s, k0) in (0..k).step_by(MAX_K).enumerate() {
                 let a = View {
                     data: &a.data[k0 * a.cs..],
@@ -59,20 +88,6 @@ pub(super) fn try_gemm(
     }
     let _ = (m, k, n, a, b, beta, c);
     false
-}
-
-/// Whether a product over a long inner dimension is a weight gradient's
-/// shape, `xᵀ dy`: a transposed left operand, a narrow row-major right one
-/// (a convolution's windows against its output's gradient, `[patch, rows] x
-/// [rows, c_out]`). matrixmultiply packs both operands of such a product
-/// anew at every call, a tenth of the IMPALA ResNet's update; here it is
-/// summed in slices of [`MAX_K`] rows, which is matrixmultiply's own
-/// blocking of the inner dimension (its `kc`, 256 for f32) with the same
-/// fused multiply-adds in the same order, each slice's sums added into the
-/// result as it adds them: the same numbers to the bit (the kernel tests
-/// compare the two).
-fn weight_gradient(k: usize, n: usize, a: View<'_>, b: View<'_>) -> bool {
-    k > MAX_K && a.cs != 1 && b.cs == 1 && n * MAX_K <= MAX_RIGHT
 }
 
 #[cfg(target_arch = "x86_64")]
