@@ -8,11 +8,19 @@
 //! out again on the way back rather than kept: the Nature CNN's first layer
 //! has 400 windows of 256 floats per sample (105 MB for a minibatch of 256),
 //! which would go to memory and back three times; a chunk stays in the
-//! core's cache.
+//! core's cache. On the AVX-512 path a convolution moving one pixel at a
+//! time with 16, 32 or 64 input channels skips the windows
+//! ([`direct_conv`]): forward, its sums read the input where it lies (the
+//! same bits as through the windows), and its input's gradient is the same
+//! kernel over the output's gradient with the weights flipped, in place of
+//! the windows' gradients and `col2im`. The bias, and what the caller
+//! applies next (an activation, a skip connection), go over each chunk
+//! while it is in cache.
 //! [`Conv::to_torch`] gives PyTorch's `[c_out, c_in, kh, kw]` order, the one
 //! burn's `Conv2d` and the published file hold. A torso's stem
 //! ([`crate::Arch::stem`]) is a list of these.
 
+use crate::kernels::direct_conv::{self, Direct, Taps};
 use crate::kernels::{View, add_column_sums, gemm, wide};
 
 /// Window floats per chunk (1 MiB): about a core's second-level cache.
@@ -113,6 +121,20 @@ impl Conv {
         ((co * self.c_in + ci) * self.kh + ky) * self.kw + kx
     }
 
+    /// Its shape for the direct kernel ([`direct_conv`]), which takes only
+    /// a convolution moving one pixel at a time.
+    fn taps(&self) -> Option<Taps> {
+        (self.stride == 1).then_some(Taps {
+            h: self.h,
+            w: self.w,
+            c_in: self.c_in,
+            kh: self.kh,
+            kw: self.kw,
+            pad: self.pad,
+            c_out: self.c_out,
+        })
+    }
+
     /// The input column of window column `ox`'s first tap (negative in the padding).
     fn left(&self, ox: usize) -> isize {
         (ox * self.stride) as isize - self.pad as isize
@@ -210,12 +232,14 @@ pub fn col2im(c: &Conv, cols: &[f32], m: usize, dx: &mut [f32]) {
 pub struct Scratch {
     cols: Vec<f32>,
     dcols: Vec<f32>,
+    /// The weights of the way back through the direct kernel.
+    flipped: Vec<f32>,
 }
 
 impl Scratch {
     /// Bytes its buffers hold.
     pub fn bytes(&self) -> usize {
-        f32_bytes(&self.cols) + f32_bytes(&self.dcols)
+        f32_bytes(&self.cols) + f32_bytes(&self.dcols) + f32_bytes(&self.flipped)
     }
 }
 
@@ -262,14 +286,30 @@ fn forward_in_chunks(
     mut then: impl FnMut(usize, &mut [f32]),
 ) {
     let (p, cols) = (c.patch(), &mut scratch.cols);
-    let w = View::rows(&w[..p * c.c_out], c.c_out);
+    let w = &w[..p * c.c_out];
+    let direct = c.taps().and_then(Direct::new);
     for s0 in (0..m).step_by(per) {
         let n = per.min(m - s0);
-        let rows = n * c.windows_per_sample();
-        cols.resize(rows * p, 0.0);
-        im2col(c, &x[s0 * c.in_len()..], n, cols);
-        let out = &mut out[s0 * c.out_len()..(s0 + n) * c.out_len()];
-        gemm(rows, p, c.c_out, View::rows(cols, p), w, 0.0, out);
+        let (x, out) = (
+            &x[s0 * c.in_len()..],
+            &mut out[s0 * c.out_len()..(s0 + n) * c.out_len()],
+        );
+        if let Some(d) = &direct {
+            d.conv(x, n, w, out);
+        } else {
+            let rows = n * c.windows_per_sample();
+            cols.resize(rows * p, 0.0);
+            im2col(c, x, n, cols);
+            gemm(
+                rows,
+                p,
+                c.c_out,
+                View::rows(cols, p),
+                View::rows(w, c.c_out),
+                0.0,
+                out,
+            );
+        }
         add_bias(out, &b[..c.c_out]);
         then(s0, out);
     }
@@ -336,25 +376,35 @@ fn backward_in_chunks(
     dw.fill(0.0);
     db[..n].fill(0.0);
     let wt = View::transposed(&w[..p * n], n);
+    let forward = c.taps().filter(|_| dx.is_some());
+    let back = forward.and_then(|t| t.backward()).and_then(Direct::new);
+    if let (Some(t), Some(_)) = (forward, &back) {
+        direct_conv::flip(&t, &w[..p * n], &mut scratch.flipped);
+    }
     for s0 in (0..m).step_by(per) {
         let k = per.min(m - s0);
         let rows = k * c.windows_per_sample();
-        let dy = &dy[s0 * c.out_len()..(s0 + k) * c.out_len()];
+        let dy_rows = &dy[s0 * c.out_len()..(s0 + k) * c.out_len()];
         // Row after row, as over all of dy at once: the same sums.
-        add_column_sums(dy, n, &mut db[..n]);
-        let dy = View::rows(dy, n);
+        add_column_sums(dy_rows, n, &mut db[..n]);
+        let dy = View::rows(dy_rows, n);
         let cols = &mut scratch.cols;
         cols.resize(rows * p, 0.0);
         im2col(c, &x[s0 * c.in_len()..], k, cols);
         // dW [p, c_out] += colsᵀ [p, rows] · dy [rows, c_out]
         gemm(p, rows, n, View::transposed(cols, p), dy, 1.0, dw);
         if let Some(dx) = dx.as_deref_mut() {
-            // dcols [rows, p] = dy [rows, c_out] · Wᵀ [c_out, p]
-            let dcols = &mut scratch.dcols;
-            dcols.resize(rows * p, 0.0);
-            gemm(rows, n, p, dy, wt, 0.0, dcols);
             let dx = &mut dx[s0 * c.in_len()..(s0 + k) * c.in_len()];
-            col2im(c, dcols, k, dx);
+            let flipped = &scratch.flipped;
+            if let Some(d) = &back {
+                d.conv(dy_rows, k, flipped, dx);
+            } else {
+                // dcols [rows, p] = dy [rows, c_out] · Wᵀ [c_out, p]
+                let dcols = &mut scratch.dcols;
+                dcols.resize(rows * p, 0.0);
+                gemm(rows, n, p, dy, wt, 0.0, dcols);
+                col2im(c, dcols, k, dx);
+            }
             then(s0, dx);
         }
     }

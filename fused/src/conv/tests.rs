@@ -4,6 +4,7 @@
 //! which is linear in each of `w`, `b` and `x`.
 
 use super::*;
+use crate::kernels::{Isa, gemm_on};
 
 /// Deterministic values in [-1, 1).
 fn values(n: usize, seed: u64) -> Vec<f32> {
@@ -38,6 +39,13 @@ fn shapes() -> Vec<Conv> {
         conv(5, 6, 2, 3, 3, 1, 1),
         conv(9, 7, 3, 2, 3, 3, 0),
         conv(4, 4, 5, 2, 1, 1, 0),
+        // The direct kernel's (on AVX-512): forward and back, a patch over
+        // 256 floats (two slices), two panels of outputs with the way back
+        // laid out, a 2x2 kernel padded by 1.
+        conv(6, 5, 16, 16, 3, 1, 1),
+        conv(5, 5, 32, 32, 3, 1, 1),
+        conv(7, 4, 16, 48, 3, 1, 2),
+        conv(5, 6, 32, 16, 2, 1, 1),
         conv(3, 3, 2, 2, 5, 2, 1),
         Conv {
             kh: 2,
@@ -266,4 +274,105 @@ fn output_sizes_and_pytorch_order() {
     assert!(Conv { kh: 6, ..c }.check().is_err());
     assert!(Conv { stride: 0, ..c }.check().is_err());
     assert!(Conv { c_in: 0, ..c }.check().is_err());
+}
+
+/// Stride-1 shapes for the direct kernel: a window of two slices, a
+/// block's tail rows, two panels of outputs, taps in the padding.
+fn direct_shapes() -> Vec<Conv> {
+    let conv = |h, w, c_in, c_out, k, pad| Conv {
+        h,
+        w,
+        c_in,
+        c_out,
+        kh: k,
+        kw: k,
+        stride: 1,
+        pad,
+    };
+    vec![
+        conv(7, 5, 16, 16, 3, 1),
+        conv(6, 6, 32, 32, 3, 1),
+        conv(5, 4, 16, 48, 3, 0),
+        conv(9, 7, 32, 8, 3, 2),
+        conv(4, 4, 64, 20, 2, 1),
+    ]
+}
+
+/// Whether the AVX-512 path can run here (said loudly when not).
+fn avx512(test: &str) -> bool {
+    crate::kernels::paths_to_test(test).contains(&Isa::Avx512)
+}
+
+/// On the AVX-512 path the direct kernel's forward pass gives the bits of
+/// the laid-out windows through our blocks.
+#[test]
+fn the_direct_kernel_keeps_the_windows_numbers() {
+    if !avx512("the_direct_kernel_keeps_the_windows_numbers") {
+        return;
+    }
+    let m = 3;
+    for (i, c) in direct_shapes().into_iter().enumerate() {
+        let (w, x) = (
+            values(c.weights(), 40 + i as u64),
+            values(m * c.in_len(), 50 + i as u64),
+        );
+        let mut cols = vec![0.0; m * c.windows_per_sample() * c.patch()];
+        im2col(&c, &x, m, &mut cols);
+        let rows = m * c.windows_per_sample();
+        let mut want = vec![f32::NAN; m * c.out_len()];
+        let (a, b) = (View::rows(&cols, c.patch()), View::rows(&w, c.c_out));
+        gemm_on(Isa::Avx512, rows, c.patch(), c.c_out, a, b, 0.0, &mut want);
+        let mut got = vec![f32::NAN; m * c.out_len()];
+        let t = c.taps().expect("stride 1");
+        Direct::on(Isa::Avx512, t)
+            .expect("taken")
+            .conv(&x, m, &w, &mut got);
+        let same = got
+            .iter()
+            .zip(&want)
+            .all(|(g, w)| g.to_bits() == w.to_bits());
+        assert!(
+            same,
+            "{c:?}: the direct forward pass differs from the windows'"
+        );
+    }
+}
+
+/// On the AVX-512 path the way back through the direct kernel (the flipped
+/// kernel over the output's gradient) gives the windows' gradients added
+/// back by `col2im`, to rounding; a way back with channels no slice holds
+/// whole is left to the windows.
+#[test]
+fn the_direct_way_back_matches_the_windows() {
+    if !avx512("the_direct_way_back_matches_the_windows") {
+        return;
+    }
+    let m = 3;
+    for (i, c) in direct_shapes().into_iter().enumerate() {
+        let t = c.taps().expect("stride 1");
+        let w = values(c.weights(), 40 + i as u64);
+        let dy = values(m * c.out_len(), 60 + i as u64);
+        let rows = m * c.windows_per_sample();
+        let mut dcols = vec![0.0; rows * c.patch()];
+        let (a, b) = (View::rows(&dy, c.c_out), View::transposed(&w, c.c_out));
+        gemm_on(Isa::Avx512, rows, c.c_out, c.patch(), a, b, 0.0, &mut dcols);
+        let mut want = vec![f32::NAN; m * c.in_len()];
+        col2im(&c, &dcols, m, &mut want);
+        let back = t
+            .backward()
+            .expect("a square kernel longer than its padding");
+        let Some(direct) = Direct::on(Isa::Avx512, back) else {
+            let whole = matches!(c.c_out, 16 | 32 | 64);
+            assert!(!whole, "{c:?}: the way back not taken");
+            continue;
+        };
+        let mut flipped = Vec::new();
+        direct_conv::flip(&t, &w, &mut flipped);
+        let mut got = vec![f32::NAN; m * c.in_len()];
+        direct.conv(&dy, m, &flipped, &mut got);
+        for (j, (g, w)) in got.iter().zip(&want).enumerate() {
+            let near = (g - w).abs() <= 1e-5 * (1.0 + w.abs());
+            assert!(near, "{c:?} dx at {j}: {g} vs {w}");
+        }
+    }
 }

@@ -8,6 +8,7 @@
 //! the set is chosen). burn-ndarray evaluates tanh in f64 through libm, which
 //! does not vectorise.
 
+pub mod direct_conv;
 mod isa;
 mod long_k;
 mod small_gemm;
