@@ -9,10 +9,12 @@
 //! has 400 windows of 256 floats per sample (105 MB for a minibatch of 256),
 //! which would go to memory and back three times; a chunk stays in the
 //! core's cache. On the AVX-512 path a convolution moving one pixel at a
-//! time with 16, 32 or 64 input channels skips the windows
-//! ([`direct_conv`]): forward, its sums read the input where it lies (the
-//! same bits as through the windows), and its input's gradient is the same
-//! kernel over the output's gradient with the weights flipped, in place of
+//! time skips the windows where the direct kernel takes its shape
+//! ([`direct_conv`]: 16 to 256 input channels, at most 64 outputs, a
+//! window under 512 floats, as the IMPALA ResNet's): forward, its sums
+//! read the input where it lies (the same bits as through the windows),
+//! and its input's gradient is the same kernel over the output's gradient
+//! with the weights flipped (where that shape is taken too), in place of
 //! the windows' gradients and `col2im`. The bias, and what the caller
 //! applies next (an activation, a skip connection), go over each chunk
 //! while it is in cache.
@@ -360,8 +362,9 @@ pub fn backward_then(
 }
 
 /// [`backward_then`], `per` samples at a time: each chunk's windows laid
-/// out again, its share of `dw` and `db` added, its gradients added back
-/// into `dx`.
+/// out again, its share of `dw` and `db` added, and its part of `dx`
+/// written, through the direct kernel or by its windows' gradients added
+/// back.
 fn backward_in_chunks(
     c: &Conv,
     (w, x, dy): (&[f32], &[f32], &[f32]),

@@ -158,8 +158,6 @@ fn forward_and_gradients_match_the_direct_convolution() {
     }
 }
 
-/// The Nature CNN's first layer is laid out a few samples at a time: a
-/// chunk's windows fit the budget.
 /// The `(first sample, floats)` of each chunk of `m` samples, `per` at a
 /// time, of `len` floats per sample.
 fn chunks(m: usize, per: usize, len: usize) -> Vec<(usize, usize)> {
@@ -168,6 +166,9 @@ fn chunks(m: usize, per: usize, len: usize) -> Vec<(usize, usize)> {
         .map(|s0| (s0, per.min(m - s0) * len))
         .collect()
 }
+
+/// The Nature CNN's first layer is laid out a few samples at a time: a
+/// chunk's windows fit the budget.
 
 #[test]
 fn large_layers_go_in_chunks() {
@@ -362,8 +363,11 @@ fn the_direct_way_back_matches_the_windows() {
             .backward()
             .expect("a square kernel longer than its padding");
         let Some(direct) = Direct::on(Isa::Avx512, back) else {
-            let whole = matches!(c.c_out, 16 | 32 | 64);
-            assert!(!whole, "{c:?}: the way back not taken");
+            // Only these read an output gradient of channels no slice holds whole.
+            assert!(
+                [48, 8, 20].contains(&c.c_out),
+                "{c:?}: the way back not taken"
+            );
             continue;
         };
         let mut flipped = Vec::new();

@@ -111,15 +111,16 @@ impl Direct {
     }
 }
 
-/// A channel count that whole slices hold and that fills a register's 16
-/// lanes, at most 64 outputs (a 32-wide panel of the weights stays in the
-/// first-level cache), a window under 512 floats (where the windowed
-/// product is our blocks', not the `gemm` crate's), and a kernel that fits
-/// the padded input.
+/// The shapes whose windows our blocks would sum (so the bits are theirs):
+/// at most 64 outputs and a window under 512 floats (`small_gemm`'s
+/// operands; from 512 the `gemm` crate takes the windows); a channel count
+/// that whole slices hold and that fills a register's 16 lanes; a kernel
+/// that fits the padded input; an input whose offsets fit the table's u32.
 fn fits(t: &Taps) -> bool {
     let channels = t.c_in.is_multiple_of(16) && SLICE.is_multiple_of(t.c_in);
     let shape = t.h + 2 * t.pad >= t.kh && t.w + 2 * t.pad >= t.kw;
-    channels && shape && (1..=64).contains(&t.c_out) && t.patch() < 512
+    let offsets = t.h * t.w * t.c_in < NONE as usize;
+    channels && shape && offsets && (1..=64).contains(&t.c_out) && t.patch() < 512
 }
 
 /// `w` (`[kh, kw, c_in, c_out]`) flipped in both axes and transposed to

@@ -18,8 +18,11 @@ pub enum Isa {
     /// Element-wise loops compiled for AVX2 with FMA; matrixmultiply.
     Avx2,
     /// Element-wise loops compiled for AVX-512F; small products in our
-    /// AVX-512 blocks, row-major ones with a long inner dimension in the
-    /// `gemm` crate's AVX-512 kernels, the rest in matrixmultiply.
+    /// AVX-512 blocks (and, in matrixmultiply's slices, the longer ones it
+    /// would take with a narrow right operand), row-major ones with a long
+    /// inner dimension in the `gemm` crate's AVX-512 kernels, the rest in
+    /// matrixmultiply; stride-1 convolutions of the IMPALA ResNet's shapes
+    /// summed directly (`direct_conv`).
     Avx512,
 }
 

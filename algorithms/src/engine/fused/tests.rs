@@ -203,8 +203,9 @@ fn conv_cases() -> Vec<Case> {
 }
 
 /// The IMPALA ResNet's blocks (convolution, max-pool, residual blocks,
-/// the activation after the stacks): whole stacks into a dense layer, and a
-/// stem and a stack straight into the heads.
+/// the activation after the stacks): whole stacks into a dense layer, a
+/// stem and a stack straight into the heads, and stacks as wide as the
+/// network's.
 fn impala_cases() -> Vec<Case> {
     vec![
         Case {
@@ -233,6 +234,23 @@ fn impala_cases() -> Vec<Case> {
                 },
             ),
             masks: true,
+            flags: false,
+            cfg: ppo_cfg(),
+        },
+        Case {
+            // On AVX-512 the direct kernel takes both stacks' convolutions
+            // after the first, forward and back (a window of two slices in
+            // the second stack's residual block).
+            name: "image, IMPALA stacks of 16 and 32 channels, shared relu torso",
+            spec: image(
+                [6, 5, 3],
+                3,
+                NetworkConfig {
+                    stacks: vec![stack(16, 1), stack(32, 1)],
+                    ..stem(&[], vec![8], true)
+                },
+            ),
+            masks: false,
             flags: false,
             cfg: ppo_cfg(),
         },
