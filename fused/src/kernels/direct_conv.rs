@@ -170,12 +170,11 @@ fn offsets(t: &Taps) -> Vec<u32> {
 #[cfg(target_arch = "x86_64")]
 mod avx {
     use super::{NONE, SLICE, Taps};
+    use crate::kernels::small_gemm::avx::{LANES, mask};
     use std::arch::x86_64::*;
 
-    /// Output pixels of a block.
+    /// Output pixels of a block (a block is one or two registers wide).
     const MR: usize = 12;
-    /// Lanes of a register; a block is one or two registers wide.
-    const LANES: usize = 16;
     /// What a tap in the padding reads: zeros, `c_in <= SLICE` of them.
     static ZEROS: [f32; SLICE] = [0.0; SLICE];
 
@@ -236,15 +235,6 @@ mod avx {
                 i += valid;
             }
             j += cols;
-        }
-    }
-
-    /// The first `w` (at most 16) lanes.
-    fn mask(w: usize) -> __mmask16 {
-        if w >= LANES {
-            0xffff
-        } else {
-            ((1u32 << w) - 1) as __mmask16
         }
     }
 

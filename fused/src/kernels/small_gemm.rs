@@ -91,7 +91,7 @@ pub(super) fn try_sliced(
 }
 
 #[cfg(target_arch = "x86_64")]
-mod avx {
+pub(super) mod avx {
     use super::View;
     use std::arch::x86_64::*;
     use std::cell::RefCell;
@@ -99,7 +99,7 @@ mod avx {
     /// Rows of a result block.
     const MR: usize = 12;
     /// Lanes of a register; a block is one or two registers wide.
-    const LANES: usize = 16;
+    pub(in crate::kernels) const LANES: usize = 16;
 
     thread_local! {
         /// A transposed right operand, copied to contiguous rows.
@@ -232,7 +232,7 @@ mod avx {
     }
 
     /// The first `w` (at most 16) lanes.
-    fn mask(w: usize) -> __mmask16 {
+    pub(in crate::kernels) fn mask(w: usize) -> __mmask16 {
         if w >= LANES {
             0xffff
         } else {
