@@ -23,7 +23,7 @@
 //! ([`crate::Arch::stem`]) is a list of these.
 
 use crate::kernels::direct_conv::{self, Direct, Taps};
-use crate::kernels::{View, add_column_sums, gemm, wide};
+use crate::kernels::{View, add_bias_then, add_column_sums, gemm};
 
 /// Window floats per chunk (1 MiB): about a core's second-level cache.
 const CHUNK_FLOATS: usize = 256 * 1024;
@@ -312,21 +312,9 @@ fn forward_in_chunks(
                 out,
             );
         }
-        add_bias(out, &b[..c.c_out]);
+        add_bias_then(out, &b[..c.c_out], |v| v);
         then(s0, out);
     }
-}
-
-/// `b` added to every row of `out`.
-fn add_bias(out: &mut [f32], b: &[f32]) {
-    wide(
-        #[inline(always)]
-        || {
-            for row in out.chunks_exact_mut(b.len()) {
-                row.iter_mut().zip(b).for_each(|(o, &b)| *o += b);
-            }
-        },
-    );
 }
 
 /// The gradients of a layer from its input `x` and `dy` (its output's,

@@ -15,8 +15,9 @@ pub use crate::places::Dense;
 pub use layout::{Head, Layout};
 
 use crate::Activation;
-use crate::block::{Forward, Input, add_bias_then, dense_forward};
+use crate::block::{Forward, Input, dense_forward};
 use crate::conv::{self, f32_bytes};
+use crate::kernels::add_bias_then;
 use crate::kernels::{View, gemm};
 use crate::sparse_input::SparseRows;
 

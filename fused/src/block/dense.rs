@@ -6,7 +6,7 @@
 use super::{Backward, Bufs, Forward, Input, Pass};
 use crate::activation;
 use crate::arch::{Activation, Shape};
-use crate::kernels::{View, add_column_sums, gemm, tanh, wide};
+use crate::kernels::{View, add_bias_then, add_column_sums, gemm, tanh};
 use crate::param_tensor::{self, ParamTensor};
 use crate::places::{Dense, Places};
 
@@ -100,19 +100,6 @@ pub(crate) fn dense_forward(
         Some(Activation::Relu) => add_bias_then(out, bias, |v| v.max(0.0)),
         None => add_bias_then(out, bias, |v| v),
     }
-}
-
-/// `f(y + bias)` for every row `y` of `out`, compiled wide (see [`wide`]).
-#[inline(always)]
-pub(crate) fn add_bias_then(out: &mut [f32], bias: &[f32], f: impl Fn(f32) -> f32) {
-    wide(
-        #[inline(always)]
-        || {
-            for row in out.chunks_exact_mut(bias.len()) {
-                row.iter_mut().zip(bias).for_each(|(o, &b)| *o = f(*o + b));
-            }
-        },
-    );
 }
 
 /// Gradient of a linear layer: `dW = xᵀ dy`, `db = Σ dy` (written, not added),

@@ -16,7 +16,7 @@ mod residual;
 pub use activate::Activate;
 pub use conv::ConvBlock;
 pub use dense::DenseBlock;
-pub(crate) use dense::{add_bias_then, bias_grad, dense_backward, dense_forward};
+pub(crate) use dense::{bias_grad, dense_backward, dense_forward};
 pub use residual::Residual;
 
 use crate::arch::{Activation, Arch, Block, BlockError, Shape};

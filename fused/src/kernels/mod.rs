@@ -126,6 +126,19 @@ pub fn add_column_sums(x: &[f32], cols: usize, out: &mut [f32]) {
     );
 }
 
+/// `f(y + bias)` for every row `y` of `out`, compiled wide (see [`wide`]).
+#[inline(always)]
+pub fn add_bias_then(out: &mut [f32], bias: &[f32], f: impl Fn(f32) -> f32) {
+    wide(
+        #[inline(always)]
+        || {
+            for row in out.chunks_exact_mut(bias.len()) {
+                row.iter_mut().zip(bias).for_each(|(o, &b)| *o = f(*o + b));
+            }
+        },
+    );
+}
+
 const LOG2_E: f32 = std::f32::consts::LOG2_E;
 /// ln 2 split in two (Cody and Waite) so `x - n ln 2` is exact for small `n`.
 const LN2_HI: f32 = 0.693_359_4;
