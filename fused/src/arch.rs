@@ -65,6 +65,58 @@ fn two() -> usize {
     2
 }
 
+/// A recurrent core's cell (`network.core`): PyTorch's `nn.LSTM` (gates
+/// i, f, g, o) or `nn.GRU` (gates r, z, n).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Cell {
+    Lstm,
+    Gru,
+}
+
+impl Cell {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cell::Lstm => "lstm",
+            Cell::Gru => "gru",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "lstm" => Some(Cell::Lstm),
+            "gru" => Some(Cell::Gru),
+            _ => None,
+        }
+    }
+
+    /// Gates per hidden unit: the rows of PyTorch's `weight_ih_l0` are
+    /// `gates * size`.
+    pub fn gates(self) -> usize {
+        match self {
+            Cell::Lstm => 4,
+            Cell::Gru => 3,
+        }
+    }
+
+    /// Vectors of `size` floats it carries from step to step: `h` and `c`
+    /// for an LSTM, `h` for a GRU.
+    pub fn carried(self) -> usize {
+        match self {
+            Cell::Lstm => 2,
+            Cell::Gru => 1,
+        }
+    }
+}
+
+/// A recurrent core of `size` hidden units after a torso's other blocks
+/// (`network.core`, `network.core_size`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Core {
+    pub cell: Cell,
+    pub size: usize,
+}
+
 /// One block of a torso, input side first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Block {
@@ -85,6 +137,10 @@ pub enum Block {
     /// A dense layer of `width` outputs, then the activation; it reads an
     /// image flattened.
     Dense { width: usize },
+    /// A recurrent core: its output is its hidden state `h`, carried to the
+    /// env's next step with (an LSTM) its cell `c`; it reads an image
+    /// flattened.
+    Recurrent(Core),
 }
 
 impl Block {
@@ -96,11 +152,15 @@ impl Block {
             Block::Residual => "a residual block",
             Block::Activate => "the activation",
             Block::Dense { .. } => "a dense layer",
+            Block::Recurrent(Core {
+                cell: Cell::Lstm, ..
+            }) => "an LSTM core",
+            Block::Recurrent(Core { cell: Cell::Gru, .. }) => "a GRU core",
         }
     }
 
-    /// Floats the block keeps per env from one step to the next (none of
-    /// today's blocks remember anything; a recurrent core will).
+    /// Floats the block keeps per env from one step to the next: a
+    /// recurrent core's carried vectors, nothing for the others.
     pub fn state_width(&self) -> usize {
         match self {
             Block::Conv { .. }
@@ -108,6 +168,7 @@ impl Block {
             | Block::Residual
             | Block::Activate
             | Block::Dense { .. } => 0,
+            Block::Recurrent(core) => core.cell.carried() * core.size,
         }
     }
 }
@@ -116,8 +177,14 @@ impl Block {
 /// stem (`network.conv`, each layer followed by the activation), the IMPALA
 /// stacks (`network.stacks`, followed by the activation as the IMPALA
 /// network's ReLU before its dense layer), then the dense layers
-/// (`network.hidden`).
-pub fn torso_blocks(conv: &[ConvLayer], stacks: &[Stack], hidden: &[usize]) -> Vec<Block> {
+/// (`network.hidden`), then the recurrent core when there is one
+/// (`network.core`).
+pub fn torso_blocks(
+    conv: &[ConvLayer],
+    stacks: &[Stack],
+    hidden: &[usize],
+    core: Option<Core>,
+) -> Vec<Block> {
     let mut blocks: Vec<Block> = conv
         .iter()
         .map(|&layer| Block::Conv {
@@ -147,6 +214,7 @@ pub fn torso_blocks(conv: &[ConvLayer], stacks: &[Stack], hidden: &[usize]) -> V
         blocks.push(Block::Activate);
     }
     blocks.extend(hidden.iter().map(|&width| Block::Dense { width }));
+    blocks.extend(core.map(Block::Recurrent));
     blocks
 }
 

@@ -4,7 +4,7 @@
 //! forward pass kept in [`Work`]. Checked against burn's autodiff in
 //! `sebulba_algorithms::engine::fused`'s tests.
 
-use crate::block::{Backward, Bufs, Input, bias_grad, dense_backward};
+use crate::block::{Backward, Bufs, Input, Seq, bias_grad, dense_backward};
 use crate::kernels::{View, gemm};
 use crate::net::{self, Head, Layout, TorsoWork, Work};
 use crate::sparse_head::SparseHead;
@@ -38,18 +38,20 @@ impl Grads {
     pub fn resize(&mut self, layout: &Layout, m: usize) {
         self.d_head.resize(m * layout.head_dim, 0.0);
         self.d_value.resize(m, 0.0);
-        let keeps_inner = layout
+        let turned_over = layout
             .torsos()
             .flat_map(|t| &t.blocks)
-            .any(|b| b.inner_len() > 0);
+            .map(|b| b.pass().scratch_len())
+            .max()
+            .unwrap_or(0);
         let widest = m * layout.widest();
         let [a, b, c, extra] = &mut self.scratch;
         for s in [a, b, c] {
             s.resize(widest, 0.0);
         }
-        // Only a block that keeps inner activations (a residual block)
+        // Only a block that says so (a residual block, a recurrent core)
         // turns over a fourth buffer on its way back.
-        extra.resize(if keeps_inner { widest } else { 0 }, 0.0);
+        extra.resize(m * turned_over, 0.0);
     }
 }
 
@@ -86,6 +88,7 @@ struct Torso<'a> {
     x: &'a [f32],
     outs: &'a TorsoWork,
     act: Activation,
+    seq: Seq<'a>,
 }
 
 /// Back through a torso from `b.dh` (the gradient at its output, `[m,
@@ -100,6 +103,7 @@ fn torso_backward(p: &[f32], g: &mut [f32], t: &Torso<'_>, m: usize, mut bufs: B
         let b = Backward {
             m,
             act: t.act,
+            seq: t.seq,
             input,
             y: &t.outs.outs[i],
             inner: &t.outs.inner[i],
@@ -142,6 +146,7 @@ pub fn backward(
                 x: &work.x,
                 outs: &work.critic,
                 act,
+                seq: work.seq(),
             };
             let bufs = Bufs {
                 dh: dhv,
@@ -162,6 +167,7 @@ pub fn backward(
         x: &work.x,
         outs: &work.actor,
         act,
+        seq: work.seq(),
     };
     let bufs = Bufs {
         dh: dha,

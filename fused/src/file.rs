@@ -156,7 +156,7 @@ mod tests {
             obs_dim: 3,
             head_dim: 2,
             image: None,
-            torso: crate::torso_blocks(&[], &[], &[4]),
+            torso: crate::torso_blocks(&[], &[], &[4], None),
             shared_torso: false,
             activation: Activation::Tanh,
             obs_norm,

@@ -48,7 +48,9 @@ pub mod sparse_input;
 pub mod tensors;
 
 pub use adam::TrainState;
-pub use arch::{Activation, Arch, Block, BlockError, ConvLayer, Shape, Stack, torso_blocks};
+pub use arch::{
+    Activation, Arch, Block, BlockError, Cell, ConvLayer, Core, Shape, Stack, torso_blocks,
+};
 pub use memory::{Batching, PolicyState, Sequence, Steps};
 pub use obs_norm::{OBS_NORM_EPS, ObsNorm};
 pub use policy::FusedPolicy;

@@ -15,7 +15,7 @@ pub use crate::places::Dense;
 pub use layout::{Head, Layout};
 
 use crate::Activation;
-use crate::block::{Forward, Input, dense_forward};
+use crate::block::{Forward, Input, Seq, dense_forward};
 use crate::conv::{self, f32_bytes};
 use crate::kernels::add_bias_then;
 use crate::kernels::{View, gemm};
@@ -82,6 +82,17 @@ pub struct Work {
     pub head: Vec<f32>,
     /// `[m]` values.
     pub value: Vec<f32>,
+    /// The rows as env sequences, for a network with memory: `m / envs`
+    /// steps of `envs` envs, time-major ([`Work::set_sequence`]). After
+    /// [`Work::resize`], each row is an env of its own at its episode's
+    /// first step.
+    pub envs: usize,
+    /// `[m]`: 1 where an env's episode starts at that row; empty: none does.
+    pub starts: Vec<u8>,
+    /// `[envs * state_width]`: each env's state before the first row.
+    pub state: Vec<f32>,
+    /// [`Layout::state_width`].
+    state_width: usize,
 }
 
 impl Work {
@@ -95,9 +106,15 @@ impl Work {
             + self.critic.bytes()
     }
 
-    /// Sizes every buffer for `m` rows (allocates only when `m` or the layout grows).
+    /// Sizes every buffer for `m` rows (allocates only when `m` or the
+    /// layout grows); each row an env of its own, from a zero state.
     pub fn resize(&mut self, layout: &Layout, m: usize) {
         self.m = m;
+        self.envs = m;
+        self.state_width = layout.state_width;
+        self.starts.clear();
+        self.state.clear();
+        self.state.resize(m * layout.state_width, 0.0);
         self.x.resize(m * layout.obs_dim, 0.0);
         self.actor.resize(&layout.actor, m);
         match &layout.critic {
@@ -106,6 +123,58 @@ impl Work {
         }
         self.head.resize(m * layout.head_dim, 0.0);
         self.value.resize(m, 0.0);
+    }
+}
+
+impl Work {
+    /// The rows (already sized by [`Work::resize`]) are `m / envs` steps of
+    /// `envs` envs, time-major, from each env's `state` (`[envs *
+    /// state_width]`), with episodes starting where `starts` (`[m]`, or
+    /// empty) says.
+    ///
+    /// # Panics
+    /// When the rows are not whole steps or the buffers' lengths differ: a
+    /// caller's bug.
+    pub fn set_sequence(&mut self, envs: usize, starts: &[u8], state: &[f32]) {
+        assert!(
+            envs > 0 && self.m % envs == 0,
+            "{} rows are not whole steps of {envs} envs",
+            self.m
+        );
+        assert!(starts.is_empty() || starts.len() == self.m, "starts per row");
+        assert_eq!(state.len(), envs * self.state_width, "a state per env");
+        self.envs = envs;
+        self.starts.clear();
+        self.starts.extend_from_slice(starts);
+        self.state.clear();
+        self.state.extend_from_slice(state);
+    }
+
+    /// The sequence the rows form, as blocks read it.
+    pub(crate) fn seq(&self) -> Seq<'_> {
+        Seq {
+            envs: self.envs,
+            starts: &self.starts,
+            state: &self.state,
+            width: self.state_width,
+        }
+    }
+}
+
+/// Each env's state after the last step of the last forward pass into
+/// `out` (`[envs * state_width]`): what it carries to its next step. The
+/// critic's part is only moved on by a pass that ran the critic torso.
+pub fn final_state(layout: &Layout, work: &Work, out: &mut [f32]) {
+    assert_eq!(out.len(), work.envs * layout.state_width, "a state per env");
+    let seq = work.seq();
+    let torsos = [(&layout.actor, &work.actor)]
+        .into_iter()
+        .chain(layout.critic.as_ref().map(|c| (c, &work.critic)));
+    for (t, w) in torsos {
+        for (i, b) in t.blocks.iter().enumerate() {
+            b.pass()
+                .final_state(work.m, &w.outs[i], &w.inner[i], seq, out);
+        }
     }
 }
 
@@ -118,7 +187,14 @@ fn head_forward(p: &[f32], h: &Head, x: &[f32], m: usize, out: &mut [f32]) {
     add_bias_then(out, &p[h.b..h.b + h.d_out], |v| v);
 }
 
-fn torso_forward(p: &[f32], t: &Torso, x: &[f32], m: usize, act: Activation, w: &mut TorsoWork) {
+fn torso_forward(
+    p: &[f32],
+    t: &Torso,
+    (x, seq): (&[f32], Seq<'_>),
+    m: usize,
+    act: Activation,
+    w: &mut TorsoWork,
+) {
     // The observations themselves: read as nonzero entries when sparse.
     let sparse = match t.blocks.first() {
         Some(BlockAt::Dense(d)) => w.input.index(x, m, d.at.d_in),
@@ -143,6 +219,7 @@ fn torso_forward(p: &[f32], t: &Torso, x: &[f32], m: usize, act: Activation, w: 
         let f = Forward {
             m,
             act,
+            seq,
             out: &mut rest[0],
             inner: &mut inner[i],
             scratch: conv,
@@ -153,8 +230,14 @@ fn torso_forward(p: &[f32], t: &Torso, x: &[f32], m: usize, act: Activation, w: 
 
 /// The actor torso's block outputs for the rows in `work.x`.
 pub(crate) fn actor_torso(layout: &Layout, p: &[f32], work: &mut Work) {
+    let seq = Seq {
+        envs: work.envs,
+        starts: &work.starts,
+        state: &work.state,
+        width: work.state_width,
+    };
     let (m, act) = (work.m, layout.activation);
-    torso_forward(p, &layout.actor, &work.x, m, act, &mut work.actor);
+    torso_forward(p, &layout.actor, (&work.x, seq), m, act, &mut work.actor);
 }
 
 /// Policy-head outputs for the rows in `work.x` (no value head: acting).
@@ -167,16 +250,28 @@ pub fn policy_forward(layout: &Layout, p: &[f32], work: &mut Work) {
 /// The critic torso (when separate) and the value head; with a shared torso,
 /// from the actor torso's outputs already in `work`.
 pub(crate) fn value_from_torso(layout: &Layout, p: &[f32], work: &mut Work) {
-    let m = work.m;
+    critic_torso(layout, p, work);
     let hv = match &layout.critic {
-        Some(critic) => {
-            torso_forward(p, critic, &work.x, m, layout.activation, &mut work.critic);
-            &work.critic
-        }
+        Some(_) => &work.critic,
         None => &work.actor,
     };
     let hv = Input::Dense(hv.top(&work.x));
-    dense_forward(p, &layout.value, hv, m, None, &mut work.value);
+    dense_forward(p, &layout.value, hv, work.m, None, &mut work.value);
+}
+
+/// The critic torso's block outputs for the rows in `work.x`, when it has
+/// one of its own.
+pub(crate) fn critic_torso(layout: &Layout, p: &[f32], work: &mut Work) {
+    if let Some(critic) = &layout.critic {
+        let seq = Seq {
+            envs: work.envs,
+            starts: &work.starts,
+            state: &work.state,
+            width: work.state_width,
+        };
+        let (m, act) = (work.m, layout.activation);
+        torso_forward(p, critic, (&work.x, seq), m, act, &mut work.critic);
+    }
 }
 
 /// Policy-head outputs and values for the rows in `work.x`.

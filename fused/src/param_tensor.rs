@@ -4,7 +4,7 @@
 //! every block's tensors are made of. [`crate::tensors`] lists a network's.
 
 use crate::conv::{Conv, ConvAt};
-use crate::places::Dense;
+use crate::places::{Dense, RecurrentAt};
 
 /// How a tensor's values are ordered against the flat vector's.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -25,8 +25,10 @@ pub enum Order {
         d_out: usize,
         transposed: bool,
     },
-    /// The policy head's weight: burn's `[d_in, d_out]`, ours an action per
-    /// row (`[d_out, d_in]`, see [`crate::net::Head`]).
+    /// A tensor `[d_in, d_out]` whose transpose we hold: the policy head's
+    /// weight (burn's `[d_in, d_out]`, ours an action per row, see
+    /// [`crate::net::Head`]) and a recurrent core's (PyTorch's `[gates *
+    /// size, d_in]`, ours `[d_in, gates * size]`).
     Transposed { d_in: usize, d_out: usize },
 }
 
@@ -151,4 +153,27 @@ pub(crate) fn conv(out: &mut Vec<ParamTensor>, name: &str, c: &ConvAt) {
         shape: vec![k.c_out],
         order: Order::Plain,
     });
+}
+
+/// A recurrent core's tensors under PyTorch's `nn.LSTM`/`nn.GRU` names and
+/// shapes (`weight_ih_l0` `[gates * size, d_in]`, ...), so that
+/// `load_state_dict` takes them; ours are the weights' transposes.
+pub(crate) fn recurrent(out: &mut Vec<ParamTensor>, name: &str, r: &RecurrentAt) {
+    let gw = r.width();
+    for (tensor, at, d_out) in [("weight_ih_l0", r.w_ih, r.d_in), ("weight_hh_l0", r.w_hh, r.size)] {
+        out.push(ParamTensor {
+            name: format!("{name}.{tensor}"),
+            at,
+            shape: vec![gw, d_out],
+            order: Order::Transposed { d_in: gw, d_out },
+        });
+    }
+    for (tensor, at) in [("bias_ih_l0", r.b_ih), ("bias_hh_l0", r.b_hh)] {
+        out.push(ParamTensor {
+            name: format!("{name}.{tensor}"),
+            at,
+            shape: vec![gw],
+            order: Order::Plain,
+        });
+    }
 }

@@ -74,18 +74,25 @@ impl FusedPolicy {
             self.state_width,
             "a state of another network"
         );
-        match masks {
-            Some(m) => self.head_masked(obs, state.envs(), m),
-            None => self.head(obs, state.envs()),
+        let n = state.envs();
+        let mut b = self.buffers(obs, n);
+        if self.state_width == 0 {
+            return self.pass(&mut b, masks);
         }
+        b.work.set_sequence(n, &[], state.values());
+        let head = self.pass(&mut b, masks);
+        // A critic torso of its own carries a state too: moved on as well.
+        net::critic_torso(&self.layout, &self.params, &mut b.work);
+        net::final_state(&self.layout, &b.work, state.values_mut());
+        head
     }
 
     /// Policy-head outputs `[n * head_dim]` for `n` observations `[n *
-    /// obs_dim]`, each read on its own (a network without memory).
+    /// obs_dim]`, each read on its own (a network with memory reads each as
+    /// an episode's first step).
     pub fn head(&self, obs: &[f32], n: usize) -> Vec<f32> {
         let mut b = self.buffers(obs, n);
-        net::policy_forward(&self.layout, &self.params, &mut b.work);
-        b.work.head.clone()
+        self.pass(&mut b, None)
     }
 
     /// [`FusedPolicy::head`] for rows whose allowed actions `masks` (`[n *
@@ -93,9 +100,19 @@ impl FusedPolicy {
     /// outputs are computed and the masked entries are 0 (a sampler or an
     /// argmax that reads the mask never looks at them).
     pub fn head_masked(&self, obs: &[f32], n: usize, masks: &[u8]) -> Vec<f32> {
-        let hd = self.layout.head_dim;
         let mut b = self.buffers(obs, n);
-        let Buffers { work, sparse } = &mut *b;
+        self.pass(&mut b, Some(masks))
+    }
+
+    /// The policy head over the rows loaded in `b`, through the sparse head
+    /// where `masks` allow few enough actions.
+    fn pass(&self, b: &mut Buffers, masks: Option<&[u8]>) -> Vec<f32> {
+        let (hd, n) = (self.layout.head_dim, b.work.m);
+        let Buffers { work, sparse } = b;
+        let Some(masks) = masks else {
+            net::policy_forward(&self.layout, &self.params, work);
+            return work.head.clone();
+        };
         sparse.allowed.clear();
         masks
             .chunks_exact(hd)

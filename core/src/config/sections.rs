@@ -170,7 +170,7 @@ impl NetworkConfig {
     /// Each torso's blocks, the one description of the network
     /// (`sebulba_fused::Block`).
     pub fn torso(&self) -> Vec<sebulba_fused::Block> {
-        sebulba_fused::torso_blocks(&self.conv, &self.stacks, &self.hidden)
+        sebulba_fused::torso_blocks(&self.conv, &self.stacks, &self.hidden, None)
     }
 }
 

@@ -11,11 +11,13 @@ mod activate;
 mod conv;
 mod dense;
 mod max_pool;
+mod recurrent;
 mod residual;
 
 pub use activate::Activate;
 pub use conv::ConvBlock;
 pub use dense::DenseBlock;
+pub use recurrent::RecurrentBlock;
 pub(crate) use dense::{bias_grad, dense_backward, dense_forward};
 pub use residual::Residual;
 
@@ -34,6 +36,7 @@ pub enum BlockAt {
     Residual(Residual),
     Activate(Activate),
     Dense(DenseBlock),
+    Recurrent(RecurrentBlock),
 }
 
 impl BlockAt {
@@ -45,6 +48,7 @@ impl BlockAt {
             BlockAt::Residual(b) => b,
             BlockAt::Activate(b) => b,
             BlockAt::Dense(b) => b,
+            BlockAt::Recurrent(b) => b,
         }
     }
 
@@ -72,11 +76,17 @@ impl BlockAt {
     pub fn inner_len(&self) -> usize {
         self.pass().inner_len()
     }
+
+    /// Floats per env it carries from step to step.
+    pub fn state_width(&self) -> usize {
+        self.pass().state_width()
+    }
 }
 
-/// `b` reading `input`, its parameters placed next; refused when it does
-/// not fit its input.
-fn place(b: &Block, input: Shape, places: &mut Places) -> Result<BlockAt, String> {
+/// `b` reading `input`, its parameters placed next and its state (when it
+/// keeps one) at `state` floats into each env's; refused when it does not
+/// fit its input.
+fn place(b: &Block, input: Shape, places: &mut Places, state: usize) -> Result<BlockAt, String> {
     Ok(match *b {
         Block::Conv { layer, activate } => {
             BlockAt::Conv(ConvBlock::place(layer, activate, input, places)?)
@@ -89,6 +99,9 @@ fn place(b: &Block, input: Shape, places: &mut Places) -> Result<BlockAt, String
         Block::Residual => BlockAt::Residual(Residual::place(input, places)?),
         Block::Activate => BlockAt::Activate(Activate(input)),
         Block::Dense { width } => BlockAt::Dense(DenseBlock::place(width, input, places)?),
+        Block::Recurrent(core) => {
+            BlockAt::Recurrent(RecurrentBlock::place(core, input, places, state)?)
+        }
     })
 }
 
@@ -110,10 +123,15 @@ pub struct Torso {
 }
 
 impl Torso {
-    /// `arch`'s torso placed from `places` on, input side first; refused
-    /// when an image block has no image to read, or a block does not fit its
-    /// input.
-    pub(crate) fn place(arch: &Arch, places: &mut Places) -> Result<Self, BlockError> {
+    /// `arch`'s torso placed from `places` on, input side first, its
+    /// blocks' states from `state` floats into each env's on (moved past
+    /// them); refused when an image block has no image to read, or a block
+    /// does not fit its input.
+    pub(crate) fn place(
+        arch: &Arch,
+        places: &mut Places,
+        state: &mut usize,
+    ) -> Result<Self, BlockError> {
         if let Some([h, w, c]) = arch.image
             && h * w * c != arch.obs_dim
         {
@@ -128,10 +146,11 @@ impl Torso {
         let mut output = arch.input();
         let mut blocks = Vec::with_capacity(arch.torso.len());
         for (i, b) in arch.torso.iter().enumerate() {
-            let placed = place(b, output, places).map_err(|e| BlockError {
+            let placed = place(b, output, places, *state).map_err(|e| BlockError {
                 block: i,
                 reason: format!("block {i} ({}): {e}", b.name()),
             })?;
+            *state += placed.state_width();
             output = placed.output();
             blocks.push(placed);
         }
@@ -141,6 +160,11 @@ impl Torso {
     /// Floats per sample of its output (the heads' input).
     pub fn width(&self) -> usize {
         self.output.len()
+    }
+
+    /// Floats per env its blocks carry from step to step.
+    pub fn state_width(&self) -> usize {
+        self.blocks.iter().map(BlockAt::state_width).sum()
     }
 
     /// Whether its first block is a dense layer reading the observations
@@ -168,10 +192,33 @@ impl<'a> Input<'a> {
     }
 }
 
+/// The rows of a pass as env sequences: `m / envs` steps of `envs` envs,
+/// time-major (row `t * envs + e`). What a block with memory reads besides
+/// its input; the others ignore it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Seq<'a> {
+    pub envs: usize,
+    /// `[m]`: nonzero where an env's episode starts at that row (its state
+    /// zeroed first); empty: none does.
+    pub starts: &'a [u8],
+    /// `[envs * width]`: each env's state before the first row.
+    pub state: &'a [f32],
+    /// Floats of each env's state (every block's, both torsos').
+    pub width: usize,
+}
+
+impl Seq<'_> {
+    /// Whether an episode starts at row `row`.
+    pub fn starts_at(&self, row: usize) -> bool {
+        self.starts.get(row).is_some_and(|&s| s != 0)
+    }
+}
+
 /// Where a block's forward pass writes, for `m` rows.
 pub(crate) struct Forward<'a> {
     pub m: usize,
     pub act: Activation,
+    pub seq: Seq<'a>,
     /// `[m, out_len]` its output.
     pub out: &'a mut [f32],
     /// `[m, inner_len]` what it keeps besides for the way back.
@@ -184,6 +231,7 @@ pub(crate) struct Forward<'a> {
 pub(crate) struct Backward<'a> {
     pub m: usize,
     pub act: Activation,
+    pub seq: Seq<'a>,
     /// Its input in the forward pass.
     pub input: Input<'a>,
     /// Its output in the forward pass.
@@ -201,7 +249,7 @@ pub(crate) struct Bufs<'a> {
     /// gradient at its input.
     pub dh: &'a mut Vec<f32>,
     pub spare: &'a mut Vec<f32>,
-    /// A second scratch, sized only when a block keeps inner activations.
+    /// A second scratch, of the largest [`Pass::scratch_len`].
     pub extra: &'a mut Vec<f32>,
     pub conv: &'a mut Scratch,
 }
@@ -216,8 +264,21 @@ pub(crate) trait Pass {
     fn inner_len(&self) -> usize {
         0
     }
+    /// Floats per sample its backward pass turns over in [`Bufs::extra`].
+    fn scratch_len(&self) -> usize {
+        0
+    }
+    /// Floats per env it carries from step to step.
+    fn state_width(&self) -> usize {
+        0
+    }
+    /// Writes each env's state after the last of the `m` rows of a forward
+    /// pass (its output `y` and `inner`) into `out` (`[seq.envs *
+    /// seq.width]`, its own floats only).
+    fn final_state(&self, _m: usize, _y: &[f32], _inner: &[f32], _seq: Seq<'_>, _out: &mut [f32]) {
+    }
     /// The group its tensors are counted in by burn's module and the file
-    /// (`conv`, `res`, `layers`); `None`: it has no parameters.
+    /// (`conv`, `res`, `layers`, `core`); `None`: it has no parameters.
     fn group(&self) -> Option<&'static str> {
         None
     }

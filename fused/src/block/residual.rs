@@ -153,6 +153,10 @@ impl Pass for Residual {
         2 * self.len()
     }
 
+    fn scratch_len(&self) -> usize {
+        self.len()
+    }
+
     fn group(&self) -> Option<&'static str> {
         Some("res")
     }

@@ -46,6 +46,9 @@ pub struct Layout {
     pub activation: Activation,
     /// [`Arch::input_scale`].
     pub input_scale: f32,
+    /// Floats of each env's state: every block's that carries one, the
+    /// actor torso's first ([`Arch::state_width`]).
+    pub state_width: usize,
     /// Total parameter count.
     pub len: usize,
 }
@@ -61,11 +64,11 @@ impl Layout {
     /// The layout of `arch`; refused when an image block has no image to
     /// read, or a block does not fit its input.
     pub fn try_new(arch: &Arch) -> Result<Self, BlockError> {
-        let mut places = Places(0);
-        let actor = Torso::place(arch, &mut places)?;
+        let (mut places, mut state) = (Places(0), 0);
+        let actor = Torso::place(arch, &mut places, &mut state)?;
         let critic = match arch.shared_torso {
             true => None,
-            false => Some(Torso::place(arch, &mut places)?),
+            false => Some(Torso::place(arch, &mut places, &mut state)?),
         };
         let width = actor.width();
         let Dense { w, b, d_in, d_out } = places.dense(width, arch.head_dim);
@@ -80,6 +83,7 @@ impl Layout {
             value,
             activation: arch.activation,
             input_scale: arch.input_scale,
+            state_width: state,
             len: places.0,
         })
     }

@@ -136,7 +136,7 @@ fn a_policy_computes_the_allowed_outputs_alone_and_the_same() {
         obs_dim,
         head_dim,
         image: None,
-        torso: crate::torso_blocks(&[], &[], &[70, 16]),
+        torso: crate::torso_blocks(&[], &[], &[70, 16], None),
         shared_torso: false,
         activation: Activation::Tanh,
         obs_norm: false,

@@ -8,7 +8,7 @@ fn arch(conv: Vec<ConvLayer>, hidden: Vec<usize>, shared_torso: bool) -> Arch {
         obs_dim: 5 * 6 * 2,
         head_dim: 3,
         image: Some([5, 6, 2]),
-        torso: crate::torso_blocks(&conv, &[], &hidden),
+        torso: crate::torso_blocks(&conv, &[], &hidden, None),
         shared_torso,
         activation: Activation::Relu,
         obs_norm: false,
@@ -169,7 +169,7 @@ fn impala_stacks_are_named_block_by_block() {
         },
     ];
     let a = Arch {
-        torso: crate::torso_blocks(&[], &stacks, &[7]),
+        torso: crate::torso_blocks(&[], &stacks, &[7], None),
         ..arch(vec![], vec![], true)
     };
     let layout = Layout::new(&a);

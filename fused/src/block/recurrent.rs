@@ -1,0 +1,168 @@
+//! A recurrent core: PyTorch's `nn.LSTM` or `nn.GRU` (one layer), run over
+//! env sequences. The forward pass takes every row's input product at once
+//! (`x W_ih`, one product over the whole minibatch), then steps through
+//! time with one product of the envs' previous `h` per step (`E` rows at a
+//! time); the backward pass runs back through time the same way and takes
+//! the weights' gradients as two products over the whole minibatch. Each
+//! env's state is zeroed where its episode starts ([`Seq::starts`]), so no
+//! gradient crosses an episode's start either.
+
+mod gru;
+mod lstm;
+
+use super::{Backward, Bufs, Forward, Input, Pass, Seq, bias_grad};
+use crate::arch::{Cell, Core, Shape};
+use crate::kernels::{View, gemm};
+use crate::param_tensor::{self, ParamTensor};
+use crate::places::{Places, RecurrentAt};
+
+/// A recurrent core placed: its parameters, what it reads, and where its
+/// state sits in each env's.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RecurrentBlock {
+    pub cell: Cell,
+    pub at: RecurrentAt,
+    pub input: Shape,
+    /// Offset of its state (`h`, then an LSTM's `c`) in each env's.
+    pub state_at: usize,
+}
+
+impl RecurrentBlock {
+    /// `core` reading `input` (an image read flattened), placed next, its
+    /// state at `state_at`.
+    pub(super) fn place(
+        core: Core,
+        input: Shape,
+        places: &mut Places,
+        state_at: usize,
+    ) -> Result<Self, String> {
+        if core.size == 0 {
+            return Err("zero hidden units".into());
+        }
+        if input.image().is_some() {
+            // PyTorch's core would read the image flattened channels first:
+            // a dense layer in between keeps the published tensors PyTorch's.
+            return Err(
+                "reads an image; put a dense layer (`network.hidden`) before the core".into(),
+            );
+        }
+        Ok(Self {
+            cell: core.cell,
+            at: places.recurrent(input.len(), core.size, core.cell.gates()),
+            input,
+            state_at,
+        })
+    }
+
+    /// Hidden units.
+    fn size(&self) -> usize {
+        self.at.size
+    }
+
+    /// The `h` of each env before step `t` into `out` (`[envs, size]`):
+    /// zero where the env's episode starts at that step, else the env's
+    /// state (`t = 0`) or its output at `t - 1` (from `y`).
+    fn h_before(&self, t: usize, seq: &Seq<'_>, y: &[f32], out: &mut [f32]) {
+        let (e, h) = (seq.envs, self.size());
+        for (k, dst) in out.chunks_exact_mut(h).take(e).enumerate() {
+            let row = t * e + k;
+            if seq.starts_at(row) {
+                dst.fill(0.0);
+            } else if t == 0 {
+                dst.copy_from_slice(&seq.state[k * seq.width + self.state_at..][..h]);
+            } else {
+                dst.copy_from_slice(&y[(row - e) * h..][..h]);
+            }
+        }
+    }
+}
+
+impl Pass for RecurrentBlock {
+    fn input(&self) -> Shape {
+        self.input
+    }
+
+    fn output(&self) -> Shape {
+        Shape::Flat(self.size())
+    }
+
+    fn inner_len(&self) -> usize {
+        match self.cell {
+            Cell::Lstm => lstm::INNER * self.size(),
+            Cell::Gru => gru::INNER * self.size(),
+        }
+    }
+
+    fn scratch_len(&self) -> usize {
+        match self.cell {
+            Cell::Lstm => lstm::SCRATCH * self.size(),
+            Cell::Gru => gru::SCRATCH * self.size(),
+        }
+    }
+
+    fn state_width(&self) -> usize {
+        self.cell.carried() * self.size()
+    }
+
+    fn final_state(&self, m: usize, y: &[f32], inner: &[f32], seq: Seq<'_>, out: &mut [f32]) {
+        let (e, h) = (seq.envs, self.size());
+        let last = m - e;
+        for k in 0..e {
+            let dst = &mut out[k * seq.width + self.state_at..];
+            dst[..h].copy_from_slice(&y[(last + k) * h..][..h]);
+            if self.cell == Cell::Lstm {
+                dst[h..2 * h].copy_from_slice(&lstm::cells(inner, m, h)[(last + k) * h..][..h]);
+            }
+        }
+    }
+
+    fn group(&self) -> Option<&'static str> {
+        Some("core")
+    }
+
+    fn tensors(&self, name: &str, out: &mut Vec<ParamTensor>) {
+        param_tensor::recurrent(out, name, &self.at);
+    }
+
+    fn forward(&self, p: &[f32], x: Input<'_>, f: Forward<'_>) {
+        assert!(
+            f.m % f.seq.envs.max(1) == 0 && f.seq.state.len() == f.seq.envs * f.seq.width,
+            "a recurrent core's rows must be whole steps of the sequence's envs"
+        );
+        match self.cell {
+            Cell::Lstm => lstm::forward(self, p, x.rows(), f),
+            Cell::Gru => gru::forward(self, p, x.rows(), f),
+        }
+    }
+
+    fn backward(&self, p: &[f32], g: &mut [f32], b: Backward<'_>, bufs: &mut Bufs<'_>) {
+        let (at, m) = (&self.at, b.m);
+        let (h, gw, d_in) = (at.size, at.width(), at.d_in);
+        let (dxo, dho) = match self.cell {
+            Cell::Lstm => lstm::through_time(self, p, &b, bufs),
+            Cell::Gru => gru::through_time(self, p, &b, bufs),
+        };
+        let hprev = match self.cell {
+            Cell::Lstm => lstm::h_prev(b.inner, m, h),
+            Cell::Gru => gru::h_prev(b.inner, m, h),
+        };
+        let (x, extra) = (b.input.rows(), &bufs.extra[..]);
+        let (da_x, da_h) = (&extra[dxo..dxo + m * gw], &extra[dho..dho + m * gw]);
+        // dW_ih = xᵀ dA_x, dW_hh = h_prevᵀ dA_h, each over every row at once.
+        let dw_ih = &mut g[at.w_ih..at.w_ih + d_in * gw];
+        gemm(d_in, m, gw, View::transposed(x, d_in), View::rows(da_x, gw), 0.0, dw_ih);
+        let dw_hh = &mut g[at.w_hh..at.w_hh + h * gw];
+        gemm(h, m, gw, View::transposed(hprev, h), View::rows(da_h, gw), 0.0, dw_hh);
+        bias_grad(g, at.b_ih, gw, da_x, m);
+        bias_grad(g, at.b_hh, gw, da_h, m);
+        if b.wanted {
+            let (w_ih, ..) = at.params(p);
+            let dx = &mut bufs.spare[..m * d_in];
+            gemm(m, gw, d_in, View::rows(da_x, gw), View::transposed(w_ih, gw), 0.0, dx);
+            std::mem::swap(bufs.dh, bufs.spare);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,148 @@
+//! The GRU's steps, as PyTorch's `nn.GRU` computes them: with `x W_ih +
+//! b_ih` split as `(x_r, x_z, x_n)` and `h W_hh + b_hh` as `(h_r, h_z,
+//! h_n)`, `r = σ(x_r + h_r)`, `z = σ(x_z + h_z)`, `n = tanh(x_n + r h_n)`
+//! and `h' = (1 - z) n + z h`, computed as `n + z (h - n)`.
+
+use super::super::{Backward, Bufs, Forward};
+use super::RecurrentBlock;
+use crate::kernels::{View, add_bias_then, gemm, sigmoid, tanh, wide};
+
+/// Floats per sample (in `size`s) kept for the way back: r, z and n (3),
+/// the hidden side's products `h W_hh + b_hh` (3) and the `h` the step
+/// read (1).
+pub(super) const INNER: usize = 7;
+/// Floats per sample (in `size`s) the way back turns over: the gradients at
+/// the input side's products (3) and at the hidden side's (3), which differ
+/// at n, and per env the gradient carried to the previous step's `h` (1).
+pub(super) const SCRATCH: usize = 7;
+
+/// The `h` each row's step read.
+pub(super) fn h_prev(inner: &[f32], m: usize, h: usize) -> &[f32] {
+    &inner[6 * m * h..7 * m * h]
+}
+
+pub(super) fn forward(b: &RecurrentBlock, p: &[f32], x: &[f32], f: Forward<'_>) {
+    let (at, m, seq) = (&b.at, f.m, f.seq);
+    let (h, gw, e) = (at.size, at.width(), seq.envs);
+    if m == 0 {
+        return;
+    }
+    let (w_ih, w_hh, b_ih, b_hh) = at.params(p);
+    let (gates, rest) = f.inner[..m * INNER * h].split_at_mut(m * gw);
+    let (hg, hprev) = rest.split_at_mut(m * gw);
+    let y = &mut f.out[..m * h];
+    gemm(m, at.d_in, gw, View::rows(x, at.d_in), View::rows(w_ih, gw), 0.0, gates);
+    add_bias_then(gates, b_ih, |v| v);
+    for t in 0..m / e {
+        let r0 = t * e;
+        let hp = &mut hprev[r0 * h..(r0 + e) * h];
+        b.h_before(t, &seq, y, hp);
+        let hg_t = &mut hg[r0 * gw..(r0 + e) * gw];
+        gemm(e, h, gw, View::rows(hp, h), View::rows(w_hh, gw), 0.0, hg_t);
+        add_bias_then(hg_t, b_hh, |v| v);
+        for k in 0..e {
+            let row = r0 + k;
+            let g = &mut gates[row * gw..(row + 1) * gw];
+            let hidden = (&hg_t[k * gw..(k + 1) * gw], &hp[k * h..(k + 1) * h]);
+            step(g, hidden, &mut y[row * h..(row + 1) * h]);
+        }
+    }
+}
+
+/// One row's step: `g` (the input side's products) becomes r, z and n.
+fn step(g: &mut [f32], (hg, hp): (&[f32], &[f32]), y: &mut [f32]) {
+    let h = y.len();
+    let (gr, rest) = g.split_at_mut(h);
+    let (gz, gn) = rest.split_at_mut(h);
+    let (hr, rest) = hg.split_at(h);
+    let (hz, hn) = rest.split_at(h);
+    wide(
+        #[inline(always)]
+        || {
+            for j in 0..h {
+                let r = sigmoid(gr[j] + hr[j]);
+                let z = sigmoid(gz[j] + hz[j]);
+                let n = tanh(gn[j] + r * hn[j]);
+                (gr[j], gz[j], gn[j]) = (r, z, n);
+                y[j] = n + z * (hp[j] - n);
+            }
+        },
+    );
+}
+
+/// Back through time from the output's gradient (`bufs.dh`): every row's
+/// gradients at the input side's products and at the hidden side's into
+/// `bufs.extra`. Returns their offsets there.
+pub(super) fn through_time(
+    b: &RecurrentBlock,
+    p: &[f32],
+    bk: &Backward<'_>,
+    bufs: &mut Bufs<'_>,
+) -> (usize, usize) {
+    let (at, m, seq) = (&b.at, bk.m, bk.seq);
+    let (h, gw, e) = (at.size, at.width(), seq.envs);
+    if m == 0 {
+        return (0, m * gw);
+    }
+    let (_, w_hh, ..) = at.params(p);
+    let (gates, hg) = bk.inner[..2 * m * gw].split_at(m * gw);
+    let hprev = h_prev(bk.inner, m, h);
+    let (dx, rest) = bufs.extra[..2 * m * gw + e * h].split_at_mut(m * gw);
+    let (dhg, dh_next) = rest.split_at_mut(m * gw);
+    dh_next.fill(0.0);
+    let dy = &bufs.dh[..m * h];
+    for t in (0..m / e).rev() {
+        let r0 = t * e;
+        for k in 0..e {
+            let row = r0 + k;
+            let now = (&gates[row * gw..][..gw], &hg[row * gw..][..gw]);
+            let hp = &hprev[row * h..][..h];
+            let grads = (&mut dx[row * gw..][..gw], &mut dhg[row * gw..][..gw]);
+            step_back(now, hp, &dy[row * h..][..h], &mut dh_next[k * h..][..h], grads);
+        }
+        if t > 0 {
+            let dhg_t = View::rows(&dhg[r0 * gw..(r0 + e) * gw], gw);
+            gemm(e, gw, h, dhg_t, View::transposed(w_hh, gw), 1.0, dh_next);
+            for k in (0..e).filter(|&k| seq.starts_at(r0 + k)) {
+                dh_next[k * h..(k + 1) * h].fill(0.0);
+            }
+        }
+    }
+    (0, m * gw)
+}
+
+/// One row's way back: the gradients at its input side's products (`dx`)
+/// and at its hidden side's (`dhg`) from the gradient at its output `dy`
+/// plus the one carried from the next step (`dh_next`), which becomes the
+/// part of the previous `h`'s gradient that skips the products (`z dh`).
+fn step_back(
+    (g, hg): (&[f32], &[f32]),
+    hp: &[f32],
+    dy: &[f32],
+    dh_next: &mut [f32],
+    (dx, dhg): (&mut [f32], &mut [f32]),
+) {
+    let h = hp.len();
+    let (gr, rest) = g.split_at(h);
+    let (gz, gn) = rest.split_at(h);
+    let hn = &hg[2 * h..3 * h];
+    let (dxr, rest) = dx.split_at_mut(h);
+    let (dxz, dxn) = rest.split_at_mut(h);
+    let (dhr, rest) = dhg.split_at_mut(h);
+    let (dhz, dhn) = rest.split_at_mut(h);
+    wide(
+        #[inline(always)]
+        || {
+            for j in 0..h {
+                let (r, z, n) = (gr[j], gz[j], gn[j]);
+                let dh = dy[j] + dh_next[j];
+                let dan = dh * (1.0 - z) * (1.0 - n * n);
+                let dar = dan * hn[j] * r * (1.0 - r);
+                let daz = dh * (hp[j] - n) * z * (1.0 - z);
+                (dxr[j], dxz[j], dxn[j]) = (dar, daz, dan);
+                (dhr[j], dhz[j], dhn[j]) = (dar, daz, dan * r);
+                dh_next[j] = dh * z;
+            }
+        },
+    );
+}

@@ -1,0 +1,178 @@
+//! The LSTM's steps, as PyTorch's `nn.LSTM` computes them: with the gate
+//! pre-activations `a = x W_ih + b_ih + h W_hh + b_hh` split as i, f, g, o,
+//! `c' = σ(f) c + σ(i) tanh(g)` and `h' = σ(o) tanh(c')`.
+
+use super::super::{Backward, Bufs, Forward, Seq};
+use super::RecurrentBlock;
+use crate::kernels::{View, add_bias_then, gemm, sigmoid, tanh, wide};
+
+/// Floats per sample (in `size`s) kept for the way back: the gates after
+/// their nonlinearities (4), the cell `c` (1) and the `h` the step read (1).
+pub(super) const INNER: usize = 6;
+/// Floats per sample (in `size`s) the way back turns over: the gates'
+/// pre-activation gradients (4) and, per env, the gradients carried to
+/// the previous step at `h` and at `c` (2).
+pub(super) const SCRATCH: usize = 6;
+
+/// The cells `c` of every row, in the inner activations of `m` rows.
+pub(super) fn cells(inner: &[f32], m: usize, h: usize) -> &[f32] {
+    &inner[4 * m * h..5 * m * h]
+}
+
+/// The `h` each row's step read.
+pub(super) fn h_prev(inner: &[f32], m: usize, h: usize) -> &[f32] {
+    &inner[5 * m * h..6 * m * h]
+}
+
+/// The cell env `k` read at row `row` (step `t`): `None` (zero) where its
+/// episode starts, its state's `c` at the first step, else its cell at the
+/// step before (in `done`, the cells of the rows before step `t`).
+fn c_before<'a>(
+    b: &RecurrentBlock,
+    (t, k, row): (usize, usize, usize),
+    seq: &Seq<'a>,
+    done: &'a [f32],
+) -> Option<&'a [f32]> {
+    let (e, h) = (seq.envs, b.at.size);
+    if seq.starts_at(row) {
+        None
+    } else if t == 0 {
+        Some(&seq.state[k * seq.width + b.state_at + h..][..h])
+    } else {
+        Some(&done[(row - e) * h..][..h])
+    }
+}
+
+pub(super) fn forward(b: &RecurrentBlock, p: &[f32], x: &[f32], f: Forward<'_>) {
+    let (at, m, seq) = (&b.at, f.m, f.seq);
+    let (h, gw, e) = (at.size, at.width(), seq.envs);
+    if m == 0 {
+        return;
+    }
+    let (w_ih, w_hh, b_ih, b_hh) = at.params(p);
+    let (gates, rest) = f.inner[..m * INNER * h].split_at_mut(m * gw);
+    let (c, hprev) = rest.split_at_mut(m * h);
+    let y = &mut f.out[..m * h];
+    gemm(m, at.d_in, gw, View::rows(x, at.d_in), View::rows(w_ih, gw), 0.0, gates);
+    add_bias_then(gates, b_ih, |v| v);
+    add_bias_then(gates, b_hh, |v| v);
+    for t in 0..m / e {
+        let r0 = t * e;
+        let hp = &mut hprev[r0 * h..(r0 + e) * h];
+        b.h_before(t, &seq, y, hp);
+        let g_t = &mut gates[r0 * gw..(r0 + e) * gw];
+        gemm(e, h, gw, View::rows(hp, h), View::rows(w_hh, gw), 1.0, g_t);
+        let (done, now) = c.split_at_mut(r0 * h);
+        let y_t = &mut y[r0 * h..(r0 + e) * h];
+        for k in 0..e {
+            let c_prev = c_before(b, (t, k, r0 + k), &seq, done);
+            let g = &mut g_t[k * gw..(k + 1) * gw];
+            step(g, c_prev, &mut now[k * h..(k + 1) * h], &mut y_t[k * h..(k + 1) * h]);
+        }
+    }
+}
+
+/// One row's step: the gates' nonlinearities in place, its cell and its
+/// output.
+fn step(g: &mut [f32], c_prev: Option<&[f32]>, c: &mut [f32], y: &mut [f32]) {
+    let h = c.len();
+    let (gi, rest) = g.split_at_mut(h);
+    let (gf, rest) = rest.split_at_mut(h);
+    let (gg, go) = rest.split_at_mut(h);
+    wide(
+        #[inline(always)]
+        || {
+            for j in 0..h {
+                let (i, f) = (sigmoid(gi[j]), sigmoid(gf[j]));
+                let (g, o) = (tanh(gg[j]), sigmoid(go[j]));
+                (gi[j], gf[j], gg[j], go[j]) = (i, f, g, o);
+                let cp = c_prev.map_or(0.0, |c| c[j]);
+                let cn = f * cp + i * g;
+                c[j] = cn;
+                y[j] = o * tanh(cn);
+            }
+        },
+    );
+}
+
+/// Back through time from the output's gradient (`bufs.dh`): every row's
+/// gate pre-activation gradients into the front of `bufs.extra` (both the
+/// input's and the hidden state's products read them). Returns their offset
+/// there for each: `(input side, hidden side)`.
+pub(super) fn through_time(
+    b: &RecurrentBlock,
+    p: &[f32],
+    bk: &Backward<'_>,
+    bufs: &mut Bufs<'_>,
+) -> (usize, usize) {
+    let (at, m, seq) = (&b.at, bk.m, bk.seq);
+    let (h, gw, e) = (at.size, at.width(), seq.envs);
+    if m == 0 {
+        return (0, 0);
+    }
+    let (_, w_hh, ..) = at.params(p);
+    let gates = &bk.inner[..m * gw];
+    let c = cells(bk.inner, m, h);
+    let (da, rest) = bufs.extra[..m * gw + 2 * e * h].split_at_mut(m * gw);
+    let (dh_next, dc_next) = rest.split_at_mut(e * h);
+    dh_next.fill(0.0);
+    dc_next.fill(0.0);
+    let dy = &bufs.dh[..m * h];
+    for t in (0..m / e).rev() {
+        let r0 = t * e;
+        for k in 0..e {
+            let row = r0 + k;
+            let c_prev = c_before(b, (t, k, row), &seq, c);
+            let carried = (&dh_next[k * h..][..h], &mut dc_next[k * h..][..h]);
+            let now = (&gates[row * gw..][..gw], &c[row * h..][..h]);
+            let start = seq.starts_at(row);
+            step_back(now, c_prev, &dy[row * h..][..h], carried, &mut da[row * gw..][..gw], start);
+        }
+        if t > 0 {
+            let da_t = View::rows(&da[r0 * gw..(r0 + e) * gw], gw);
+            gemm(e, gw, h, da_t, View::transposed(w_hh, gw), 0.0, dh_next);
+            for k in (0..e).filter(|&k| seq.starts_at(r0 + k)) {
+                dh_next[k * h..(k + 1) * h].fill(0.0);
+            }
+        }
+    }
+    (0, 0)
+}
+
+/// One row's way back: its gates' pre-activation gradients `da` from the
+/// gradient at its output `dy` plus the one carried from the next step at
+/// `h`, and at its cell; the cell's gradient carried to the step before
+/// (zero when the episode starts here: the state was zeroed).
+fn step_back(
+    (g, c): (&[f32], &[f32]),
+    c_prev: Option<&[f32]>,
+    dy: &[f32],
+    (dh_next, dc_next): (&[f32], &mut [f32]),
+    da: &mut [f32],
+    start: bool,
+) {
+    let h = c.len();
+    let (gi, rest) = g.split_at(h);
+    let (gf, rest) = rest.split_at(h);
+    let (gg, go) = rest.split_at(h);
+    let (dai, rest) = da.split_at_mut(h);
+    let (daf, rest) = rest.split_at_mut(h);
+    let (dag, dao) = rest.split_at_mut(h);
+    wide(
+        #[inline(always)]
+        || {
+            for j in 0..h {
+                let (i, f, g, o) = (gi[j], gf[j], gg[j], go[j]);
+                let dh = dy[j] + dh_next[j];
+                let tc = tanh(c[j]);
+                let dc = dh * o * (1.0 - tc * tc) + dc_next[j];
+                let cp = c_prev.map_or(0.0, |c| c[j]);
+                dai[j] = dc * g * i * (1.0 - i);
+                daf[j] = dc * cp * f * (1.0 - f);
+                dag[j] = dc * i * (1.0 - g * g);
+                dao[j] = dh * tc * o * (1.0 - o);
+                dc_next[j] = if start { 0.0 } else { dc * f };
+            }
+        },
+    );
+}
