@@ -6,7 +6,9 @@
 
 use crate::CpuBackend;
 use crate::config::ranges::check_key;
-use crate::config::{Activation, ConvLayer, Init, LayerNormPlacement, NetworkConfig, Stack};
+use crate::config::{
+    Activation, ConvLayer, CoreKind, Init, LayerNormPlacement, NetworkConfig, Stack,
+};
 use crate::devices::DeviceKind;
 use crate::model::{ActorCritic, ModelSpec};
 use crate::weights::{WeightsError, load_into};
@@ -31,6 +33,9 @@ pub enum PolicyError {
     Conv { layer: usize, reason: String },
     #[error("field `network.stacks`: stack {stack}: {reason}")]
     Stack { stack: usize, reason: String },
+    /// `network.core_size` out of its range (the message names the key).
+    #[error("{0}")]
+    Core(String),
     #[error(transparent)]
     Model(#[from] crate::model::ModelError),
     #[error(transparent)]
@@ -52,6 +57,11 @@ pub fn network_from_wire(n: &sebulba_proto::NetworkSpec) -> Result<NetworkConfig
     let layer_norm = LayerNormPlacement::parse(&n.layer_norm)
         .ok_or_else(|| unknown("layer_norm", &n.layer_norm))?;
     let init = Init::parse(&n.init).ok_or_else(|| unknown("init", &n.init))?;
+    let core = CoreKind::parse(&n.core).ok_or_else(|| unknown("core", &n.core))?;
+    if core != CoreKind::None {
+        check_key("network.core_size", u64::from(n.core_size))
+            .map_err(|e| PolicyError::Core(e.to_string()))?;
+    }
     if n.hidden.is_empty() || n.hidden.contains(&0) {
         return Err(PolicyError::Hidden);
     }
@@ -69,6 +79,8 @@ pub fn network_from_wire(n: &sebulba_proto::NetworkSpec) -> Result<NetworkConfig
         conv: conv_from_wire(&n.conv)?,
         stacks: stacks_from_wire(&n.stacks)?,
         hidden: n.hidden.iter().map(|&h| h as usize).collect(),
+        core,
+        core_size: n.core_size as usize,
         activation,
         layer_norm,
         init,
@@ -156,6 +168,8 @@ pub fn network_to_wire(n: &NetworkConfig) -> sebulba_proto::NetworkSpec {
             })
             .collect(),
         hidden: n.hidden.iter().map(|&h| h as u32).collect(),
+        core: n.core.as_str().into(),
+        core_size: n.core_size as u32,
         activation: n.activation.as_str().into(),
         layer_norm: n.layer_norm.as_str().into(),
         init: n.init.as_str().into(),
@@ -378,6 +392,8 @@ mod tests {
                 },
             ],
             hidden: vec![32, 16],
+            core: CoreKind::Gru,
+            core_size: 24,
             activation: Activation::Relu,
             layer_norm: LayerNormPlacement::Pre,
             init: Init::LecunUniform,
@@ -396,6 +412,16 @@ mod tests {
                 .to_string()
                 .contains("network.layer_norm")
         );
+        // A core the config does not know, or too wide, is refused naming
+        // the field.
+        let mut wire = network_to_wire(&net);
+        wire.core = "transformer".into();
+        let e = network_from_wire(&wire).unwrap_err().to_string();
+        assert!(e.contains("network.core"), "{e}");
+        wire.core = "lstm".into();
+        wire.core_size = 5000;
+        let e = network_from_wire(&wire).unwrap_err().to_string();
+        assert!(e.contains("network.core_size"), "{e}");
         let mut wire = network_to_wire(&net);
         wire.init_std = 0.001;
         assert!(

@@ -155,7 +155,9 @@ impl Block {
             Block::Recurrent(Core {
                 cell: Cell::Lstm, ..
             }) => "an LSTM core",
-            Block::Recurrent(Core { cell: Cell::Gru, .. }) => "a GRU core",
+            Block::Recurrent(Core {
+                cell: Cell::Gru, ..
+            }) => "a GRU core",
         }
     }
 

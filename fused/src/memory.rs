@@ -108,11 +108,10 @@ impl PolicyState {
 
 /// Observation rows as a network reads them at an update: the rows of a
 /// [`Sequence`] first when there is one, then rows each read on its own
-/// (the final observations of cut episodes, a game's overlap rows; a
-/// network with memory will need to read a final observation with the
-/// state its env had at that step, which this does not carry yet). A network without memory reads
-/// every row on its own, so rows of any origin (a replay memory's draws)
-/// are [`Steps::rows`].
+/// (the final observations of cut episodes, a game's overlap rows), each
+/// continuing the sequence's row that [`Sequence::continues`] names. A
+/// network without memory reads every row on its own, so rows of any
+/// origin (a replay memory's draws) are [`Steps::rows`].
 #[derive(Clone, Copy, Debug)]
 pub struct Steps<'a> {
     /// `[rows * obs_dim]`.
@@ -129,6 +128,11 @@ pub struct Sequence<'a> {
     pub envs: usize,
     pub starts: &'a [u8],
     pub state: &'a PolicyState,
+    /// For the rows after the sequence's, in order: the sequence row each
+    /// continues (a cut episode's final observation is read with the state
+    /// after its env's last step, row `t * envs + e`). A row past its end
+    /// is read from a zero state.
+    pub continues: &'a [usize],
 }
 
 impl<'a> Steps<'a> {

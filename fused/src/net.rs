@@ -11,7 +11,7 @@ mod layout;
 
 pub use crate::block::{BlockAt, Torso};
 pub use crate::conv::ConvAt;
-pub use crate::places::Dense;
+pub use crate::places::{Dense, RecurrentAt};
 pub use layout::{Head, Layout};
 
 use crate::Activation;
@@ -137,11 +137,14 @@ impl Work {
     /// caller's bug.
     pub fn set_sequence(&mut self, envs: usize, starts: &[u8], state: &[f32]) {
         assert!(
-            envs > 0 && self.m % envs == 0,
+            envs > 0 && self.m.is_multiple_of(envs),
             "{} rows are not whole steps of {envs} envs",
             self.m
         );
-        assert!(starts.is_empty() || starts.len() == self.m, "starts per row");
+        assert!(
+            starts.is_empty() || starts.len() == self.m,
+            "starts per row"
+        );
         assert_eq!(state.len(), envs * self.state_width, "a state per env");
         self.envs = envs;
         self.starts.clear();
@@ -165,15 +168,24 @@ impl Work {
 /// `out` (`[envs * state_width]`): what it carries to its next step. The
 /// critic's part is only moved on by a pass that ran the critic torso.
 pub fn final_state(layout: &Layout, work: &Work, out: &mut [f32]) {
-    assert_eq!(out.len(), work.envs * layout.state_width, "a state per env");
-    let seq = work.seq();
+    let last: Vec<usize> = (work.m - work.envs..work.m).collect();
+    states_after(layout, work, &last, out);
+}
+
+/// The state after each of `rows` of the last forward pass into `out`
+/// (`[rows.len() * state_width]`): where a row read on its own continues an
+/// env's sequence (a cut episode's final observation).
+pub fn states_after(layout: &Layout, work: &Work, rows: &[usize], out: &mut [f32]) {
+    let width = layout.state_width;
+    assert_eq!(out.len(), rows.len() * width, "a state per row");
+    assert!(rows.iter().all(|&r| r < work.m), "rows of the pass");
     let torsos = [(&layout.actor, &work.actor)]
         .into_iter()
         .chain(layout.critic.as_ref().map(|c| (c, &work.critic)));
     for (t, w) in torsos {
         for (i, b) in t.blocks.iter().enumerate() {
-            b.pass()
-                .final_state(work.m, &w.outs[i], &w.inner[i], seq, out);
+            let pass = (work.m, &w.outs[i][..], &w.inner[i][..]);
+            b.pass().state_after(pass, rows, width, out);
         }
     }
 }

@@ -160,7 +160,10 @@ pub(crate) fn conv(out: &mut Vec<ParamTensor>, name: &str, c: &ConvAt) {
 /// `load_state_dict` takes them; ours are the weights' transposes.
 pub(crate) fn recurrent(out: &mut Vec<ParamTensor>, name: &str, r: &RecurrentAt) {
     let gw = r.width();
-    for (tensor, at, d_out) in [("weight_ih_l0", r.w_ih, r.d_in), ("weight_hh_l0", r.w_hh, r.size)] {
+    for (tensor, at, d_out) in [
+        ("weight_ih_l0", r.w_ih, r.d_in),
+        ("weight_hh_l0", r.w_hh, r.size),
+    ] {
         out.push(ParamTensor {
             name: format!("{name}.{tensor}"),
             at,

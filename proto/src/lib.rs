@@ -30,7 +30,7 @@ impl DeterministicLane {
 }
 
 /// Version of the wire protocol; `Learner.Join` refuses a peer with another.
-pub const PROTOCOL_VERSION: u32 = 13;
+pub const PROTOCOL_VERSION: u32 = 14;
 
 /// Encoded `FileDescriptorSet` of sebulba.proto, for gRPC reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] =

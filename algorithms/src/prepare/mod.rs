@@ -227,8 +227,15 @@ impl Collected {
         let none = Observations::default();
         let overlap = b.game.as_ref().map_or(&none, |g| &g.overlap_observations);
         let rows = concat_f32(&[&b.observations, overlap, &b.final_observations]);
-        let starts = b.starts();
-        let rows_read = Steps::sequence(&rows, b.sequence(b.rollout_length + 1, &starts));
+        let (starts, cut) = (b.starts(), b.cut_rows());
+        // A game's overlap rows come before the final observations: they
+        // continue no row (a game with a core is refused by the config).
+        let overlap_rows = overlap.len() / trainer.obs_dim().max(1);
+        let continues: Vec<usize> = std::iter::repeat_n(usize::MAX, overlap_rows)
+            .chain(cut)
+            .collect();
+        let rows_read =
+            Steps::sequence(&rows, b.sequence(b.rollout_length + 1, &starts, &continues));
         let values = trainer.values(&rows_read);
         let k = b.game.as_ref().map_or(0, |g| g.overlap_terminated.len());
         let (v, finals) = values.split_at(te + b.envs_per_actor + k);
@@ -357,7 +364,7 @@ fn vtrace(
     let obs = b
         .observations
         .to_f32(0..b.rollout_length * b.envs_per_actor * d);
-    let steps = Steps::sequence(&obs, b.sequence(b.rollout_length, starts));
+    let steps = Steps::sequence(&obs, b.sequence(b.rollout_length, starts, &[]));
     let log_pi = trainer.log_probs(&steps, &b.actions, b.action_masks.as_deref());
     let log_ratios: Vec<f32> = log_pi
         .iter()

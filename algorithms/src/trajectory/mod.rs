@@ -63,14 +63,29 @@ impl Trajectory {
     }
 
     /// The first `steps` observation rows of each env as the sequence a
-    /// network reads them in (`starts` from [`Self::starts`]).
-    pub fn sequence<'a>(&'a self, steps: usize, starts: &'a [u8]) -> Sequence<'a> {
+    /// network reads them in (`starts` from [`Self::starts`]), the rows
+    /// after it continuing rows `continues` ([`Self::cut_rows`] for the
+    /// final observations).
+    pub fn sequence<'a>(
+        &'a self,
+        steps: usize,
+        starts: &'a [u8],
+        continues: &'a [usize],
+    ) -> Sequence<'a> {
         Sequence {
             steps,
             envs: self.envs_per_actor,
             starts: &starts[..steps * self.envs_per_actor],
             state: &self.initial_state,
+            continues,
         }
+    }
+
+    /// The rows `t * E + e` of the truncated steps, in order: where each
+    /// final observation continues its env's sequence.
+    pub fn cut_rows(&self) -> Vec<usize> {
+        let cut = self.truncated.iter().enumerate();
+        cut.filter(|&(_, &t)| t == 1).map(|(i, _)| i).collect()
     }
 }
 

@@ -137,6 +137,9 @@ impl RunConfig {
         if self.run.algorithm == Algorithm::Dqn {
             self.check_dqn(&spec)?;
         }
+        if self.network.is_recurrent() {
+            self.check_recurrent(&spec)?;
+        }
         if spec.is_game() {
             self.check_game()?;
         } else if self.selfplay.seats_others() {
@@ -244,6 +247,37 @@ impl RunConfig {
         Ok(())
     }
 
+    /// What a recurrent core does not combine with: DQN's transitions drawn
+    /// one by one (a core reads whole env sequences), and (for now) a
+    /// turn-based game, whose seats each need a state of their own through
+    /// the learner's sequences. Until batches carry each env's state and
+    /// the engines train through time, no run trains one: acting with a
+    /// core and training without its sequences would be silently wrong.
+    fn check_recurrent(&self, spec: &sebulba_envs::EnvSpec) -> Result<(), ConfigError> {
+        if !RECURRENT_TRAINING {
+            return bad(
+                "network.core",
+                "training a recurrent core needs the batches' initial states and sequence minibatches, which are not built yet: use network.core = \"none\"",
+            );
+        }
+        if self.run.algorithm == Algorithm::Dqn {
+            return bad(
+                "network.core",
+                "`dqn` trains on single transitions drawn from its replay memory, a recurrent core on whole env sequences: use run.algorithm = \"ppo\" or network.core = \"none\"",
+            );
+        }
+        if spec.is_game() {
+            return bad(
+                "network.core",
+                &format!(
+                    "`{}` is a turn-based game: training a recurrent core on a game's per-seat sequences is not built yet",
+                    self.env.id
+                ),
+            );
+        }
+        Ok(())
+    }
+
     /// What a turn-based game's per-player advantages do not combine with.
     fn check_game(&self) -> Result<(), ConfigError> {
         if self.ppo.scale_rewards {
@@ -330,6 +364,11 @@ impl RunConfig {
         toml::to_string_pretty(self).unwrap_or_default()
     }
 }
+
+/// Whether runs may train a recurrent core (`network.core`): off until the
+/// whole path (batches with initial states, sequence minibatches in both
+/// engines) is built; the network, its passes and acting are.
+const RECURRENT_TRAINING: bool = false;
 
 /// Observation floats DQN's replay memory may hold (each stored twice: the
 /// observation and the next): 2 GiB at most.

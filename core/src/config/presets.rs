@@ -327,6 +327,8 @@ impl Default for NetworkConfig {
             conv: Vec::new(),
             stacks: Vec::new(),
             hidden: vec![64, 64],
+            core: CoreKind::None,
+            core_size: 128,
             activation: Activation::Tanh,
             layer_norm: LayerNormPlacement::None,
             init: Init::Orthogonal,

@@ -71,6 +71,7 @@ pub const RANGES: &[Range] = &[
     int("network.conv.padding", 0.0, 32.0),
     int("network.stacks.channels", 1.0, 1024.0),
     int("network.stacks.blocks", 0.0, 16.0),
+    int("network.core_size", 1.0, 4096.0),
     above("network.obs_clip", 0.0, 1e6),
     above("network.min_std", 0.0, 1e3),
     above("network.init_std", 0.0, 1e3),
@@ -212,6 +213,7 @@ pub fn check(c: &RunConfig) -> Result<(), ConfigError> {
     int("run.time_limit_secs", c.run.time_limit_secs)?;
     int("run.local_actors", c.run.local_actors as u64)?;
     int("run.forced_lag", c.run.forced_lag)?;
+    int("network.core_size", n.core_size as u64)?;
     real("network.obs_clip", n.obs_clip)?;
     real("network.min_std", n.min_std)?;
     real("network.init_std", n.init_std)?;

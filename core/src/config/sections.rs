@@ -134,6 +134,17 @@ pub struct NetworkConfig {
     pub stacks: Vec<Stack>,
     /// Hidden layer sizes of each torso.
     pub hidden: Vec<usize>,
+    /// A recurrent core after each torso's hidden layers, before the heads:
+    /// `none` (default), `lstm` or `gru` (PyTorch's `nn.LSTM`/`nn.GRU`, one
+    /// layer, published under their names). One core where the torso is
+    /// shared (CleanRL's layout), one per torso otherwise. Each env's state
+    /// is zeroed at its episode's start and carried from step to step; an
+    /// update trains on whole env sequences, through time.
+    #[serde(default)]
+    pub core: CoreKind,
+    /// The recurrent core's hidden units (default 128).
+    #[serde(default = "default_core_size")]
+    pub core_size: usize,
     /// Default `tanh`.
     pub activation: Activation,
     /// LayerNorm in each hidden layer: `none` (default), `pre` (before the
@@ -155,11 +166,58 @@ pub struct NetworkConfig {
     pub init_std: f64,
 }
 
+fn default_core_size() -> usize {
+    128
+}
+
+/// `network.core`: a recurrent core, or none.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CoreKind {
+    #[default]
+    None,
+    Lstm,
+    Gru,
+}
+
+impl CoreKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Lstm => "lstm",
+            Self::Gru => "gru",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "none" => Some(Self::None),
+            "lstm" => Some(Self::Lstm),
+            "gru" => Some(Self::Gru),
+            _ => None,
+        }
+    }
+
+    /// The fused engine's cell, when there is a core.
+    pub fn cell(self) -> Option<sebulba_fused::Cell> {
+        match self {
+            Self::None => None,
+            Self::Lstm => Some(sebulba_fused::Cell::Lstm),
+            Self::Gru => Some(sebulba_fused::Cell::Gru),
+        }
+    }
+}
+
 impl NetworkConfig {
     /// Whether the fused forward pass (and the fused engine) covers this
     /// network: MLPs without LayerNorm.
     pub fn fused_covers(&self) -> bool {
         self.layer_norm == LayerNormPlacement::None
+    }
+
+    /// Whether the network remembers: a recurrent core.
+    pub fn is_recurrent(&self) -> bool {
+        self.core != CoreKind::None
     }
 
     /// Whether a torso has image blocks (convolutions or IMPALA stacks).
@@ -170,7 +228,11 @@ impl NetworkConfig {
     /// Each torso's blocks, the one description of the network
     /// (`sebulba_fused::Block`).
     pub fn torso(&self) -> Vec<sebulba_fused::Block> {
-        sebulba_fused::torso_blocks(&self.conv, &self.stacks, &self.hidden, None)
+        let core = self.core.cell().map(|cell| sebulba_fused::Core {
+            cell,
+            size: self.core_size,
+        });
+        sebulba_fused::torso_blocks(&self.conv, &self.stacks, &self.hidden, core)
     }
 }
 

@@ -455,3 +455,27 @@ fn atari_evaluates_epsilon_greedy_and_the_rest_greedy_within_budgets() {
     }
     assert!(set("Acrobot-v1", &["eval.policy=epsilon"]).is_ok());
 }
+
+/// `network.core` and `network.core_size` read and range-checked; a run
+/// that would train a core is refused, naming the field, until the
+/// training path is built (no silently wrong training).
+#[test]
+fn a_recurrent_core_is_read_and_refused_for_training_for_now() {
+    let set = |sets: &[&str]| {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        RunConfig::resolve(Some("CartPole-v1"), None, &sets)
+    };
+    let c = set(&[]).unwrap();
+    assert_eq!((c.network.core, c.network.core_size), (CoreKind::None, 128));
+    let e = set(&["network.core=lstm"]).unwrap_err().to_string();
+    assert!(
+        e.contains("network.core") && e.contains("not built yet"),
+        "{e}"
+    );
+    let e = set(&["network.core=gru", "network.core_size=0"]).unwrap_err();
+    assert!(e.to_string().contains("network.core_size"), "{e}");
+    let e = set(&["network.core=transformer"]).unwrap_err();
+    assert!(e.to_string().contains("transformer"), "{e}");
+    // Without a core, the size is not in the way.
+    assert!(set(&["network.core_size=64"]).is_ok());
+}

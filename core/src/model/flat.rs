@@ -323,4 +323,74 @@ mod tests {
         let m = spec.init::<CpuBackend>(&Default::default());
         assert!(fused_policy(&spec, &m).is_err());
     }
+
+    /// burn's core and the fused engine's read the same sequence (episode
+    /// starts inside, a state per env) to the same heads and values.
+    #[test]
+    fn burns_core_reads_a_sequence_as_the_fused_engines() {
+        use crate::config::CoreKind;
+        use crate::model::Sequence;
+        use sebulba_fused::net::{self, Work};
+        for (core, shared) in [
+            (CoreKind::Lstm, false),
+            (CoreKind::Gru, true),
+            (CoreKind::Lstm, true),
+        ] {
+            let net = NetworkConfig {
+                hidden: vec![8],
+                core,
+                core_size: 6,
+                shared_torso: shared,
+                ..Default::default()
+            };
+            let spec = ModelSpec::new(&env_spec("CartPole-v1").unwrap(), &net).unwrap();
+            let dev = Default::default();
+            let m = spec.init::<CpuBackend>(&dev);
+            let layout = Layout::new(&spec.arch());
+            let (steps, envs, d) = (5, 3, spec.obs_dim);
+            let rows = steps * envs;
+            let obs: Vec<f32> = (0..rows * d)
+                .map(|i| ((i * 37 % 23) as f32 - 11.0) * 0.2)
+                .collect();
+            let starts: Vec<u8> = (0..rows).map(|r| u8::from(r % 7 == 4)).collect();
+            let w = layout.state_width;
+            let state: Vec<f32> = (0..envs * w)
+                .map(|i| ((i * 13 % 11) as f32 - 5.0) * 0.15)
+                .collect();
+            let seq = Sequence {
+                envs,
+                keep: Tensor::from_data(
+                    TensorData::new(
+                        starts.iter().map(|&s| f32::from(1 - s)).collect::<Vec<_>>(),
+                        [rows, 1],
+                    ),
+                    &dev,
+                ),
+                state: Tensor::from_data(TensorData::new(state.clone(), [envs, w]), &dev),
+            };
+            let x =
+                Tensor::<CpuBackend, 2>::from_data(TensorData::new(obs.clone(), [rows, d]), &dev);
+            let (heads, values) = m.policy_value_in(x, Some(&seq));
+            let heads: Vec<f32> = heads.into_data().to_vec().unwrap();
+            let values: Vec<f32> = values.into_data().to_vec().unwrap();
+
+            let p = read_params(&layout, &m).unwrap();
+            let mut work = Work::default();
+            work.resize(&layout, rows);
+            work.x.copy_from_slice(&obs);
+            work.set_sequence(envs, &starts, &state);
+            net::forward(&layout, &p, &mut work);
+            for (g, w) in work
+                .head
+                .iter()
+                .zip(&heads)
+                .chain(work.value.iter().zip(&values))
+            {
+                assert!(
+                    (g - w).abs() < 1e-5 * (1.0 + w.abs()),
+                    "{core:?}: {g} vs {w}"
+                );
+            }
+        }
+    }
 }

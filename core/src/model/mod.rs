@@ -9,9 +9,11 @@
 pub mod flat;
 mod obs_norm;
 mod orthogonal;
+mod recurrent;
 mod torso;
 
 pub use obs_norm::{ObsNorm, RunningMeanStd};
+pub use recurrent::{Recurrent, Sequence};
 pub use sebulba_fused::OBS_NORM_EPS;
 pub use torso::{Residual, Torso, linear};
 
@@ -141,7 +143,9 @@ impl ModelSpec {
     pub fn init<B: Backend>(&self, device: &B::Device) -> ActorCritic<B> {
         let n = &self.network;
         let layout = Layout::new(&self.arch());
-        let torso = || Torso::new(&layout.actor, n.activation, n.layer_norm, n.init, device);
+        // Each torso from its own placing: the same blocks, but a critic's
+        // core keeps its state after the actor's.
+        let torso = |t| Torso::new(t, n.activation, n.layer_norm, n.init, device);
         let width = layout.width();
         let head_bias = match &self.action_space {
             ActionSpace::Discrete { .. } => None,
@@ -157,8 +161,8 @@ impl ModelSpec {
             obs_norm: n
                 .obs_norm
                 .then(|| ObsNorm::new(self.obs_dim, n.obs_clip, device)),
-            actor: torso(),
-            critic: (!n.shared_torso).then(torso),
+            actor: torso(&layout.actor),
+            critic: layout.critic.as_ref().map(torso),
             policy_head: linear(width, self.head_dim(), n.init, 0.01, head_bias, device),
             value_head: linear(width, 1, n.init, 1.0, None, device),
         };
@@ -204,18 +208,31 @@ impl<B: Backend> ActorCritic<B> {
         }
     }
 
-    /// Raw policy-head output `[N, head_dim]` for observations `[N, obs_dim]`.
+    /// Raw policy-head output `[N, head_dim]` for observations `[N,
+    /// obs_dim]`, each read on its own (a network with memory reads each as
+    /// an episode's first step).
     pub fn policy(&self, obs: Tensor<B, 2>) -> Tensor<B, 2> {
+        self.policy_in(obs, None)
+    }
+
+    /// [`Self::policy`] of the rows of `seq` (a network with memory reads
+    /// them in time order from each env's state).
+    pub fn policy_in(&self, obs: Tensor<B, 2>, seq: Option<&Sequence<B>>) -> Tensor<B, 2> {
         self.policy_head
-            .forward(self.actor.forward(self.input(obs)))
+            .forward(self.actor.forward(self.input(obs), seq))
     }
 
     /// State values `[N]` for observations `[N, obs_dim]`.
     pub fn value(&self, obs: Tensor<B, 2>) -> Tensor<B, 1> {
+        self.value_in(obs, None)
+    }
+
+    /// [`Self::value`] of the rows of `seq`.
+    pub fn value_in(&self, obs: Tensor<B, 2>, seq: Option<&Sequence<B>>) -> Tensor<B, 1> {
         let x = self.input(obs);
         let h = match &self.critic {
-            Some(c) => c.forward(x),
-            None => self.actor.forward(x),
+            Some(c) => c.forward(x, seq),
+            None => self.actor.forward(x, seq),
         };
         flatten(self.value_head.forward(h))
     }
@@ -223,10 +240,19 @@ impl<B: Backend> ActorCritic<B> {
     /// Policy head and values together: one normalisation, and one torso pass
     /// when the torso is shared.
     pub fn policy_value(&self, obs: Tensor<B, 2>) -> (Tensor<B, 2>, Tensor<B, 1>) {
+        self.policy_value_in(obs, None)
+    }
+
+    /// [`Self::policy_value`] of the rows of `seq`.
+    pub fn policy_value_in(
+        &self,
+        obs: Tensor<B, 2>,
+        seq: Option<&Sequence<B>>,
+    ) -> (Tensor<B, 2>, Tensor<B, 1>) {
         let x = self.input(obs);
-        let ha = self.actor.forward(x.clone());
+        let ha = self.actor.forward(x.clone(), seq);
         let hv = match &self.critic {
-            Some(c) => c.forward(x),
+            Some(c) => c.forward(x, seq),
             None => ha.clone(),
         };
         (

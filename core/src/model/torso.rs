@@ -7,6 +7,7 @@
 //! PyTorch's shapes and order (the fused layout converts at
 //! [`crate::model::flat`] and in the file).
 
+use super::recurrent::{Recurrent, Sequence};
 use crate::config::{Activation, Init, LayerNormPlacement};
 use burn::module::{Initializer, Module, ModuleMapper, ModuleVisitor, Param};
 use burn::nn::conv::{Conv2d, Conv2dConfig};
@@ -88,12 +89,13 @@ enum Part {
     Conv(usize),
     Res(usize),
     Dense(usize),
+    Core(usize),
     Fixed,
 }
 
 /// Each block's [`Part`], counting each group's blocks in order.
 fn parts(blocks: &[BlockAt]) -> Vec<Part> {
-    let (mut conv, mut res, mut dense) = (0, 0, 0);
+    let (mut conv, mut res, mut dense, mut core) = (0, 0, 0, 0);
     let next = |n: &mut usize| {
         *n += 1;
         *n - 1
@@ -104,6 +106,7 @@ fn parts(blocks: &[BlockAt]) -> Vec<Part> {
             BlockAt::Conv(_) => Part::Conv(next(&mut conv)),
             BlockAt::Residual(_) => Part::Res(next(&mut res)),
             BlockAt::Dense(_) => Part::Dense(next(&mut dense)),
+            BlockAt::Recurrent(_) => Part::Core(next(&mut core)),
             BlockAt::MaxPool(_) | BlockAt::Activate(_) => Part::Fixed,
         })
         .collect()
@@ -147,6 +150,8 @@ pub struct Torso<B: Backend> {
     pub res: Vec<Residual<B>>,
     /// The dense layers, in order.
     pub layers: Vec<Linear<B>>,
+    /// The recurrent core, when there is one.
+    pub core: Vec<Recurrent<B>>,
     /// One per dense layer when LayerNorm is on, else empty.
     pub norms: Vec<LayerNorm<B>>,
     #[module(skip)]
@@ -171,8 +176,8 @@ impl<B: Backend> Torso<B> {
         device: &B::Device,
     ) -> Self {
         let gain = std::f64::consts::SQRT_2;
-        let (mut convs, mut res, mut layers, mut norms) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut convs, mut res, mut layers, mut norms, mut core) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for b in &layout.blocks {
             match b {
                 BlockAt::Conv(c) => convs.push(conv(&c.at.conv, init, device)),
@@ -187,6 +192,7 @@ impl<B: Backend> Torso<B> {
                         norms.push(LayerNormConfig::new(d_out).init(device));
                     }
                 }
+                BlockAt::Recurrent(r) => core.push(Recurrent::new(r, init, device)),
                 BlockAt::MaxPool(_) | BlockAt::Activate(_) => {}
             }
         }
@@ -194,6 +200,7 @@ impl<B: Backend> Torso<B> {
             conv: convs,
             res,
             layers,
+            core,
             norms,
             activation,
             placement,
@@ -210,6 +217,7 @@ impl<B: Backend> Torso<B> {
                 Part::Conv(k) => self.conv[k].visit(v),
                 Part::Res(k) => self.res[k].visit(v),
                 Part::Dense(k) => self.layers[k].visit(v),
+                Part::Core(k) => self.core[k].visit(v),
                 Part::Fixed => {}
             }
         }
@@ -222,6 +230,7 @@ impl<B: Backend> Torso<B> {
                 Part::Conv(k) => self.conv[k] = self.conv[k].clone().map(f),
                 Part::Res(k) => self.res[k] = self.res[k].clone().map(f),
                 Part::Dense(k) => self.layers[k] = self.layers[k].clone().map(f),
+                Part::Core(k) => self.core[k] = self.core[k].clone().map(f),
                 Part::Fixed => {}
             }
         }
@@ -244,8 +253,8 @@ impl<B: Backend> Torso<B> {
         }
     }
 
-    /// One block (its parameters at `part`) on `flow`.
-    fn block(&self, b: &BlockAt, part: Part, flow: Flow<B>) -> Flow<B> {
+    /// One block (its parameters at `part`) on `flow`, the rows of `seq`.
+    fn block(&self, b: &BlockAt, part: Part, flow: Flow<B>, seq: Option<&Sequence<B>>) -> Flow<B> {
         match (b, part) {
             (BlockAt::Conv(c), Part::Conv(k)) => {
                 let y = self.conv[k].forward(flow.image());
@@ -269,14 +278,18 @@ impl<B: Backend> Torso<B> {
                 Flow::Image(y) => Flow::Image(self.act(y)),
             },
             (BlockAt::Dense(_), Part::Dense(k)) => Flow::Rows(self.dense(k, flow.rows())),
+            (BlockAt::Recurrent(r), Part::Core(k)) => {
+                Flow::Rows(self.core[k].forward(r, flow.rows(), seq))
+            }
             _ => unreachable!("a torso's parts are counted from its blocks"),
         }
     }
 
     /// Rows `[N, obs_dim]` (an image channels last, as envs give them)
     /// through every block: `[N, width]`, an image at the end flattened
-    /// channels first.
-    pub fn forward(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
+    /// channels first. A recurrent core reads them as `seq`'s env
+    /// sequences, or each as an episode's first step without one.
+    pub fn forward(&self, x: Tensor<B, 2>, seq: Option<&Sequence<B>>) -> Tensor<B, 2> {
         let first = self.blocks.first().map(BlockAt::input);
         let mut flow = match first.and_then(|s| s.image()) {
             Some([h, w, c]) => {
@@ -286,7 +299,7 @@ impl<B: Backend> Torso<B> {
             None => Flow::Rows(x),
         };
         for (b, &part) in self.blocks.iter().zip(&self.parts) {
-            flow = self.block(b, part, flow);
+            flow = self.block(b, part, flow, seq);
         }
         flow.rows()
     }

@@ -17,8 +17,8 @@ mod residual;
 pub use activate::Activate;
 pub use conv::ConvBlock;
 pub use dense::DenseBlock;
-pub use recurrent::RecurrentBlock;
 pub(crate) use dense::{bias_grad, dense_backward, dense_forward};
+pub use recurrent::RecurrentBlock;
 pub use residual::Residual;
 
 use crate::arch::{Activation, Arch, Block, BlockError, Shape};
@@ -272,10 +272,16 @@ pub(crate) trait Pass {
     fn state_width(&self) -> usize {
         0
     }
-    /// Writes each env's state after the last of the `m` rows of a forward
-    /// pass (its output `y` and `inner`) into `out` (`[seq.envs *
-    /// seq.width]`, its own floats only).
-    fn final_state(&self, _m: usize, _y: &[f32], _inner: &[f32], _seq: Seq<'_>, _out: &mut [f32]) {
+    /// Writes the state after each of `rows` (of the `m` rows of a forward
+    /// pass, whose output is `y` and inner activations `inner`) into `out`
+    /// (`[rows.len() * width]`, its own floats only).
+    fn state_after(
+        &self,
+        _pass: (usize, &[f32], &[f32]),
+        _rows: &[usize],
+        _width: usize,
+        _out: &mut [f32],
+    ) {
     }
     /// The group its tensors are counted in by burn's module and the file
     /// (`conv`, `res`, `layers`, `core`); `None`: it has no parameters.

@@ -104,14 +104,19 @@ impl Pass for RecurrentBlock {
         self.cell.carried() * self.size()
     }
 
-    fn final_state(&self, m: usize, y: &[f32], inner: &[f32], seq: Seq<'_>, out: &mut [f32]) {
-        let (e, h) = (seq.envs, self.size());
-        let last = m - e;
-        for k in 0..e {
-            let dst = &mut out[k * seq.width + self.state_at..];
-            dst[..h].copy_from_slice(&y[(last + k) * h..][..h]);
+    fn state_after(
+        &self,
+        (m, y, inner): (usize, &[f32], &[f32]),
+        rows: &[usize],
+        width: usize,
+        out: &mut [f32],
+    ) {
+        let h = self.size();
+        for (k, &row) in rows.iter().enumerate() {
+            let dst = &mut out[k * width + self.state_at..];
+            dst[..h].copy_from_slice(&y[row * h..][..h]);
             if self.cell == Cell::Lstm {
-                dst[h..2 * h].copy_from_slice(&lstm::cells(inner, m, h)[(last + k) * h..][..h]);
+                dst[h..2 * h].copy_from_slice(&lstm::cells(inner, m, h)[row * h..][..h]);
             }
         }
     }
@@ -126,7 +131,7 @@ impl Pass for RecurrentBlock {
 
     fn forward(&self, p: &[f32], x: Input<'_>, f: Forward<'_>) {
         assert!(
-            f.m % f.seq.envs.max(1) == 0 && f.seq.state.len() == f.seq.envs * f.seq.width,
+            f.m.is_multiple_of(f.seq.envs.max(1)) && f.seq.state.len() == f.seq.envs * f.seq.width,
             "a recurrent core's rows must be whole steps of the sequence's envs"
         );
         match self.cell {
@@ -150,15 +155,39 @@ impl Pass for RecurrentBlock {
         let (da_x, da_h) = (&extra[dxo..dxo + m * gw], &extra[dho..dho + m * gw]);
         // dW_ih = xᵀ dA_x, dW_hh = h_prevᵀ dA_h, each over every row at once.
         let dw_ih = &mut g[at.w_ih..at.w_ih + d_in * gw];
-        gemm(d_in, m, gw, View::transposed(x, d_in), View::rows(da_x, gw), 0.0, dw_ih);
+        gemm(
+            d_in,
+            m,
+            gw,
+            View::transposed(x, d_in),
+            View::rows(da_x, gw),
+            0.0,
+            dw_ih,
+        );
         let dw_hh = &mut g[at.w_hh..at.w_hh + h * gw];
-        gemm(h, m, gw, View::transposed(hprev, h), View::rows(da_h, gw), 0.0, dw_hh);
+        gemm(
+            h,
+            m,
+            gw,
+            View::transposed(hprev, h),
+            View::rows(da_h, gw),
+            0.0,
+            dw_hh,
+        );
         bias_grad(g, at.b_ih, gw, da_x, m);
         bias_grad(g, at.b_hh, gw, da_h, m);
         if b.wanted {
             let (w_ih, ..) = at.params(p);
             let dx = &mut bufs.spare[..m * d_in];
-            gemm(m, gw, d_in, View::rows(da_x, gw), View::transposed(w_ih, gw), 0.0, dx);
+            gemm(
+                m,
+                gw,
+                d_in,
+                View::rows(da_x, gw),
+                View::transposed(w_ih, gw),
+                0.0,
+                dx,
+            );
             std::mem::swap(bufs.dh, bufs.spare);
         }
     }

@@ -9,7 +9,7 @@ use sebulba_core::distribution::ActionDist;
 use sebulba_core::model::ModelSpec;
 use sebulba_fused::adam::clip_grads;
 use sebulba_fused::net::{self, Layout};
-use sebulba_fused::{ObsNorm, TrainState};
+use sebulba_fused::{ObsNorm, Sequence, TrainState};
 
 /// The fewest minibatch rows worth a thread of their own: below this the
 /// hand-over costs more than the rows' arithmetic saves.
@@ -147,6 +147,90 @@ impl Fused {
         policy_rows(&self.layout, params, norm, &mut self.shards[0], obs)
     }
 
+    /// State values of the rows `obs` (`[rows * obs_dim]`) of `seq` (a
+    /// network with memory): its rows in time order from each env's state,
+    /// then each row after them from the state after the row it continues.
+    pub fn values_in(&mut self, obs: &[f32], seq: &Sequence<'_>) -> Vec<f32> {
+        self.sequence_pass(obs, seq, Output::Values, pass_rows(&self.layout))
+    }
+
+    /// Policy-head outputs of the rows `obs` of `seq`, as [`Fused::values_in`].
+    pub fn heads_in(&mut self, obs: &[f32], seq: &Sequence<'_>) -> Vec<f32> {
+        self.sequence_pass(obs, seq, Output::Heads, pass_rows(&self.layout))
+    }
+
+    /// A forward pass over the rows of `seq` in chunks of whole env
+    /// sequences of at most `rows` rows (at least one env's), then over the
+    /// rows after them `rows` at a time; `what` each row gives.
+    pub(super) fn sequence_pass(
+        &mut self,
+        obs: &[f32],
+        seq: &Sequence<'_>,
+        what: Output,
+        rows: usize,
+    ) -> Vec<f32> {
+        let (layout, params) = (&self.layout, &self.state.params);
+        let (norm, work) = (self.norm.as_ref(), &mut self.shards[0].work);
+        let (d, w) = (layout.obs_dim, layout.state_width);
+        let per_row = what.per_row(layout);
+        let (steps, envs) = (seq.steps, seq.envs);
+        let in_seq = steps * envs;
+        let total = obs.len() / d;
+        let mut out = vec![0.0f32; total * per_row];
+        // Each later row's state: the state after the row it continues.
+        let after = &seq.continues[..total - in_seq];
+        let mut later_state = vec![0.0f32; after.len() * w];
+        let per_chunk = (rows / steps.max(1)).clamp(1, envs.max(1));
+        let mut starts = Vec::new();
+        for e0 in (0..envs).step_by(per_chunk) {
+            let k = per_chunk.min(envs - e0);
+            // Row (t, e) of the sequence is row (t, e - e0) of the chunk.
+            let chunk_rows =
+                || (0..steps).flat_map(move |t| (e0..e0 + k).map(move |e| t * envs + e));
+            work.resize(layout, steps * k);
+            starts.clear();
+            for (dst, src) in chunk_rows().enumerate() {
+                let row = &mut work.x[dst * d..(dst + 1) * d];
+                row.copy_from_slice(&obs[src * d..(src + 1) * d]);
+                layout.input_row(norm, row);
+                starts.push(seq.starts[src]);
+            }
+            work.set_sequence(k, &starts, &seq.state.values()[e0 * w..(e0 + k) * w]);
+            net::forward(layout, params, work);
+            for (dst, src) in chunk_rows().enumerate() {
+                out[src * per_row..(src + 1) * per_row].copy_from_slice(what.row(work, dst));
+            }
+            let local = |c: usize| (c / envs) * k + (c % envs - e0);
+            let mine: Vec<usize> = (0..after.len())
+                .filter(|&i| after[i] < in_seq && (e0..e0 + k).contains(&(after[i] % envs)))
+                .collect();
+            let local_rows: Vec<usize> = mine.iter().map(|&i| local(after[i])).collect();
+            let mut states = vec![0.0f32; local_rows.len() * w];
+            net::states_after(layout, work, &local_rows, &mut states);
+            for (j, &i) in mine.iter().enumerate() {
+                later_state[i * w..(i + 1) * w].copy_from_slice(&states[j * w..(j + 1) * w]);
+            }
+        }
+        // The rows after the sequence, each one step from its state.
+        let later = &obs[in_seq * d..];
+        for (c, chunk) in later.chunks(rows.max(1) * d).enumerate() {
+            let n = chunk.len() / d;
+            let first = c * rows.max(1);
+            work.resize(layout, n);
+            work.x.copy_from_slice(chunk);
+            work.x
+                .chunks_exact_mut(d)
+                .for_each(|row| layout.input_row(norm, row));
+            work.set_sequence(n, &[], &later_state[first * w..(first + n) * w]);
+            net::forward(layout, params, work);
+            for r in 0..n {
+                let at = (in_seq + first + r) * per_row;
+                out[at..at + per_row].copy_from_slice(what.row(work, r));
+            }
+        }
+        out
+    }
+
     /// One minibatch step: the loss of the samples `mb.idx`, its gradient,
     /// global-norm clipping and an Adam step at `mb.lr`; no step when the
     /// approximate KL is past `target_kl`. The same contract as a single burn
@@ -219,6 +303,33 @@ impl Fused {
             total.zip(&shard.grads).for_each(|(g, &o)| *g += o);
         }
         sums
+    }
+}
+
+/// What a pass over rows gives per row.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Output {
+    Values,
+    Heads,
+}
+
+impl Output {
+    fn per_row(self, layout: &Layout) -> usize {
+        match self {
+            Output::Values => 1,
+            Output::Heads => layout.head_dim,
+        }
+    }
+
+    /// Row `r`'s outputs in `work` after a forward pass.
+    fn row(self, work: &net::Work, r: usize) -> &[f32] {
+        match self {
+            Output::Values => &work.value[r..r + 1],
+            Output::Heads => {
+                let hd = work.head.len() / work.m.max(1);
+                &work.head[r * hd..(r + 1) * hd]
+            }
+        }
     }
 }
 

@@ -94,13 +94,19 @@ impl UpdateEngine for FusedEngine {
         self.cpu.bytes() as u64
     }
 
-    // The fused network has no memory yet: it reads every row on its own.
+    // A network without memory reads every row on its own.
     fn values(&mut self, steps: &Steps<'_>) -> Vec<f32> {
-        self.cpu.values(rows_of(steps))
+        match steps.sequence {
+            Some(seq) if seq.state.width() > 0 => self.cpu.values_in(steps.obs, &seq),
+            _ => self.cpu.values(rows_of(steps)),
+        }
     }
 
     fn heads(&mut self, steps: &Steps<'_>) -> Vec<f32> {
-        self.cpu.heads(rows_of(steps))
+        match steps.sequence {
+            Some(seq) if seq.state.width() > 0 => self.cpu.heads_in(steps.obs, &seq),
+            _ => self.cpu.heads(rows_of(steps)),
+        }
     }
 
     fn heads_with(
@@ -146,5 +152,7 @@ impl UpdateEngine for FusedEngine {
     }
 }
 
+#[cfg(test)]
+mod sequences_tests;
 #[cfg(test)]
 mod tests;

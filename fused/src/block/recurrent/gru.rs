@@ -31,7 +31,15 @@ pub(super) fn forward(b: &RecurrentBlock, p: &[f32], x: &[f32], f: Forward<'_>) 
     let (gates, rest) = f.inner[..m * INNER * h].split_at_mut(m * gw);
     let (hg, hprev) = rest.split_at_mut(m * gw);
     let y = &mut f.out[..m * h];
-    gemm(m, at.d_in, gw, View::rows(x, at.d_in), View::rows(w_ih, gw), 0.0, gates);
+    gemm(
+        m,
+        at.d_in,
+        gw,
+        View::rows(x, at.d_in),
+        View::rows(w_ih, gw),
+        0.0,
+        gates,
+    );
     add_bias_then(gates, b_ih, |v| v);
     for t in 0..m / e {
         let r0 = t * e;
@@ -98,7 +106,13 @@ pub(super) fn through_time(
             let now = (&gates[row * gw..][..gw], &hg[row * gw..][..gw]);
             let hp = &hprev[row * h..][..h];
             let grads = (&mut dx[row * gw..][..gw], &mut dhg[row * gw..][..gw]);
-            step_back(now, hp, &dy[row * h..][..h], &mut dh_next[k * h..][..h], grads);
+            step_back(
+                now,
+                hp,
+                &dy[row * h..][..h],
+                &mut dh_next[k * h..][..h],
+                grads,
+            );
         }
         if t > 0 {
             let dhg_t = View::rows(&dhg[r0 * gw..(r0 + e) * gw], gw);

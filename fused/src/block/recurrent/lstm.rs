@@ -53,7 +53,15 @@ pub(super) fn forward(b: &RecurrentBlock, p: &[f32], x: &[f32], f: Forward<'_>) 
     let (gates, rest) = f.inner[..m * INNER * h].split_at_mut(m * gw);
     let (c, hprev) = rest.split_at_mut(m * h);
     let y = &mut f.out[..m * h];
-    gemm(m, at.d_in, gw, View::rows(x, at.d_in), View::rows(w_ih, gw), 0.0, gates);
+    gemm(
+        m,
+        at.d_in,
+        gw,
+        View::rows(x, at.d_in),
+        View::rows(w_ih, gw),
+        0.0,
+        gates,
+    );
     add_bias_then(gates, b_ih, |v| v);
     add_bias_then(gates, b_hh, |v| v);
     for t in 0..m / e {
@@ -67,7 +75,12 @@ pub(super) fn forward(b: &RecurrentBlock, p: &[f32], x: &[f32], f: Forward<'_>) 
         for k in 0..e {
             let c_prev = c_before(b, (t, k, r0 + k), &seq, done);
             let g = &mut g_t[k * gw..(k + 1) * gw];
-            step(g, c_prev, &mut now[k * h..(k + 1) * h], &mut y_t[k * h..(k + 1) * h]);
+            step(
+                g,
+                c_prev,
+                &mut now[k * h..(k + 1) * h],
+                &mut y_t[k * h..(k + 1) * h],
+            );
         }
     }
 }
@@ -126,7 +139,14 @@ pub(super) fn through_time(
             let carried = (&dh_next[k * h..][..h], &mut dc_next[k * h..][..h]);
             let now = (&gates[row * gw..][..gw], &c[row * h..][..h]);
             let start = seq.starts_at(row);
-            step_back(now, c_prev, &dy[row * h..][..h], carried, &mut da[row * gw..][..gw], start);
+            step_back(
+                now,
+                c_prev,
+                &dy[row * h..][..h],
+                carried,
+                &mut da[row * gw..][..gw],
+                start,
+            );
         }
         if t > 0 {
             let da_t = View::rows(&da[r0 * gw..(r0 + e) * gw], gw);

@@ -181,7 +181,9 @@ fn case(rng: &mut StdRng, layout: &Layout, (steps, envs): (usize, usize), resets
 }
 
 fn params(rng: &mut StdRng, layout: &Layout) -> Vec<f32> {
-    (0..layout.len).map(|_| rng.random_range(-0.6..0.6)).collect()
+    (0..layout.len)
+        .map(|_| rng.random_range(-0.6..0.6))
+        .collect()
 }
 
 fn f64s(v: &[f32]) -> Vec<f64> {
@@ -215,7 +217,9 @@ fn check(cell: Cell, hidden: &[usize], shared: bool, (steps, envs): (usize, usiz
     let p = params(&mut rng, &layout);
     let c = case(&mut rng, &layout, (steps, envs), resets);
     let m = steps * envs;
-    let dh: Vec<f32> = (0..m * HEADS).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let dh: Vec<f32> = (0..m * HEADS)
+        .map(|_| rng.random_range(-1.0..1.0))
+        .collect();
     let dv: Vec<f32> = (0..m).map(|_| rng.random_range(-1.0..1.0)).collect();
     let (work, g) = ours(&layout, &p, &c, (&dh, &dv));
 
@@ -227,7 +231,10 @@ fn check(cell: Cell, hidden: &[usize], shared: bool, (steps, envs): (usize, usiz
         assert!((*a as f64 - b).abs() < 2e-5, "{what}: head {k}: {a} vs {b}");
     }
     for (k, (a, b)) in work.value.iter().zip(&values).enumerate() {
-        assert!((*a as f64 - b).abs() < 2e-5, "{what}: value {k}: {a} vs {b}");
+        assert!(
+            (*a as f64 - b).abs() < 2e-5,
+            "{what}: value {k}: {a} vs {b}"
+        );
     }
 
     // Backward: every parameter's gradient against central differences.
@@ -309,7 +316,10 @@ fn nothing_crosses_an_episodes_start() {
         let (work2, g2) = ours(&layout, &p, &other, (&dh, &dv));
         for t in 4..steps {
             let r = t * envs;
-            assert_eq!(work.head[r * HEADS..(r + 1) * HEADS], work2.head[r * HEADS..(r + 1) * HEADS]);
+            assert_eq!(
+                work.head[r * HEADS..(r + 1) * HEADS],
+                work2.head[r * HEADS..(r + 1) * HEADS]
+            );
             assert_eq!(work.value[r], work2.value[r]);
         }
         assert_eq!(g, g2, "{cell:?}");
@@ -338,18 +348,29 @@ fn acting_step_by_step_is_the_sequence() {
         net::final_state(&layout, &work, &mut end);
 
         let policy = FusedPolicy::new(&a, p.clone(), None).unwrap();
-        let mut state = PolicyState::from_values(layout.state_width, envs, c.state.clone()).unwrap();
+        let mut state =
+            PolicyState::from_values(layout.state_width, envs, c.state.clone()).unwrap();
         for t in 0..steps {
             let rows = t * envs..(t + 1) * envs;
             state.reset_ended(c.starts[rows.clone()].iter().map(|&s| s != 0));
             let obs = &c.obs[rows.start * OBS..rows.end * OBS];
             let head = policy.step(obs, &mut state, None);
-            for (k, (a, b)) in head.iter().zip(&work.head[rows.start * HEADS..]).enumerate() {
-                assert!((a - b).abs() < 1e-6, "{cell:?} step {t} head {k}: {a} vs {b}");
+            for (k, (a, b)) in head
+                .iter()
+                .zip(&work.head[rows.start * HEADS..])
+                .enumerate()
+            {
+                assert!(
+                    (a - b).abs() < 1e-6,
+                    "{cell:?} step {t} head {k}: {a} vs {b}"
+                );
             }
         }
         for (k, (a, b)) in state.values().iter().zip(&end).enumerate() {
-            assert!((a - b).abs() < 1e-6, "{cell:?} shared {shared}: state {k}: {a} vs {b}");
+            assert!(
+                (a - b).abs() < 1e-6,
+                "{cell:?} shared {shared}: state {k}: {a} vs {b}"
+            );
         }
     }
 }
@@ -375,10 +396,15 @@ fn the_cores_tensors_are_pytorchs() {
     let gru = Layout::new(&arch(Cell::Gru, &[], 6, false));
     assert_eq!(gru.state_width, 12, "one h per torso");
     let t = param_tensors(&gru);
-    assert_eq!((t[0].name.as_str(), &t[0].shape[..]), ("actor.core.0.weight_ih_l0", &[18, OBS][..]));
-    assert!(Layout::try_new(&Arch {
-        image: Some([1, 1, 3]),
-        ..arch(Cell::Gru, &[], 6, true)
-    })
-    .is_err_and(|e| e.reason.contains("dense layer")));
+    assert_eq!(
+        (t[0].name.as_str(), &t[0].shape[..]),
+        ("actor.core.0.weight_ih_l0", &[18, OBS][..])
+    );
+    assert!(
+        Layout::try_new(&Arch {
+            image: Some([1, 1, 3]),
+            ..arch(Cell::Gru, &[], 6, true)
+        })
+        .is_err_and(|e| e.reason.contains("dense layer"))
+    );
 }
