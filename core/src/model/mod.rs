@@ -21,7 +21,7 @@ use crate::config::NetworkConfig;
 use crate::distribution::{ActionDist, softplus_inverse};
 use burn::module::Module;
 use burn::nn::Linear;
-use burn::tensor::{Tensor, backend::Backend};
+use burn::tensor::{Int, Tensor, TensorData, backend::Backend};
 use sebulba_envs::{ActionSpace, EnvSpec};
 use sebulba_fused::net::{BlockAt, Layout};
 use serde::{Deserialize, Serialize};
@@ -259,6 +259,32 @@ impl<B: Backend> ActorCritic<B> {
             self.policy_head.forward(ha),
             flatten(self.value_head.forward(hv)),
         )
+    }
+
+    /// The state after each of `rows` of `seq` (`[rows.len(), width]`, in
+    /// each env's state's order): where a row read on its own continues an
+    /// env's sequence (a cut episode's final observation).
+    pub fn states_after(
+        &self,
+        obs: Tensor<B, 2>,
+        seq: &Sequence<B>,
+        rows: &[usize],
+    ) -> Tensor<B, 2> {
+        let x = self.input(obs);
+        let device = x.device();
+        let (_, mut states) = self.actor.forward_keeping(x.clone(), Some(seq));
+        if let Some(c) = &self.critic {
+            states.extend(c.forward_keeping(x, Some(seq)).1);
+        }
+        states.sort_by_key(|(at, _)| *at);
+        let k = rows.len();
+        let at: Vec<i64> = rows.iter().map(|&r| r as i64).collect();
+        let at = Tensor::<B, 1, Int>::from_data(TensorData::new(at, [k]), &device);
+        let parts: Vec<Tensor<B, 2>> = states
+            .into_iter()
+            .map(|(_, s)| s.select(0, at.clone()))
+            .collect();
+        Tensor::cat(parts, 1)
     }
 
     /// Sets the observation normaliser's statistics (no-op when it is off).

@@ -62,6 +62,32 @@ impl<B: Backend> Recurrent<B> {
         x: Tensor<B, 2>,
         seq: Option<&Sequence<B>>,
     ) -> Tensor<B, 2> {
+        self.run(b, x, seq, false).0
+    }
+
+    /// [`Self::forward`], and the core's state after every row (`[m,
+    /// state]`: `h`, then an LSTM's `c`).
+    pub fn forward_keeping(
+        &self,
+        b: &RecurrentBlock,
+        x: Tensor<B, 2>,
+        seq: Option<&Sequence<B>>,
+    ) -> (Tensor<B, 2>, Tensor<B, 2>) {
+        let (h, c) = self.run(b, x, seq, true);
+        match c {
+            Some(c) => (h.clone(), Tensor::cat(vec![h, c], 1)),
+            None => (h.clone(), h),
+        }
+    }
+
+    /// Every row's `h`, and when `keep_cells` an LSTM's `c` of every row.
+    fn run(
+        &self,
+        b: &RecurrentBlock,
+        x: Tensor<B, 2>,
+        seq: Option<&Sequence<B>>,
+        keep_cells: bool,
+    ) -> (Tensor<B, 2>, Option<Tensor<B, 2>>) {
         let (m, h, gw) = (x.dims()[0], b.at.size, b.at.width());
         let device = x.device();
         let (e, s) = (seq.map_or(m, |q| q.envs), b.state_at);
@@ -75,6 +101,7 @@ impl<B: Backend> Recurrent<B> {
         let mut hp = before(s);
         let mut cp = (b.cell == Cell::Lstm).then(|| before(s + h));
         let mut out = Vec::with_capacity(m / e.max(1));
+        let mut cells = Vec::new();
         for t in 0..m / e.max(1) {
             let rows = t * e..(t + 1) * e;
             let keep = match seq {
@@ -92,6 +119,9 @@ impl<B: Backend> Recurrent<B> {
                     let (g, o) = (gate(&a, 2).tanh(), sigmoid(gate(&a, 3)));
                     let c = f * (c * keep) + i * g;
                     let h = o * c.clone().tanh();
+                    if keep_cells {
+                        cells.push(c.clone());
+                    }
                     cp = Some(c);
                     h
                 }
@@ -104,6 +134,7 @@ impl<B: Backend> Recurrent<B> {
             };
             out.push(hp.clone());
         }
-        Tensor::cat(out, 0)
+        let cells = (!cells.is_empty()).then(|| Tensor::cat(cells, 0));
+        (Tensor::cat(out, 0), cells)
     }
 }

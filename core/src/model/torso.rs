@@ -303,4 +303,34 @@ impl<B: Backend> Torso<B> {
         }
         flow.rows()
     }
+
+    /// [`Self::forward`] of rows its blocks read as rows up to a recurrent
+    /// core (a core needs a dense layer before it), keeping each core's
+    /// state after every row: `(offset in each env's state, [N, width])`.
+    pub fn forward_keeping(
+        &self,
+        x: Tensor<B, 2>,
+        seq: Option<&Sequence<B>>,
+    ) -> (Tensor<B, 2>, Vec<(usize, Tensor<B, 2>)>) {
+        let first = self.blocks.first().map(BlockAt::input);
+        let mut flow = match first.and_then(|s| s.image()) {
+            Some([h, w, c]) => {
+                let n = x.dims()[0];
+                Flow::Image(x.reshape([n, h, w, c]).permute([0, 3, 1, 2]))
+            }
+            None => Flow::Rows(x),
+        };
+        let mut states = Vec::new();
+        for (b, &part) in self.blocks.iter().zip(&self.parts) {
+            flow = match (b, part) {
+                (BlockAt::Recurrent(r), Part::Core(k)) => {
+                    let (h, s) = self.core[k].forward_keeping(r, flow.rows(), seq);
+                    states.push((r.state_at, s));
+                    Flow::Rows(h)
+                }
+                _ => self.block(b, part, flow, seq),
+            };
+        }
+        (flow.rows(), states)
+    }
 }

@@ -6,7 +6,7 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Bool, Int, Tensor};
 use sebulba_core::config::PpoConfig;
 use sebulba_core::distribution::{ActionDist, categorical_logp_entropy, tanh_normal_logp_entropy};
-use sebulba_core::model::ActorCritic;
+use sebulba_core::model::{ActorCritic, Sequence};
 
 /// The actions of a minibatch as tensors.
 pub enum MbActions<B: Backend> {
@@ -18,6 +18,8 @@ pub enum MbActions<B: Backend> {
 
 /// One minibatch, on the device.
 pub struct MinibatchTensors<B: Backend> {
+    /// The rows as env sequences, for a network with memory.
+    pub seq: Option<Sequence<B>>,
     pub obs: Tensor<B, 2>,
     pub actions: MbActions<B>,
     /// `[M, n]` allowed actions, when the env has masks.
@@ -54,7 +56,7 @@ pub fn ppo_losses<B: AutodiffBackend>(
     cfg: &PpoConfig,
     clip: f64,
 ) -> Losses<B> {
-    let (head, v) = model.policy_value(mb.obs);
+    let (head, v) = model.policy_value_in(mb.obs, mb.seq.as_ref());
     let (logp, entropy) = match (dist, mb.actions) {
         (ActionDist::Categorical { .. }, MbActions::Discrete(a)) => {
             categorical_logp_entropy(head, a, mb.valid)

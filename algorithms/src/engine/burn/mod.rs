@@ -11,6 +11,7 @@ pub mod adam;
 mod clip;
 mod losses;
 mod replica;
+mod sequences;
 
 pub use clip::clip_global_norm;
 pub use losses::{Losses, MbActions, MinibatchTensors, ppo_losses};
@@ -213,6 +214,22 @@ impl<B: AutodiffBackend> BurnEngine<B> {
         &self.scratch.as_ref().expect("written above").model
     }
 
+    /// A network with memory's values (or heads) of the rows of `seq`.
+    fn sequence_pass(
+        &self,
+        obs: &[f32],
+        seq: &sebulba_fused::Sequence<'_>,
+        heads: bool,
+    ) -> Vec<f32> {
+        let rows = obs.len() / self.obs_dim;
+        let width = if heads { self.head_dim() } else { 1 };
+        let model = self.replicas[0].inference_model();
+        sequences::pass(&model, self.rows(obs), seq, heads)
+            .into_data()
+            .to_vec()
+            .unwrap_or_else(|_| vec![0.0; rows * width])
+    }
+
     /// Width of the policy head.
     fn head_dim(&self) -> usize {
         match &self.dist {
@@ -279,8 +296,11 @@ impl<B: AutodiffBackend> UpdateEngine for BurnEngine<B> {
         to_safetensors(&self.replicas[0].inference_model(), &self.spec)
     }
 
-    // burn's network has no memory yet: it reads every row on its own.
+    // A network without memory reads every row on its own.
     fn values(&mut self, steps: &Steps<'_>) -> Vec<f32> {
+        if let Some(seq) = steps.sequence.filter(|s| s.state.width() > 0) {
+            return self.sequence_pass(steps.obs, &seq, false);
+        }
         let obs = rows_of(steps);
         let rows = obs.len() / self.obs_dim;
         let r = &self.replicas[0];
@@ -292,6 +312,9 @@ impl<B: AutodiffBackend> UpdateEngine for BurnEngine<B> {
     }
 
     fn heads(&mut self, steps: &Steps<'_>) -> Vec<f32> {
+        if let Some(seq) = steps.sequence.filter(|s| s.state.width() > 0) {
+            return self.sequence_pass(steps.obs, &seq, true);
+        }
         let obs = rows_of(steps);
         let rows = obs.len() / self.obs_dim;
         let r = &self.replicas[0];
@@ -332,8 +355,6 @@ impl<B: AutodiffBackend> UpdateEngine for BurnEngine<B> {
         }
     }
 
-    /// Every replica steps on its contiguous shard `[i*m/d, (i+1)*m/d)`,
-    /// concurrently when there are several; their shares add up.
     fn begin_update(&mut self, data: &UpdateData) {
         if self.hold_observations {
             self.replicas
@@ -348,19 +369,38 @@ impl<B: AutodiffBackend> UpdateEngine for BurnEngine<B> {
             .for_each(Replica::release_observations);
     }
 
+    /// Every replica steps on its contiguous shard `[i*m/d, (i+1)*m/d)`
+    /// (for a network with memory, its share of the sequences),
+    /// concurrently when there are several; their shares add up.
     fn step(&mut self, mb: &Minibatch<'_>) -> Result<StepStats, EngineError> {
         let d = self.replicas.len();
         let m = mb.idx.len();
         let width = self.dist.action_width();
         let dist = &self.dist;
-        let shard = |i: usize| {
-            let (a, b) = (i * m / d, (i + 1) * m / d);
-            Shard {
+        // A network with memory: each replica takes whole sequences.
+        let shares = match self.layout.state_width {
+            0 => Vec::new(),
+            _ => sequences::shares(mb, d, width),
+        };
+        let shard = |i: usize| match shares.get(i) {
+            Some(s) => Shard {
                 data: mb.data,
-                idx: &mb.idx[a..b],
-                adv: &mb.adv[a..b],
-                noise: mb.noise.get(a * width..b * width).unwrap_or(&[]),
+                idx: &s.idx,
+                adv: &s.adv,
+                noise: &s.noise,
                 minibatch: m,
+                sequences: &s.sequences,
+            },
+            None => {
+                let (a, b) = (i * m / d, (i + 1) * m / d);
+                Shard {
+                    data: mb.data,
+                    idx: &mb.idx[a..b],
+                    adv: &mb.adv[a..b],
+                    noise: mb.noise.get(a * width..b * width).unwrap_or(&[]),
+                    minibatch: m,
+                    sequences: &[],
+                }
             }
         };
         let shares: Vec<Result<StepStats, EngineError>> = if d == 1 {

@@ -32,6 +32,9 @@ pub struct Shard<'a> {
     pub noise: &'a [f32],
     /// Samples in the whole minibatch (all shards).
     pub minibatch: usize,
+    /// For a network with memory, which of the data's sequences `idx`
+    /// holds (its rows time-major over them); empty: rows.
+    pub sequences: &'a [usize],
 }
 
 pub struct Replica<B: AutodiffBackend> {
@@ -217,7 +220,9 @@ impl<B: AutodiffBackend> Replica<B> {
             }
             Tensor::<B, 2, Bool>::from_data(TensorData::new(v, [m, n]), dev)
         });
+        let seq = (!s.sequences.is_empty()).then(|| self.sequence_of(s));
         MinibatchTensors {
+            seq,
             obs: self.observation_rows(s),
             actions,
             valid,
@@ -227,6 +232,32 @@ impl<B: AutodiffBackend> Replica<B> {
             old_values: f1(gather(&data.old_values)),
             noise,
         }
+    }
+
+    /// The shard's sequences as the model reads them: their starts and
+    /// initial states.
+    fn sequence_of(&self, s: &Shard<'_>) -> sebulba_core::model::Sequence<B> {
+        let seqs = s
+            .data
+            .sequences
+            .as_ref()
+            .expect("a minibatch of sequences is cut from data that keeps them");
+        let starts: Vec<u8> = s.idx.iter().map(|&i| seqs.starts[i]).collect();
+        let mut state = Vec::new();
+        for &q in s.sequences {
+            state.extend_from_slice(seqs.initial.row(q));
+        }
+        let initial =
+            sebulba_fused::PolicyState::from_values(seqs.initial.width(), s.sequences.len(), state)
+                .expect("one state per sequence");
+        let host = sebulba_fused::Sequence {
+            steps: s.idx.len() / s.sequences.len(),
+            envs: s.sequences.len(),
+            starts: &starts,
+            state: &initial,
+            continues: &[],
+        };
+        super::sequences::on_device(&host, &self.device)
     }
 
     /// One minibatch step on this replica's shard. Every replica of the update

@@ -67,6 +67,7 @@ fn discrete_mb(
     let n = actions.len();
     let dev = Default::default();
     MinibatchTensors {
+        seq: None,
         obs: Tensor::from_data(
             TensorData::new(
                 (0..2 * n).map(|i| i as f32 * 0.1).collect::<Vec<_>>(),

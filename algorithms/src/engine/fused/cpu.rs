@@ -3,7 +3,7 @@
 //! pass, global-norm clipping and Adam (`sebulba_fused`), the rows spread
 //! over threads ([`super::shard`]).
 
-use super::shard::{Shard, StepInputs};
+use super::shard::{Part, Shard, StepInputs};
 use crate::data::{LossTerms, Minibatch, StepStats};
 use sebulba_core::distribution::ActionDist;
 use sebulba_core::model::ModelSpec;
@@ -270,13 +270,26 @@ impl Fused {
     }
 
     /// The minibatch's summed loss terms, and its gradient in the first
-    /// shard's buffer: its rows split into contiguous shards of at least
-    /// [`MIN_SHARD_ROWS`], one per thread, the gradients added up after.
+    /// shard's buffer: its rows split into shards of at least
+    /// [`MIN_SHARD_ROWS`], one per thread (contiguous rows, or whole
+    /// sequences for a network with memory), the gradients added up after.
     fn forward_backward(&mut self, mb: &Minibatch<'_>, inv_m: f64) -> LossTerms {
         let m = mb.idx.len();
-        let n = (m / MIN_SHARD_ROWS).clamp(1, self.shards.len());
-        let chunk = m.div_ceil(n);
-        let rows = |s: usize| s * chunk..((s + 1) * chunk).min(m);
+        let units = match self.layout.state_width {
+            0 => m,
+            _ => mb.sequences.len(),
+        };
+        let n = (m / MIN_SHARD_ROWS).clamp(1, self.shards.len().min(units.max(1)));
+        let chunk = units.div_ceil(n);
+        let range = |s: usize| s * chunk..((s + 1) * chunk).min(units);
+        let rows = |s: usize| match self.layout.state_width {
+            0 => Part::Rows(range(s)),
+            _ => Part::Sequences {
+                k: range(s),
+                count: units,
+                steps: m / units.max(1),
+            },
+        };
         let shared = StepInputs {
             layout: &self.layout,
             dist: &self.dist,

@@ -111,3 +111,244 @@ fn sequences_are_read_from_each_envs_state_and_cut_episodes_continue_them() {
         }
     }
 }
+
+mod against_burn {
+    //! A network with memory's minibatch of whole sequences on both
+    //! engines: every gradient and loss term against burn's autodiff
+    //! through time, whole updates, and a checkpoint that crosses.
+
+    use super::super::tests::{
+        Case, Inner, data, fused_from, max_diff, model, on_threads, params, ppo_cfg, scalar,
+    };
+    use crate::data::{Loss, Minibatch, Sequences, UpdateData};
+    use crate::engine::burn::{Replica, Shard, ppo_losses};
+    use burn_optim::GradientsParams;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    use sebulba_core::config::{AdvantageNorm, CoreKind, NetworkConfig};
+    use sebulba_core::model::ModelSpec;
+    use sebulba_core::model::flat::{Slot, param_slots, read_params};
+    use sebulba_envs::ActionSpace;
+    use sebulba_fused::PolicyState;
+
+    const STEPS: usize = 12;
+    const ENVS: usize = 4;
+
+    fn cases() -> Vec<Case> {
+        let spec = |core, shared, hidden: Vec<usize>| ModelSpec {
+            input_scale: 1.0,
+            obs_dim: 4,
+            image: None,
+            action_space: ActionSpace::Discrete { n: 3 },
+            network: NetworkConfig {
+                hidden,
+                core,
+                core_size: 6,
+                shared_torso: shared,
+                ..Default::default()
+            },
+        };
+        vec![
+            Case {
+                name: "LSTM, separate torsos",
+                spec: spec(CoreKind::Lstm, false, vec![8]),
+                masks: false,
+                flags: false,
+                cfg: ppo_cfg(),
+            },
+            Case {
+                name: "GRU, shared torso, masks",
+                spec: spec(CoreKind::Gru, true, vec![8, 8]),
+                masks: true,
+                flags: false,
+                cfg: ppo_cfg(),
+            },
+        ]
+    }
+
+    /// `n` samples as batches of `STEPS` steps of `ENVS` envs: episodes
+    /// starting inside, and a state per sequence.
+    fn sequence_data(case: &Case, n: usize, seed: u64) -> UpdateData {
+        let mut d = data(case, n, seed);
+        let mut rng = StdRng::seed_from_u64(seed + 1);
+        let width = case.spec.arch().state_width();
+        let count = n / STEPS;
+        let initial = (0..count * width)
+            .map(|_| rng.random_range(-0.8..0.8))
+            .collect();
+        d.sequences = Some(Sequences {
+            steps: STEPS,
+            envs: ENVS,
+            starts: (0..n).map(|_| u8::from(rng.random_bool(0.1))).collect(),
+            initial: PolicyState::from_values(width, count, initial).unwrap(),
+        });
+        d
+    }
+
+    #[test]
+    fn every_gradient_through_time_matches_burn_autodiff() {
+        for (case, threads) in cases().into_iter().flat_map(|c| [(c.clone(), 1), (c, 3)]) {
+            let data = sequence_data(&case, STEPS * ENVS * 5, 3);
+            let m = model(&case, &data);
+            let seqs = data.sequences.as_ref().unwrap();
+            let chosen = [7usize, 0, 13, 4, 19, 2];
+            let idx: Vec<usize> = (0..STEPS)
+                .flat_map(|t| chosen.iter().map(move |&q| (q, t)))
+                .map(|(q, t)| seqs.row(q, t))
+                .collect();
+            let adv: Vec<f32> = idx.iter().map(|&i| data.advantages[i]).collect();
+            let mut cfg = case.cfg.clone();
+            cfg.max_grad_norm = 1e9;
+            cfg.target_kl = 0.0;
+            let shard = Shard {
+                data: &data,
+                idx: &idx,
+                adv: &adv,
+                noise: &[],
+                minibatch: idx.len(),
+                sequences: &chosen,
+            };
+            let dist = case.spec.dist();
+            let replica = Replica::new(m.clone(), cfg.adam_eps, Default::default(), None);
+            let losses = ppo_losses(&m, replica.minibatch(&shard, &dist), &dist, &cfg, 0.2);
+            let want = [
+                scalar(losses.policy),
+                scalar(losses.value),
+                scalar(losses.entropy),
+                scalar(losses.approx_kl),
+                scalar(losses.clip_fraction),
+            ];
+            let grads = GradientsParams::from_grads(losses.total.backward(), &m);
+
+            let mut f = fused_from(&case, &m, threads);
+            let s = f.step(&Minibatch {
+                data: &data,
+                sequences: &chosen,
+                idx: &idx,
+                adv: &adv,
+                noise: &[],
+                lr: 0.0,
+                max_grad_norm: cfg.max_grad_norm,
+                loss: Loss::Ppo {
+                    cfg: &cfg,
+                    clip: 0.2,
+                },
+            });
+            let got = [
+                s.terms.policy_loss,
+                s.terms.value_loss,
+                s.terms.entropy,
+                s.terms.approx_kl,
+                s.terms.clip_fraction,
+            ];
+            for (what, (g, w)) in ["policy", "value", "entropy", "kl", "clip fraction"]
+                .iter()
+                .zip(got.iter().zip(&want))
+            {
+                assert!(
+                    (g - w).abs() <= 2e-5 * (1.0 + w.abs()),
+                    "{} ({threads} threads): {what} {g} vs burn {w}",
+                    case.name
+                );
+            }
+            let mut core_seen = false;
+            for Slot { id, tensor } in param_slots(f.layout(), &m).unwrap() {
+                let shape = &tensor.shape;
+                let burn: Vec<f32> = match shape.len() {
+                    2 => grads
+                        .get::<Inner, 2>(id)
+                        .map(|g| g.into_data().to_vec().unwrap()),
+                    _ => grads
+                        .get::<Inner, 1>(id)
+                        .map(|g| g.into_data().to_vec().unwrap()),
+                }
+                .unwrap_or_else(|| vec![0.0; tensor.len()]);
+                let ours = &tensor.gather(f.grads());
+                let scale = burn.iter().fold(1e-6f32, |a, &b| a.max(b.abs()));
+                core_seen |= tensor.name.contains("weight_hh") && scale > 1e-4;
+                for (k, (o, b)) in ours.iter().zip(&burn).enumerate() {
+                    assert!(
+                        (o - b).abs() <= 1e-4 * scale,
+                        "{} ({threads} threads): gradient of {} at {k}: fused {o} vs burn {b}",
+                        case.name,
+                        tensor.name
+                    );
+                }
+            }
+            assert!(
+                core_seen,
+                "{}: the core's recurrent weights learn",
+                case.name
+            );
+            assert_eq!(f.params(), read_params(f.layout(), &m).unwrap());
+        }
+    }
+
+    #[test]
+    fn whole_updates_of_sequences_follow_the_burn_engine_and_cross_checkpoints() {
+        for case in cases() {
+            let data = sequence_data(&case, STEPS * ENVS * 5, 5);
+            let m = model(&case, &data);
+            let mut cfg = case.cfg.clone();
+            cfg.epochs = 3;
+            cfg.minibatches = 4;
+            cfg.adv_norm = AdvantageNorm::Minibatch;
+            let mut burn = on_threads(&case.spec, &m, &cfg, 11, 0);
+            let mut fused = on_threads(&case.spec, &m, &cfg, 11, 1);
+            let mut sharded = on_threads(&case.spec, &m, &cfg, 11, 2);
+            let start = params(&burn);
+            for _ in 0..2 {
+                let a = crate::ppo::update(&mut burn, &data, &cfg, 3e-3, 0.2).unwrap();
+                let b = crate::ppo::update(&mut fused, &data, &cfg, 3e-3, 0.2).unwrap();
+                let c = crate::ppo::update(&mut sharded, &data, &cfg, 3e-3, 0.2).unwrap();
+                assert_eq!(a.minibatch_steps, b.minibatch_steps);
+                for (what, x, y, z) in [
+                    (
+                        "policy",
+                        a.terms.policy_loss,
+                        b.terms.policy_loss,
+                        c.terms.policy_loss,
+                    ),
+                    (
+                        "value",
+                        a.terms.value_loss,
+                        b.terms.value_loss,
+                        c.terms.value_loss,
+                    ),
+                    ("grad norm", a.grad_norm, b.grad_norm, c.grad_norm),
+                ] {
+                    assert!(
+                        (x - y).abs() <= 1e-3 * (1.0 + x.abs()),
+                        "{}: {what} {x} vs {y}",
+                        case.name
+                    );
+                    assert!(
+                        (y - z).abs() <= 1e-5 * (1.0 + y.abs()),
+                        "{}: {what} {y} vs {z}",
+                        case.name
+                    );
+                }
+            }
+            let (pa, pb, pc) = (params(&burn), params(&fused), params(&sharded));
+            let moved = max_diff(&pa, &start);
+            assert!(moved > 1e-3, "{}: the update moved nothing", case.name);
+            assert!(
+                max_diff(&pa, &pb) < 0.02 * moved,
+                "{}: fused apart from burn",
+                case.name
+            );
+            assert!(
+                max_diff(&pb, &pc) < 1e-4 * moved,
+                "{}: threads apart",
+                case.name
+            );
+            // The fused engine's checkpoint resumes on burn, and back.
+            let saved = fused.checkpoint_state().unwrap();
+            burn.load_state(&saved).unwrap();
+            assert_eq!(params(&burn), pb);
+            let back = burn.checkpoint_state().unwrap();
+            fused.load_state(&back).unwrap();
+            assert_eq!(params(&fused), pb);
+        }
+    }
+}

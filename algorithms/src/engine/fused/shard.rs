@@ -1,10 +1,12 @@
 //! One thread's share of a fused minibatch step. A minibatch's rows are split
-//! into contiguous shards; each shard runs the forward pass, the per-sample
-//! loss gradients and the backward pass over its rows into a gradient buffer
-//! of its own, and the engine adds the shards' gradients. Every per-sample
-//! term is already divided by the whole minibatch's size, so the sum is the
-//! minibatch's gradient: only the order of the floating-point additions
-//! depends on the shard count.
+//! into shards ([`Part`]): contiguous rows, or, for a network with memory,
+//! whole env sequences (each shard's rows time-major over its sequences,
+//! read from their initial states); each shard runs the forward pass, the
+//! per-sample loss gradients and the backward pass over its rows into a
+//! gradient buffer of its own, and the engine adds the shards' gradients.
+//! Every per-sample term is already divided by the whole minibatch's size,
+//! so the sum is the minibatch's gradient: only the order of the
+//! floating-point additions depends on the shard count.
 
 use super::heads::{self, Support};
 use crate::data::{Loss, LossTerms, Minibatch};
@@ -28,6 +30,35 @@ pub struct StepInputs<'a> {
     pub inv_m: f64,
 }
 
+/// Which rows of a minibatch a shard takes.
+#[derive(Clone, Debug)]
+pub enum Part {
+    /// Minibatch rows `rows`, each read on its own.
+    Rows(Range<usize>),
+    /// Sequences `k` of the minibatch's `mb.sequences` (all `steps` steps
+    /// of each): minibatch rows `t * count + k`, time-major.
+    Sequences {
+        k: Range<usize>,
+        count: usize,
+        steps: usize,
+    },
+}
+
+impl Part {
+    /// The minibatch rows it takes, in the order the network reads them.
+    fn positions(&self, out: &mut Vec<usize>) {
+        out.clear();
+        match self {
+            Part::Rows(r) => out.extend(r.clone()),
+            Part::Sequences { k, count, steps } => {
+                for t in 0..*steps {
+                    out.extend(k.clone().map(|k| t * count + k));
+                }
+            }
+        }
+    }
+}
+
 /// A shard's buffers, reused from step to step.
 pub struct Shard {
     pub work: Work,
@@ -43,6 +74,13 @@ pub struct Shard {
     sparse: SparseHead,
     /// Whether the last [`Shard::run`] took the sparse head.
     sparse_on: bool,
+    /// The minibatch rows of the last [`Shard::run`], in order.
+    positions: Vec<usize>,
+    /// Their samples' indices in the update's data.
+    idx: Vec<usize>,
+    /// For sequences: where episodes start, and each one's initial state.
+    starts: Vec<u8>,
+    state: Vec<f32>,
 }
 
 impl Shard {
@@ -71,6 +109,10 @@ impl Shard {
             zeros: vec![0.0; width],
             sparse: SparseHead::default(),
             sparse_on: false,
+            positions: Vec::new(),
+            idx: Vec::new(),
+            starts: Vec::new(),
+            state: Vec::new(),
         }
     }
 
@@ -86,13 +128,43 @@ impl Shard {
             .for_each(|row| layout.input_row(norm, row));
     }
 
-    /// Minibatch rows `rows`: the forward pass, each sample's loss terms and
+    /// Minibatch rows `part`: the forward pass, each sample's loss terms and
     /// their gradients at the heads, and the backward pass into `self.grads`
     /// (overwritten); the terms' sums into `self.sums`.
-    pub fn run(&mut self, s: &StepInputs<'_>, rows: Range<usize>) {
+    pub fn run(&mut self, s: &StepInputs<'_>, part: Part) {
+        let mb = s.mb;
+        part.positions(&mut self.positions);
+        let mut idx = std::mem::take(&mut self.idx);
+        idx.clear();
+        idx.extend(self.positions.iter().map(|&p| mb.idx[p]));
+        self.gather_obs(s, &idx);
+        if let Part::Sequences { k, .. } = &part {
+            self.load_sequences(s, k.clone(), &idx);
+        }
+        self.run_rows(s, &idx);
+        self.idx = idx;
+    }
+
+    /// The sequences `k` of the minibatch as the network reads them: where
+    /// their episodes start (rows `idx`), and their initial states.
+    fn load_sequences(&mut self, s: &StepInputs<'_>, k: Range<usize>, idx: &[usize]) {
+        let seqs =
+            s.mb.data
+                .sequences
+                .as_ref()
+                .expect("a minibatch of sequences is cut from data that keeps them");
+        self.starts.clear();
+        self.starts.extend(idx.iter().map(|&i| seqs.starts[i]));
+        self.state.clear();
+        for &q in &s.mb.sequences[k.clone()] {
+            self.state.extend_from_slice(seqs.initial.row(q));
+        }
+        self.work.set_sequence(k.len(), &self.starts, &self.state);
+    }
+
+    /// The step's passes over the rows loaded for samples `idx`.
+    fn run_rows(&mut self, s: &StepInputs<'_>, idx: &[usize]) {
         let (layout, mb) = (s.layout, s.mb);
-        let idx = &mb.idx[rows.clone()];
-        self.gather_obs(s, idx);
         let sparse = self.sparse_worth_it(s, idx);
         self.sparse_on = sparse;
         if sparse {
@@ -103,7 +175,7 @@ impl Shard {
         self.grad_work.resize(layout, idx.len());
         let mut sums = LossTerms::default();
         match mb.loss {
-            Loss::Ppo { cfg, clip } => self.ppo_rows(s, (cfg, clip), idx, rows.start, &mut sums),
+            Loss::Ppo { cfg, clip } => self.ppo_rows(s, (cfg, clip), idx, &mut sums),
             Loss::Q { huber_delta } => self.q_rows(s, idx, huber_delta, &mut sums),
         }
         self.sums = sums;
@@ -135,19 +207,19 @@ impl Shard {
         allowed.worth_it(hd)
     }
 
-    /// The PPO loss terms of samples `idx` (minibatch rows from `start`) and
-    /// their gradients at the heads.
+    /// The PPO loss terms of samples `idx` (minibatch rows
+    /// `self.positions`) and their gradients at the heads.
     fn ppo_rows(
         &mut self,
         s: &StepInputs<'_>,
         (cfg, clip): (&PpoConfig, f64),
         idx: &[usize],
-        start: usize,
         sums: &mut LossTerms,
     ) {
         let hd = s.layout.head_dim;
         for (k, &i) in idx.iter().enumerate() {
-            let (eval, t) = self.sample_terms(s, (cfg, clip), (k, start + k, i));
+            let at = self.positions[k];
+            let (eval, t) = self.sample_terms(s, (cfg, clip), (k, at, i));
             sums.policy_loss += t.policy;
             sums.value_loss += t.value;
             sums.entropy += eval.entropy;
