@@ -6,7 +6,10 @@ with PyTorch's conventions, for tests/local_minatar.rs and tests/local_atari.rs.
 CASE.json holds {"image": [H, W, C], "conv": [[channels, kernel, stride,
 padding], ...], "stacks": [[channels, blocks], ...] (the IMPALA ResNet's),
 "activation": "relu" | "tanh", "obs": [[...], ...] (rows,
-channels last as envs give them), "logits": [[...], ...] (sebulba's)}. The
+channels last as envs give them), "logits": [[...], ...] (sebulba's),
+and for a recurrent core "core": "lstm" | "gru", "envs": E, "starts":
+[...] (the rows are steps of E envs, time-major; 1 where an episode starts,
+the state zeroed first); "image" null for a flat observation}. The
 file is read by hand (an 8-byte header length, a JSON header, raw
 little-endian f32); its metadata's model spec gives the input scale
 (`input_scale`, 1/255 for Atari's bytes; applied when there is no
@@ -16,8 +19,12 @@ convolution (padding 1), a 3x3 max-pool with stride 2 (padding 1, which
 never wins) and residual blocks x + conv1(act(conv0(act(x))))
 (`actor.res.K.conv0`, `.conv1`), the activation after the last stack;
 flattened channels first, then dense layers
-`x @ W + b` (W stored [in, out]), then the policy head. Prints one JSON line
-with the largest difference from sebulba's logits.
+`x @ W + b` (W stored [in, out]), then the recurrent core as torch.nn.LSTM
+or torch.nn.GRU computes it from `actor.core.0.weight_ih_l0` ([gates * H,
+in], gates i, f, g, o or r, z, n), `weight_hh_l0`, `bias_ih_l0`,
+`bias_hh_l0`, each env's state carried from row to row, then the policy
+head. Prints one JSON line with the largest difference from sebulba's
+logits.
 """
 import json
 import struct
@@ -71,18 +78,55 @@ def max_pool(x, k, stride, pad):
     return y
 
 
+def sigmoid(v):
+    return 1.0 / (1.0 + np.exp(-v))
+
+
+def core(t, kind, x, envs, starts):
+    """Each row's h: rows are steps of `envs` envs, time-major."""
+    p = "actor.core.0."
+    w_ih, w_hh = t[p + "weight_ih_l0"], t[p + "weight_hh_l0"]
+    b_ih, b_hh = t[p + "bias_ih_l0"], t[p + "bias_hh_l0"]
+    size = w_hh.shape[1]
+    h = np.zeros((envs, size))
+    c = np.zeros((envs, size))
+    out = np.empty((len(x), size))
+    for row in range(len(x)):
+        e = row % envs
+        if starts[row]:
+            h[e] = 0.0
+            c[e] = 0.0
+        gi = w_ih @ x[row] + b_ih
+        gh = w_hh @ h[e] + b_hh
+        if kind == "lstm":
+            a = gi + gh
+            i, f, g, o = (a[k * size:(k + 1) * size] for k in range(4))
+            c[e] = sigmoid(f) * c[e] + sigmoid(i) * np.tanh(g)
+            h[e] = sigmoid(o) * np.tanh(c[e])
+        else:
+            r = sigmoid(gi[:size] + gh[:size])
+            z = sigmoid(gi[size:2 * size] + gh[size:2 * size])
+            n = np.tanh(gi[2 * size:] + r * gh[2 * size:])
+            h[e] = (1.0 - z) * n + z * h[e]
+        out[row] = h[e]
+    return out
+
+
 def main():
     t = read(sys.argv[1])
     case = json.load(open(sys.argv[2]))
     act = (lambda v: np.maximum(v, 0.0)) if case["activation"] == "relu" else np.tanh
-    h, w, c = case["image"]
     obs = np.asarray(case["obs"], dtype=np.float64)
     if "obs_norm.mean" in t:
         std = np.sqrt(t["obs_norm.var"] + 1e-8)
         obs = np.clip((obs - t["obs_norm.mean"]) / std, -1e9, 1e9)
     else:
         obs = obs * t.get("input_scale", 1.0)
-    x = obs.reshape(len(obs), h, w, c).transpose(0, 3, 1, 2)
+    if case["image"] is not None:
+        h, w, c = case["image"]
+        x = obs.reshape(len(obs), h, w, c).transpose(0, 3, 1, 2)
+    else:
+        x = obs
     for i, (_, _, stride, pad) in enumerate(case["conv"]):
         x = act(conv2d(x, t[f"actor.conv.{i}.weight"], t[f"actor.conv.{i}.bias"], stride, pad))
     conv, res = len(case["conv"]), 0
@@ -102,6 +146,8 @@ def main():
     while f"actor.layers.{i}.weight" in t:
         x = act(x @ t[f"actor.layers.{i}.weight"] + t[f"actor.layers.{i}.bias"])
         i += 1
+    if case.get("core"):
+        x = core(t, case["core"], x, case["envs"], case["starts"])
     logits = x @ t["policy_head.weight"] + t["policy_head.bias"]
     diff = np.abs(logits - np.asarray(case["logits"])).max()
     print(json.dumps({"max_abs_diff": float(diff), "rows": len(obs), "max_abs_logit": float(np.abs(logits).max())}))

@@ -31,6 +31,9 @@ pub(crate) struct Buffers {
     pub(crate) episodes: Vec<EpisodeStats>,
     /// Env steps taken by a rollout an env failure ended (not sent).
     pub(crate) steps_lost: u64,
+    /// Each env's policy state before the rollout's first row (`[E *
+    /// width]`; empty for a network without memory).
+    initial_state: Vec<f32>,
 }
 
 impl Buffers {
@@ -52,14 +55,18 @@ impl Buffers {
             final_obs: Observations::with_capacity(dtype, 0),
             episodes: Vec::new(),
             steps_lost: 0,
+            initial_state: Vec::new(),
         }
     }
 
-    /// A new rollout starts from the current observations, after the
-    /// carried rows; returns its first row to act.
-    pub(crate) fn start(&mut self) -> usize {
+    /// A new rollout starts from the current observations and each env's
+    /// policy state `state` (`[E * width]`), after the carried rows;
+    /// returns its first row to act.
+    pub(crate) fn start(&mut self, state: &[f32]) -> usize {
         if self.carried == 0 {
             self.obs_rows.write(0, &self.obs);
+            self.initial_state.clear();
+            self.initial_state.extend_from_slice(state);
         }
         self.final_obs.clear();
         self.episodes.clear();
@@ -142,6 +149,8 @@ impl Buffers {
             final_observations: Some(encode_obs(&[self.final_obs.len() / d, d], &self.final_obs)),
             episodes: self.episodes.clone(),
             discounted_returns: with_returns.then(|| encode_f32(&[r, e], &self.returns)),
+            initial_state: (!self.initial_state.is_empty())
+                .then(|| encode_f32(&[e, self.initial_state.len() / e], &self.initial_state)),
             ..Default::default()
         }
     }

@@ -2,9 +2,10 @@
 //! its own moves only): zero at the start of every episode or game, carried
 //! from step to step and across rollouts. A network without memory has
 //! states of width 0, and stepping it costs what a stateless forward pass did.
-//! (A batch's initial states, once batches carry them, are the states at
-//! its first row: for a game, whose first K rows are the previous batch's
-//! overlap, the states before row T of the previous rollout.)
+//! A batch's initial states are the states at its first row (for a game,
+//! whose first K rows are the previous batch's overlap, they would be the
+//! states before row T of the previous rollout: games with a recurrent core
+//! are refused by the config for now).
 
 use sebulba_core::policy::{InferencePolicy, PolicyState};
 
@@ -53,6 +54,12 @@ impl SeatStates {
         let head = policy.step(obs, &mut part, masks);
         self.states.put_back(&part, self.rows.iter().copied());
         head
+    }
+
+    /// Every env's (and seat's) state, env after env: what a batch carries
+    /// as its initial states.
+    pub(crate) fn values(&self) -> &[f32] {
+        self.states.values()
     }
 
     /// Every env starts anew (a reset, a dropped rollout).

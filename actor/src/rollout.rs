@@ -249,7 +249,7 @@ impl Rollout {
         mut returns: Option<&mut DiscountedReturn>,
     ) -> Result<(), EnvError> {
         let e_len = self.setup.envs_per_actor;
-        let first = buf.start();
+        let first = buf.start(self.memory.values());
         for t in first..buf.rows {
             if let Some(turns) = &mut self.turns {
                 turns.record_movers(t, self.venv.as_ref());

@@ -285,27 +285,43 @@ impl InferencePolicy {
             self.state_width,
             "a state of another network"
         );
-        let n = state.envs();
         match &self.model {
             Model::Fused(fused) => fused.step(obs, state, masks),
-            Model::Cpu(m) => head_on(m, &self.spec, obs, n, &Default::default()),
+            Model::Cpu(m) => head_on(m, &self.spec, obs, state, &Default::default()),
             #[cfg(feature = "cuda")]
-            Model::Cuda(m, dev) => head_on(m, &self.spec, obs, n, dev),
+            Model::Cuda(m, dev) => head_on(m, &self.spec, obs, state, dev),
         }
     }
 }
 
+/// One step of burn's model over `state.envs()` envs, each env's state
+/// moved on in place (a network with memory).
 fn head_on<B: Backend>(
     model: &ActorCritic<B>,
     spec: &ModelSpec,
     obs: &[f32],
-    n: usize,
+    state: &mut PolicyState,
     device: &B::Device,
 ) -> Vec<f32> {
+    let (n, w) = (state.envs(), state.width());
     let x = Tensor::<B, 2>::from_data(TensorData::new(obs.to_vec(), [n, spec.obs_dim]), device);
-    model
-        .policy(x)
-        .into_data()
+    let head = match w {
+        0 => model.policy(x),
+        _ => {
+            let seq = crate::model::Sequence {
+                envs: n,
+                keep: Tensor::ones([n, 1], device),
+                state: Tensor::from_data(TensorData::new(state.values().to_vec(), [n, w]), device),
+            };
+            let all: Vec<usize> = (0..n).collect();
+            let next = model.states_after(x.clone(), &seq, &all).into_data();
+            if let Ok(next) = next.into_vec::<f32>() {
+                state.values_mut().copy_from_slice(&next);
+            }
+            model.policy_in(x, Some(&seq))
+        }
+    };
+    head.into_data()
         .into_vec::<f32>()
         .unwrap_or_else(|_| vec![0.0; n * spec.head_dim()])
 }
@@ -317,6 +333,41 @@ mod tests {
     /// One step of fresh episodes.
     fn step_once(p: &InferencePolicy, obs: &[f32], n: usize) -> Vec<f32> {
         p.step(obs, &mut p.state(n), None)
+    }
+
+    /// burn's model (what acts where the fused pass does not: LayerNorm,
+    /// CUDA) steps a recurrent policy as the fused pass does: the same
+    /// heads and the same states, step after step.
+    #[test]
+    fn burns_step_moves_each_envs_state_as_the_fused_one() {
+        let net = NetworkConfig {
+            hidden: vec![8],
+            core: CoreKind::Lstm,
+            core_size: 5,
+            ..Default::default()
+        };
+        let env = sebulba_envs::env_spec("CartPole-v1").unwrap();
+        let spec = ModelSpec::new(&env, &net).unwrap();
+        let m = spec.init::<CpuBackend>(&Default::default());
+        let fused = crate::model::flat::fused_policy(&spec, &m).unwrap();
+        let (mut a, mut b) = (fused.state(3), fused.state(3));
+        for t in 0..4 {
+            let obs: Vec<f32> = (0..12)
+                .map(|i| ((i * 7 + t) % 5) as f32 * 0.3 - 0.6)
+                .collect();
+            let want = fused.step(&obs, &mut a, None);
+            let got = head_on(&m, &spec, &obs, &mut b, &Default::default());
+            for (g, w) in got
+                .iter()
+                .zip(&want)
+                .chain(b.values().iter().zip(a.values()))
+            {
+                assert!((g - w).abs() < 1e-5, "step {t}: {g} vs {w}");
+            }
+            a.reset(1);
+            b.reset(1);
+        }
+        assert!(a.values().iter().any(|&v| v != 0.0));
     }
 
     #[test]
@@ -348,7 +399,7 @@ mod tests {
         let dev = Default::default();
         let other = p.spec().init::<CpuBackend>(&dev);
         let bytes = crate::weights::to_safetensors(&other, p.spec()).unwrap();
-        let want = head_on(&other, p.spec(), &obs, 2, &dev);
+        let want = head_on(&other, p.spec(), &obs, &mut PolicyState::zeros(0, 2), &dev);
         p.load(1, bytes.clone()).unwrap();
         // (The CPU policy acts through the fused forward pass: equal to burn's
         // to f32 rounding.)

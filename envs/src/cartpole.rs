@@ -1,4 +1,7 @@
-//! CartPole-v1: Gymnasium 1.x dynamics (Euler integrator), all in float64.
+//! CartPole-v1: Gymnasium 1.x dynamics (Euler integrator), all in float64;
+//! and CartPoleNoVel-v1, the same env observed without its velocities
+//! (`[x, theta]`, the Stable-Baselines3 zoo's memory task: a policy must
+//! infer the velocities from the positions it remembers).
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -19,34 +22,59 @@ const X_THRESHOLD: f64 = 2.4;
 /// 12 degrees, computed the way Gymnasium writes it (`12 * 2 * pi / 360`).
 const THETA_THRESHOLD: f64 = 12.0 * 2.0 * std::f64::consts::PI / 360.0;
 
-pub(super) fn spec() -> EnvSpec {
-    let high = vec![
+/// What the env shows of its state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Observed {
+    /// `[x, x_dot, theta, theta_dot]`: CartPole-v1.
+    Everything,
+    /// `[x, theta]`: CartPoleNoVel-v1.
+    Positions,
+}
+
+impl Observed {
+    /// The state components shown, in order.
+    fn shown(self) -> &'static [usize] {
+        match self {
+            Observed::Everything => &[0, 1, 2, 3],
+            Observed::Positions => &[0, 2],
+        }
+    }
+}
+
+pub(super) fn spec(observed: Observed) -> EnvSpec {
+    let bounds = [
         (X_THRESHOLD * 2.0) as f32,
         f32::INFINITY,
         (THETA_THRESHOLD * 2.0) as f32,
         f32::INFINITY,
     ];
+    let high: Vec<f32> = observed.shown().iter().map(|&i| bounds[i]).collect();
     let low = high.iter().map(|h| -h).collect();
-    make_spec(
-        "CartPole-v1",
-        ActionSpace::Discrete { n: 2 },
-        500,
-        low,
-        high,
-    )
+    let id = match observed {
+        Observed::Everything => "CartPole-v1",
+        Observed::Positions => "CartPoleNoVel-v1",
+    };
+    make_spec(id, ActionSpace::Discrete { n: 2 }, 500, low, high)
 }
 
 /// State `[x, x_dot, theta, theta_dot]`; action 0 pushes left, 1 right.
 pub struct CartPole {
     spec: EnvSpec,
+    observed: Observed,
     state: [f64; 4],
     rng: StdRng,
 }
 
 impl CartPole {
     pub fn new(seed: u64) -> Self {
+        Self::observing(Observed::Everything, seed)
+    }
+
+    /// The env showing `observed` of its state.
+    pub fn observing(observed: Observed, seed: u64) -> Self {
         let mut env = Self {
-            spec: spec(),
+            spec: spec(observed),
+            observed,
             state: [0.0; 4],
             rng: StdRng::seed_from_u64(seed),
         };
@@ -110,8 +138,8 @@ impl Env for CartPole {
     }
 
     fn observe(&self, obs: &mut [f32]) {
-        for (o, s) in obs.iter_mut().zip(self.state) {
-            *o = s as f32;
+        for (o, &i) in obs.iter_mut().zip(self.observed.shown()) {
+            *o = self.state[i] as f32;
         }
     }
 }

@@ -9,6 +9,7 @@
 /// [`STALL_ID`].
 pub const ENV_IDS: &[&str] = &[
     "CartPole-v1",
+    "CartPoleNoVel-v1",
     "Acrobot-v1",
     "MountainCar-v0",
     "Pendulum-v1",

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use crate::acrobot::{self, Acrobot};
-use crate::cartpole::{self, CartPole};
+use crate::cartpole::{self, CartPole, Observed};
 use crate::env::{Env, EnvError};
 use crate::games::{GameOptions, GameVecEnv, game_spec};
 use crate::minatar;
@@ -22,6 +22,7 @@ use crate::vector::{Purpose, VectorEnv, is_external, provider};
 pub fn make_env(id: &str, seed: u64) -> Result<Box<dyn Env>, EnvError> {
     Ok(match id {
         "CartPole-v1" => Box::new(CartPole::new(seed)),
+        "CartPoleNoVel-v1" => Box::new(CartPole::observing(Observed::Positions, seed)),
         "Acrobot-v1" => Box::new(Acrobot::new(seed)),
         "MountainCar-v0" => Box::new(MountainCar::new(seed)),
         "Pendulum-v1" => Box::new(Pendulum::new(seed)),
@@ -39,7 +40,8 @@ pub fn make_env(id: &str, seed: u64) -> Result<Box<dyn Env>, EnvError> {
 /// The spec of environment `id` (a game's too) without building one.
 pub fn env_spec(id: &str) -> Result<EnvSpec, EnvError> {
     Ok(match id {
-        "CartPole-v1" => cartpole::spec(),
+        "CartPole-v1" => cartpole::spec(Observed::Everything),
+        "CartPoleNoVel-v1" => cartpole::spec(Observed::Positions),
         "Acrobot-v1" => acrobot::spec(),
         "MountainCar-v0" => mountain_car::spec(),
         "Pendulum-v1" => pendulum::spec(),

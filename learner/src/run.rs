@@ -222,6 +222,7 @@ fn batch_limit(shared: &Shared) -> usize {
         restarting: false,
         scaled_rewards: shared.config.ppo.scale_rewards,
         past_selves: shared.config.selfplay.seats_others(),
+        state_width: shared.config.network.state_width(),
     }
     .max_batch_bytes()
 }

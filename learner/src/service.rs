@@ -123,6 +123,7 @@ impl LearnerService {
             restarting: shared.is_restarting(),
             scaled_rewards: shared.config.ppo.scale_rewards,
             past_selves: shared.config.selfplay.seats_others(),
+            state_width: shared.config.network.state_width(),
         };
         // Not `span.enter()`: a guard held across the `.await` below would leave
         // the span entered on a worker thread while this task is parked.

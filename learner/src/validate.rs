@@ -50,6 +50,10 @@ pub struct Expect<'a> {
     /// (`selfplay.past_fraction` or `rule_fraction > 0`): batches may carry
     /// `past_moves`.
     pub past_selves: bool,
+    /// Floats of each env's policy state (`NetworkConfig::state_width`):
+    /// with a recurrent core every batch carries `initial_state` `[E,
+    /// state_width]`; without one (0), none may.
+    pub state_width: usize,
 }
 
 fn check_finite(field: &str, values: &[f32]) -> Result<(), Rejection> {
@@ -141,8 +145,10 @@ impl Expect<'_> {
         // log-probs, rewards and discounted returns (f32); two flags; masks;
         // one episode (two numbers) per step at most.
         let per_step = act + 12 + 2 + masks + 16;
+        let states = 4usize.saturating_mul(e).saturating_mul(self.state_width);
         let tensors = obs
             .saturating_add(finals)
+            .saturating_add(states)
             .saturating_add(steps.saturating_mul(per_step));
         tensors.saturating_mul(2).saturating_add(64 * 1024)
     }
@@ -217,8 +223,7 @@ pub fn decode_batch(b: &TrajectoryBatch, expect: &Expect<'_>) -> Result<DecodedB
         episode_returns,
         episode_lengths,
         game,
-        // The wire carries no state yet: every network is without memory.
-        initial_state: sebulba_core::policy::PolicyState::zeros(0, e),
+        initial_state: decode_initial_state(b, expect, eu)?,
     };
     let mut decoded = DecodedBatch::unsent(&b.actor_id, b.sequence, trajectory);
     decoded.actor_time = decode_actor_time(b)?;
@@ -308,6 +313,38 @@ fn decode_returns(
             "spec",
             "field `discounted_returns`: this run does not scale rewards",
         )),
+    }
+}
+
+/// Each env's policy state before row 0, `[E, state_width]`: required with
+/// a recurrent core, refused without one; finite and within
+/// [`MAX_MAGNITUDE`] (a cell state grows with an episode, an LSTM's without
+/// bound in principle, but never to this).
+fn decode_initial_state(
+    b: &TrajectoryBatch,
+    expect: &Expect<'_>,
+    e: u32,
+) -> Result<sebulba_core::policy::PolicyState, Rejection> {
+    use sebulba_core::policy::PolicyState;
+    let w = expect.state_width;
+    match (w, &b.initial_state) {
+        (0, None) => Ok(PolicyState::zeros(0, e as usize)),
+        (0, Some(_)) => Err(reject(
+            Code::FailedPrecondition,
+            "spec",
+            "field `initial_state`: this run's network has no memory (network.core = none)",
+        )),
+        (_, state) => {
+            let v = decode_f32(state.as_ref(), "initial_state", &[e, w as u32])?;
+            check_bounded("initial_state", &v, MAX_MAGNITUDE)?;
+            PolicyState::from_values(w, e as usize, v).ok_or_else(|| {
+                reject(
+                    Code::InvalidArgument,
+                    "shape",
+                    format!("field `initial_state`: not {e} states of {w} floats"),
+                )
+            })
+        }
     }
 }
 

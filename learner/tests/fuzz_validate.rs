@@ -28,6 +28,7 @@ fn expect(env: &EnvSpec) -> Expect<'_> {
         restarting: false,
         scaled_rewards: false,
         past_selves: false,
+        state_width: 0,
     }
 }
 

@@ -65,6 +65,7 @@ impl Learner for Sink {
                     restarting: false,
                     scaled_rewards: false,
                     past_selves: false,
+                    state_width: 0,
                 };
                 let decoded =
                     decode_batch(&b, &expect).map_err(|r| Status::new(r.code, r.message))?;

@@ -264,6 +264,10 @@ fn envelope_and_tensor_rules() -> Vec<Malformation> {
         rule("`log_probs`", "out_of_range", Arg, |b, d| {
             b.log_probs = Some(encode_f32(&[d.t, d.e], &vec![-1.0e30; d.t * d.e]))
         }),
+        // The malformations target runs whose network has no memory.
+        rule("`initial_state`", "spec", Pre, |b, d| {
+            set_initial_state(b, d.e, 4)
+        }),
     ]
 }
 
@@ -350,6 +354,41 @@ fn flag_and_mask_rules() -> Vec<Malformation> {
     }));
     rules.extend(actor_time_rules());
     rules
+}
+
+/// Sets each of the batch's `e` envs' policy state before its first row to
+/// `width` floats of 0.1, as an actor of a network with memory sends it.
+pub fn set_initial_state(b: &mut TrajectoryBatch, e: usize, width: usize) {
+    b.initial_state = Some(encode_f32(&[e, width], &vec![0.1; e * width]));
+}
+
+/// One broken batch per rule on the policy state of a run whose network has
+/// memory (`width` floats per env), each to apply to a [`valid_batch`] that
+/// [`set_initial_state`] gave a valid one: missing, the wrong width, the
+/// wrong dtype, a NaN, a value far out of range.
+pub fn state_malformations(width: usize) -> Vec<Malformation> {
+    use Code::InvalidArgument as Arg;
+    vec![
+        rule("`initial_state`", "shape", Arg, |b, _| {
+            b.initial_state = None
+        }),
+        rule("`initial_state`", "shape", Arg, move |b, d| {
+            set_initial_state(b, d.e, width + 1)
+        }),
+        rule("`initial_state`", "shape", Arg, move |b, d| {
+            b.initial_state = Some(encode_u8(&[d.e, width], &vec![0; d.e * width]))
+        }),
+        rule("`initial_state`", "non_finite", Arg, move |b, d| {
+            let mut v = vec![0.0; d.e * width];
+            v[d.e * width - 1] = f32::NAN;
+            b.initial_state = Some(encode_f32(&[d.e, width], &v));
+        }),
+        rule("`initial_state`", "out_of_range", Arg, move |b, d| {
+            let mut v = vec![0.0; d.e * width];
+            v[0] = -3.0e38;
+            b.initial_state = Some(encode_f32(&[d.e, width], &v));
+        }),
+    ]
 }
 
 /// An actor's account of its time that cannot be true: NaN, negative,

@@ -10,6 +10,19 @@ use std::process::Command;
 /// `spec.obs_dim`) and asserts its logits are sebulba's `logits` (skipped,
 /// saying so, without the tools venv outside CI).
 pub fn assert_numpy_logits(run: &Path, spec: &ModelSpec, obs: &[f32], logits: &[f32]) {
+    assert_numpy_sequence(run, spec, obs, (1, &[]), logits);
+}
+
+/// [`assert_numpy_logits`] of rows that are steps of `envs` envs,
+/// time-major, each episode starting where `starts` says (`[rows]`; empty:
+/// none): a recurrent core's state carried from row to row.
+pub fn assert_numpy_sequence(
+    run: &Path,
+    spec: &ModelSpec,
+    obs: &[f32],
+    (envs, starts): (usize, &[u8]),
+    logits: &[f32],
+) {
     let Some(python) = super::tools_python_or_skip("numpy") else {
         return;
     };
@@ -21,6 +34,12 @@ pub fn assert_numpy_logits(run: &Path, spec: &ModelSpec, obs: &[f32], logits: &[
         "activation": n.activation.as_str(),
         "obs": obs.chunks(spec.obs_dim).collect::<Vec<_>>(),
         "logits": logits.chunks(spec.head_dim()).collect::<Vec<_>>(),
+        "core": n.core.cell().map(|c| c.as_str()),
+        "envs": envs,
+        "starts": match starts {
+            [] => vec![0; obs.len() / spec.obs_dim],
+            s => s.to_vec(),
+        },
     });
     let case_path = run.join("numpy-case.json");
     std::fs::write(&case_path, case.to_string()).expect("writing the case");

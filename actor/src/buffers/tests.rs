@@ -72,7 +72,7 @@ fn scripted_batch() -> TrajectoryBatch {
     let mut actions = Actions::new(&dist, &venv, t_len);
     let mut returns = DiscountedReturn::new(0.5, e_len);
     let mut rng = StdRng::seed_from_u64(1);
-    assert_eq!(buf.start(), 0);
+    assert_eq!(buf.start(&[]), 0);
     for t in 0..t_len {
         let mut mask = vec![0u8; e_len * n];
         for e in 0..e_len {
@@ -170,7 +170,7 @@ fn one_step(
     (sequence, version): (u64, u64),
     rng: &mut StdRng,
 ) -> (TrajectoryBatch, f32) {
-    assert_eq!(buf.start(), 0);
+    assert_eq!(buf.start(&[]), 0);
     let head = [0.3, -0.5];
     let a = match actions
         .sample(0, &head, venv, buf.log_probs_at(0), None, rng)
@@ -261,7 +261,7 @@ fn a_games_overlap_rows_are_the_next_batchs_first_rows() {
     // T = 2 trained rows and K = 1 overlap row, E = 1, d = 1.
     let mut buf = Buffers::new(2, 3, 1, 1, ObsDtype::F32);
     buf.obs[0] = 0.5;
-    assert_eq!(buf.start(), 0);
+    assert_eq!(buf.start(&[]), 0);
     for t in 0..3 {
         buf.log_probs_at(t)[0] = -(t as f32) - 1.0;
         let mut out = step(1, 1);
@@ -278,7 +278,7 @@ fn a_games_overlap_rows_are_the_next_batchs_first_rows() {
     buf.shift(2);
     assert_eq!(buf.carried, 1);
     // The next rollout acts only row 1 on: row 0 is the carried overlap.
-    assert_eq!(buf.start(), 1);
+    assert_eq!(buf.start(&[]), 1);
     let mut out = step(1, 1);
     out.obs[0] = 9.0;
     out.reward[0] = 7.0;
@@ -301,7 +301,7 @@ fn a_games_overlap_rows_are_the_next_batchs_first_rows() {
 fn a_byte_envs_rows_go_on_the_wire_as_bytes() {
     let mut buf = Buffers::new(1, 2, 1, 2, ObsDtype::U8);
     buf.obs.copy_from_slice(&[1.0, 0.0]);
-    let first = buf.start();
+    let first = buf.start(&[]);
     assert_eq!(first, 0);
     let mut out = step(1, 2);
     out.obs.copy_from_slice(&[0.0, 255.0]);

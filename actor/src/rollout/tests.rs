@@ -24,7 +24,12 @@ fn cartpole() -> EnvSpec {
 
 /// Safetensors of a freshly initialised CartPole network.
 fn bytes() -> Vec<u8> {
-    let spec = ModelSpec::new(&cartpole(), &network()).unwrap();
+    bytes_of(&network())
+}
+
+/// Safetensors of a freshly initialised CartPole network `network`.
+fn bytes_of(network: &NetworkConfig) -> Vec<u8> {
+    let spec = ModelSpec::new(&cartpole(), network).unwrap();
     let model = spec.init::<sebulba_core::CpuBackend>(&Default::default());
     sebulba_core::weights::to_safetensors(&model, &spec).unwrap()
 }
@@ -50,7 +55,17 @@ struct Harness {
 /// published. Its stream holds any number of batches, so only the credits
 /// hold it back.
 fn start((e_len, t_len): (usize, usize), flow: Flow, first: Option<Arc<Weights>>) -> Harness {
-    let (env, network) = (cartpole(), network());
+    start_with(network(), (e_len, t_len), flow, first)
+}
+
+/// [`start`] with the network `network`.
+fn start_with(
+    network: NetworkConfig,
+    (e_len, t_len): (usize, usize),
+    flow: Flow,
+    first: Option<Arc<Weights>>,
+) -> Harness {
+    let env = cartpole();
     let setup = RolloutSetup {
         actor_id: "actor-1".into(),
         dist: ActionDist::new(&env.action_space, &network),
@@ -148,6 +163,60 @@ async fn batches_carry_their_sequence_the_version_acted_with_and_its_log_probs()
         }
     }
     assert_eq!(h.finish().await, 30, "3 batches of 5 steps of 2 envs");
+}
+
+/// With a recurrent core, each env acts from its own state, zeroed where
+/// its episode ends, carried across rollouts; each batch carries every
+/// env's state before its first row. Replayed here step by step: the
+/// states each batch says and the log-probabilities it sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recurrent_policy_acts_from_each_envs_state_and_batches_carry_it() {
+    let net = NetworkConfig {
+        core: sebulba_core::config::CoreKind::Lstm,
+        core_size: 4,
+        ..network()
+    };
+    let (e_len, t_len) = (3, 20);
+    let bytes = bytes_of(&net);
+    let mut h = start_with(
+        net.clone(),
+        (e_len, t_len),
+        Flow::new(4),
+        weights(RUN, 1, &bytes),
+    );
+    let mut policy = InferencePolicy::new(&cartpole(), &net, DeviceKind::Cpu).unwrap();
+    policy.load(1, bytes).unwrap();
+    let mut state = policy.state(e_len);
+    let width = state.width() as u32;
+    assert_eq!(width, 2 * 2 * 4, "h and c of each torso's core");
+    let mut ends = 0;
+    for _ in 0..3 {
+        let b = h.next(SOON).await.expect("a batch");
+        let init =
+            sebulba_proto::decode_f32(b.initial_state.as_ref(), "initial_state", &[3, width]);
+        assert_eq!(
+            init.unwrap(),
+            state.values(),
+            "the state before the batch's first row"
+        );
+        let w = decode(&b, 20, 3, 4);
+        let actions = discrete_actions(&b, 20, 3);
+        for t in 0..t_len {
+            let head = policy.step(&w.observations[t * 12..(t + 1) * 12], &mut state, None);
+            for e in 0..e_len {
+                let a = actions[t * 3 + e] as usize;
+                let want = ln_softmax_at(&head[e * 2..e * 2 + 2], None, a);
+                let got = f64::from(w.log_probs[t * 3 + e]);
+                assert!((got - want).abs() < 1e-5, "t {t} e {e}: {got} vs {want}");
+            }
+            let ended =
+                (0..e_len).map(|e| w.terminated[t * 3 + e] == 1 || w.truncated[t * 3 + e] == 1);
+            ends += ended.clone().filter(|&x| x).count();
+            state.reset_ended(ended);
+        }
+    }
+    assert!(ends > 0, "episodes ended inside the batches");
+    assert!(state.values().iter().any(|&v| v != 0.0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

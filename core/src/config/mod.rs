@@ -250,16 +250,8 @@ impl RunConfig {
     /// What a recurrent core does not combine with: DQN's transitions drawn
     /// one by one (a core reads whole env sequences), and (for now) a
     /// turn-based game, whose seats each need a state of their own through
-    /// the learner's sequences. Until batches carry each env's state and
-    /// the engines train through time, no run trains one: acting with a
-    /// core and training without its sequences would be silently wrong.
+    /// the learner's sequences.
     fn check_recurrent(&self, spec: &sebulba_envs::EnvSpec) -> Result<(), ConfigError> {
-        if !RECURRENT_TRAINING {
-            return bad(
-                "network.core",
-                "training a recurrent core needs the batches' initial states and sequence minibatches, which are not built yet: use network.core = \"none\"",
-            );
-        }
         if self.run.algorithm == Algorithm::Dqn {
             return bad(
                 "network.core",
@@ -364,12 +356,6 @@ impl RunConfig {
         toml::to_string_pretty(self).unwrap_or_default()
     }
 }
-
-/// Whether runs may train a recurrent core (`network.core`): off until the
-/// whole path (batches with initial states, sequence minibatches in both
-/// engines) is built; the network, its passes and acting are.
-const RECURRENT_TRAINING: bool = false;
-
 /// Observation floats DQN's replay memory may hold (each stored twice: the
 /// observation and the next): 2 GiB at most.
 pub const MAX_REPLAY_FLOATS: usize = 1 << 28;

@@ -220,6 +220,14 @@ impl NetworkConfig {
         self.core != CoreKind::None
     }
 
+    /// Floats of each env's policy state (`sebulba_fused::Arch::state_width`
+    /// of the network this builds): each torso's core's carried vectors.
+    pub fn state_width(&self) -> usize {
+        let torsos = if self.shared_torso { 1 } else { 2 };
+        let carried = self.core.cell().map_or(0, |c| c.carried());
+        torsos * carried * self.core_size
+    }
+
     /// Whether a torso has image blocks (convolutions or IMPALA stacks).
     pub fn is_convolutional(&self) -> bool {
         !self.conv.is_empty() || !self.stacks.is_empty()

@@ -456,26 +456,44 @@ fn atari_evaluates_epsilon_greedy_and_the_rest_greedy_within_budgets() {
     assert!(set("Acrobot-v1", &["eval.policy=epsilon"]).is_ok());
 }
 
-/// `network.core` and `network.core_size` read and range-checked; a run
-/// that would train a core is refused, naming the field, until the
-/// training path is built (no silently wrong training).
+/// `network.core` and `network.core_size` read and range-checked; what a
+/// core does not combine with refused naming the field.
 #[test]
-fn a_recurrent_core_is_read_and_refused_for_training_for_now() {
-    let set = |sets: &[&str]| {
+fn a_recurrent_core_is_read_checked_and_refused_where_it_does_not_fit() {
+    let set = |env: &str, sets: &[&str]| {
         let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-        RunConfig::resolve(Some("CartPole-v1"), None, &sets)
+        RunConfig::resolve(Some(env), None, &sets)
     };
-    let c = set(&[]).unwrap();
+    let c = set("CartPole-v1", &[]).unwrap();
     assert_eq!((c.network.core, c.network.core_size), (CoreKind::None, 128));
-    let e = set(&["network.core=lstm"]).unwrap_err().to_string();
+    let c = set("CartPole-v1", &["network.core=gru", "network.core_size=32"]).unwrap();
+    assert_eq!(
+        (c.network.core, c.network.state_width()),
+        (CoreKind::Gru, 64)
+    );
+    let c = set("CartPoleNoVel-v1", &[]).unwrap();
+    assert_eq!(
+        c.network.core,
+        CoreKind::Lstm,
+        "the memory task's preset remembers"
+    );
+    let e = set("CartPole-v1", &["network.core=gru", "network.core_size=0"]).unwrap_err();
+    assert!(e.to_string().contains("network.core_size"), "{e}");
+    let e = set("CartPole-v1", &["network.core=transformer"]).unwrap_err();
+    assert!(e.to_string().contains("transformer"), "{e}");
+    let e = set("CartPole-v1", &["network.core=lstm", "run.algorithm=dqn"]).unwrap_err();
     assert!(
-        e.contains("network.core") && e.contains("not built yet"),
+        e.to_string().contains("network.core") && e.to_string().contains("dqn"),
         "{e}"
     );
-    let e = set(&["network.core=gru", "network.core_size=0"]).unwrap_err();
-    assert!(e.to_string().contains("network.core_size"), "{e}");
-    let e = set(&["network.core=transformer"]).unwrap_err();
-    assert!(e.to_string().contains("transformer"), "{e}");
-    // Without a core, the size is not in the way.
-    assert!(set(&["network.core_size=64"]).is_ok());
+    let e = set("BigTwo-v0", &["network.core=lstm"]).unwrap_err();
+    assert!(e.to_string().contains("network.core"), "{e}");
+    // The state width is the network's.
+    for shared in [false, true] {
+        let mut n = c.network.clone();
+        n.shared_torso = shared;
+        let spec =
+            crate::model::ModelSpec::new(&sebulba_envs::env_spec("CartPoleNoVel-v1").unwrap(), &n);
+        assert_eq!(spec.unwrap().arch().state_width(), n.state_width());
+    }
 }

@@ -12,13 +12,15 @@ use burn::tensor::{Tensor, backend::Backend};
 use sebulba_fused::Cell;
 use sebulba_fused::block::RecurrentBlock;
 
-/// The core's parameters in PyTorch's order and shapes.
+/// The core's parameters in PyTorch's order, shapes and names (burn's
+/// record names are the fields': `actor.core.0.weight_ih_l0`, which the
+/// published file keeps).
 #[derive(Module, Debug)]
 pub struct Recurrent<B: Backend> {
-    pub weight_ih: Param<Tensor<B, 2>>,
-    pub weight_hh: Param<Tensor<B, 2>>,
-    pub bias_ih: Param<Tensor<B, 1>>,
-    pub bias_hh: Param<Tensor<B, 1>>,
+    pub weight_ih_l0: Param<Tensor<B, 2>>,
+    pub weight_hh_l0: Param<Tensor<B, 2>>,
+    pub bias_ih_l0: Param<Tensor<B, 1>>,
+    pub bias_hh_l0: Param<Tensor<B, 1>>,
 }
 
 /// The rows of a pass as env sequences: `m / envs` steps of `envs` envs,
@@ -46,10 +48,10 @@ impl<B: Backend> Recurrent<B> {
             .init_with([gw, cols], Some(cols), Some(gw), device),
         };
         Self {
-            weight_ih: weight(d_in),
-            weight_hh: weight(h),
-            bias_ih: Param::from_tensor(Tensor::zeros([gw], device)),
-            bias_hh: Param::from_tensor(Tensor::zeros([gw], device)),
+            weight_ih_l0: weight(d_in),
+            weight_hh_l0: weight(h),
+            bias_ih_l0: Param::from_tensor(Tensor::zeros([gw], device)),
+            bias_hh_l0: Param::from_tensor(Tensor::zeros([gw], device)),
         }
     }
 
@@ -95,9 +97,9 @@ impl<B: Backend> Recurrent<B> {
             Some(q) => q.state.clone().slice([0..e, at..at + h]),
             None => Tensor::zeros([e, h], &device),
         };
-        let gi = x.matmul(self.weight_ih.val().transpose()) + self.bias_ih.val().unsqueeze();
-        let w_hh = self.weight_hh.val().transpose();
-        let b_hh = self.bias_hh.val().unsqueeze::<2>();
+        let gi = x.matmul(self.weight_ih_l0.val().transpose()) + self.bias_ih_l0.val().unsqueeze();
+        let w_hh = self.weight_hh_l0.val().transpose();
+        let b_hh = self.bias_hh_l0.val().unsqueeze::<2>();
         let mut hp = before(s);
         let mut cp = (b.cell == Cell::Lstm).then(|| before(s + h));
         let mut out = Vec::with_capacity(m / e.max(1));

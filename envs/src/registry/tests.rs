@@ -70,7 +70,7 @@ fn resets_follow_gymnasium_distributions() {
             env.reset(&mut obs[..d]);
             let s = env.state();
             let ok = match *id {
-                "CartPole-v1" => in_range(&s, &[-0.05; 4], &[0.05; 4]),
+                "CartPole-v1" | "CartPoleNoVel-v1" => in_range(&s, &[-0.05; 4], &[0.05; 4]),
                 // float32 draw: may round onto the bound itself.
                 "Acrobot-v1" => {
                     in_range(&s, &[-0.1; 4], &[f64::from(0.1f32); 4])
@@ -160,4 +160,31 @@ fn external_ids_without_a_provider_say_how_to_get_one() {
     assert!(!is_external("CartPole-v1"));
     let err = env_spec_with("gym:CartPole-v1", "").expect_err("no provider");
     assert!(err.to_string().contains("--features python"), "{err}");
+}
+
+/// CartPoleNoVel-v1 is CartPole-v1 seen through its positions: the same
+/// seed, the same actions, the same states and rewards and ends; only `x`
+/// and `theta` observed.
+#[test]
+fn cartpole_without_velocities_is_cartpole_observed_through_its_positions() {
+    let (mut full, mut novel) = (
+        make_env("CartPole-v1", 5).unwrap(),
+        make_env("CartPoleNoVel-v1", 5).unwrap(),
+    );
+    let spec = env_spec("CartPoleNoVel-v1").unwrap();
+    assert_eq!((spec.obs_dim, spec.max_episode_steps), (2, 500));
+    let (mut a, mut b) = ([0.0f32; 4], [0.0f32; 2]);
+    full.reset(&mut a);
+    novel.reset(&mut b);
+    for t in 0..40 {
+        let action = Action::Discrete(t * 7 % 3 % 2);
+        let x = full.step(action, &mut a).unwrap();
+        let y = novel.step(action, &mut b).unwrap();
+        assert_eq!((x.reward, x.terminated), (y.reward, y.terminated));
+        assert_eq!(full.state(), novel.state());
+        assert_eq!(b, [a[0], a[2]], "step {t}");
+        if x.terminated {
+            break;
+        }
+    }
 }

@@ -23,6 +23,7 @@ fn expect(s: &EnvSpec) -> Expect<'_> {
         restarting: false,
         scaled_rewards: false,
         past_selves: false,
+        state_width: 0,
     }
 }
 
@@ -297,4 +298,33 @@ fn past_moves_are_kept_for_the_trained_rows_and_checked() {
     let mut b = good();
     b.past_moves = Some(encode_u8(&[2, 2], &[0; 4]));
     refused(&b, &expect(&one), "one player");
+}
+
+/// A run whose network has memory: each batch's initial states come
+/// through as sent, and every malformation of them is refused naming the
+/// field, under its reason.
+#[test]
+fn a_recurrent_runs_batches_carry_each_envs_state() {
+    let s = spec();
+    let width = 6;
+    let recurrent = Expect {
+        state_width: width,
+        ..expect(&s)
+    };
+    let mut b = good();
+    sebulba_testkit::set_initial_state(&mut b, 2, width);
+    let d = decode_batch(&b, &recurrent).unwrap();
+    assert_eq!(d.trajectory.initial_state.width(), width);
+    assert_eq!(d.trajectory.initial_state.values(), &[0.1; 12]);
+    // The same batch to a run without memory: refused.
+    let e = decode_batch(&b, &expect(&s)).unwrap_err();
+    assert!(e.message.contains("`initial_state`"), "{}", e.message);
+    let dims = Dims::of(&s, 2, 2);
+    for m in sebulba_testkit::state_malformations(width) {
+        let mut bad = b.clone();
+        (m.apply)(&mut bad, dims);
+        let e = decode_batch(&bad, &recurrent).unwrap_err();
+        assert!(e.message.contains(m.field), "{}: {}", m.field, e.message);
+        assert_eq!((e.reason, e.code), (m.reason, m.code), "{}", e.message);
+    }
 }

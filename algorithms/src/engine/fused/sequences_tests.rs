@@ -119,6 +119,7 @@ mod against_burn {
 
     use super::super::tests::{
         Case, Inner, data, fused_from, max_diff, model, on_threads, params, ppo_cfg, scalar,
+        tensors_of,
     };
     use crate::data::{Loss, Minibatch, Sequences, UpdateData};
     use crate::engine::burn::{Replica, Shard, ppo_losses};
@@ -349,6 +350,15 @@ mod against_burn {
             let back = burn.checkpoint_state().unwrap();
             fused.load_state(&back).unwrap();
             assert_eq!(params(&fused), pb);
+            // What the fused engine publishes is the file burn writes of
+            // the same parameters, with PyTorch's names for the core.
+            let ours = fused.safetensors().unwrap();
+            let burns = burn.safetensors().unwrap();
+            assert_eq!(tensors_of(&ours), tensors_of(&burns), "{}", case.name);
+            let names: Vec<String> = tensors_of(&ours).into_iter().map(|t| t.0).collect();
+            for n in ["weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"] {
+                assert!(names.contains(&format!("actor.core.0.{n}")), "{names:?}");
+            }
         }
     }
 }

@@ -931,7 +931,7 @@ fn a_masked_action_gets_zero_probability_and_zero_gradient_in_both_engines() {
 }
 
 /// The tensors of a safetensors file by name: dtype, shape and bytes.
-fn tensors_of(bytes: &[u8]) -> Vec<(String, String, Vec<usize>, Vec<u8>)> {
+pub(super) fn tensors_of(bytes: &[u8]) -> Vec<(String, String, Vec<usize>, Vec<u8>)> {
     let file = safetensors::SafeTensors::deserialize(bytes).unwrap();
     let mut out: Vec<_> = file
         .tensors()
