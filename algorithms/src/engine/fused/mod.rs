@@ -153,6 +153,4 @@ impl UpdateEngine for FusedEngine {
 }
 
 #[cfg(test)]
-mod sequences_tests;
-#[cfg(test)]
 mod tests;

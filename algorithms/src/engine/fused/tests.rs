@@ -24,11 +24,13 @@ use sebulba_core::model::{ActorCritic, RunningMeanStd};
 use sebulba_envs::{ActionSpace, env_spec};
 use sebulba_fused::net::Layout;
 
-pub(super) type B = CpuAutodiff;
-/// What burn's gradients come out on.
-pub(super) type Inner = sebulba_core::CpuBackend;
+mod sequences;
 
-pub(super) fn ppo_cfg() -> PpoConfig {
+type B = CpuAutodiff;
+/// What burn's gradients come out on.
+type Inner = sebulba_core::CpuBackend;
+
+fn ppo_cfg() -> PpoConfig {
     let mut c = RunConfig::preset("CartPole-v1").unwrap().ppo;
     c.ent_coef = 0.01;
     c.vf_coef = 0.5;
@@ -36,13 +38,13 @@ pub(super) fn ppo_cfg() -> PpoConfig {
 }
 
 #[derive(Clone)]
-pub(super) struct Case {
-    pub name: &'static str,
-    pub spec: ModelSpec,
-    pub masks: bool,
+struct Case {
+    name: &'static str,
+    spec: ModelSpec,
+    masks: bool,
     /// Whether the observations are a game's flags: 0 or 1, mostly 0.
-    pub flags: bool,
-    pub cfg: PpoConfig,
+    flags: bool,
+    cfg: PpoConfig,
 }
 
 fn cases() -> Vec<Case> {
@@ -320,7 +322,7 @@ fn stack(channels: usize, blocks: usize) -> Stack {
 }
 
 /// A model with obs-norm statistics set (when on) from the case's observations.
-pub(super) fn model(case: &Case, data: &UpdateData) -> ActorCritic<B> {
+fn model(case: &Case, data: &UpdateData) -> ActorCritic<B> {
     let dev = Default::default();
     B::seed(&dev, 7);
     let mut m = case.spec.init::<B>(&dev);
@@ -332,7 +334,7 @@ pub(super) fn model(case: &Case, data: &UpdateData) -> ActorCritic<B> {
 
 /// `n` samples whose behaviour log-probabilities are the model's own, jittered
 /// so that ratios land on both sides of the clip range.
-pub(super) fn data(case: &Case, n: usize, seed: u64) -> UpdateData {
+fn data(case: &Case, n: usize, seed: u64) -> UpdateData {
     let mut rng = StdRng::seed_from_u64(seed);
     let d = case.spec.obs_dim;
     let observations: Vec<f32> = (0..n * d)
@@ -412,7 +414,7 @@ pub(super) fn data(case: &Case, n: usize, seed: u64) -> UpdateData {
     data
 }
 
-pub(super) fn fused_from(case: &Case, m: &ActorCritic<B>, threads: usize) -> Fused {
+fn fused_from(case: &Case, m: &ActorCritic<B>, threads: usize) -> Fused {
     let mut f = Fused::new(&case.spec, threads, case.cfg.adam_eps);
     f.load(&state_of_model(&case.spec, m).unwrap()).unwrap();
     f.set_norm(obs_norm(m).unwrap());
@@ -433,7 +435,7 @@ fn on_cpu(
 
 /// PPO from `m`'s parameters and normaliser on burn (`threads` 0) or on the
 /// fused engine with up to `threads` threads a step.
-pub(super) fn on_threads(
+fn on_threads(
     spec: &ModelSpec,
     m: &ActorCritic<B>,
     cfg: &PpoConfig,
@@ -457,11 +459,11 @@ pub(super) fn on_threads(
     ppo
 }
 
-pub(super) fn params(t: &Trainer) -> Vec<f32> {
+fn params(t: &Trainer) -> Vec<f32> {
     t.state().unwrap().params
 }
 
-pub(super) fn scalar(t: Tensor<Inner, 1>) -> f64 {
+fn scalar(t: Tensor<Inner, 1>) -> f64 {
     t.into_scalar().elem::<f64>()
 }
 
@@ -574,7 +576,7 @@ fn every_gradient_and_loss_term_matches_burn_autodiff() {
     }
 }
 
-pub(super) fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+fn max_diff(a: &[f32], b: &[f32]) -> f32 {
     a.iter()
         .zip(b)
         .map(|(x, y)| (x - y).abs())
@@ -931,7 +933,7 @@ fn a_masked_action_gets_zero_probability_and_zero_gradient_in_both_engines() {
 }
 
 /// The tensors of a safetensors file by name: dtype, shape and bytes.
-pub(super) fn tensors_of(bytes: &[u8]) -> Vec<(String, String, Vec<usize>, Vec<u8>)> {
+fn tensors_of(bytes: &[u8]) -> Vec<(String, String, Vec<usize>, Vec<u8>)> {
     let file = safetensors::SafeTensors::deserialize(bytes).unwrap();
     let mut out: Vec<_> = file
         .tensors()

@@ -4,7 +4,7 @@
 //! after its env's last step; against acting step by step and against
 //! burn's model.
 
-use super::cpu::{Fused, Output};
+use super::super::cpu::{Fused, Output};
 use crate::engine::burn::initial_state;
 use burn::tensor::{Tensor, TensorData};
 use sebulba_core::CpuBackend;
@@ -117,7 +117,7 @@ mod against_burn {
     //! engines: every gradient and loss term against burn's autodiff
     //! through time, whole updates, and a checkpoint that crosses.
 
-    use super::super::tests::{
+    use super::super::{
         Case, Inner, data, fused_from, max_diff, model, on_threads, params, ppo_cfg, scalar,
         tensors_of,
     };
