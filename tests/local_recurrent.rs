@@ -73,9 +73,6 @@ fn local_mode_solves_cartpole_without_velocities_with_its_lstm() {
             }
         }
     }
-    assert!(
-        starts.contains(&1),
-        "episodes start inside the sequence"
-    );
+    assert!(starts.contains(&1), "episodes start inside the sequence");
     numpy::assert_numpy_sequence(&run, &spec, &obs, (envs, &starts), &logits);
 }

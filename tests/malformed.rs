@@ -14,7 +14,10 @@ mod common;
 use common::{actor, assert_accounted, exits_ok, learner, param_server, read_json, run_dir};
 use sebulba_proto::learner_client::LearnerClient;
 use sebulba_proto::{Ack, JoinRequest, PROTOCOL_VERSION, Role};
-use sebulba_testkit::{Dims, Malformation, image_malformations, malformations, valid_batch};
+use sebulba_testkit::{
+    Dims, Malformation, image_malformations, malformations, set_initial_state, state_malformations,
+    valid_batch,
+};
 use sebulba_transport::grpc::{MAX_MESSAGE_BYTES, channel};
 use sebulba_transport::security::Security;
 use std::time::Duration;
@@ -48,6 +51,32 @@ fn every_image_rule_is_refused_over_grpc_and_training_continues() {
     );
 }
 
+/// The same for a run whose network has memory (CartPoleNoVel-v1 at its
+/// preset, an LSTM): good batches carry each env's state, and the state's
+/// own malformations are refused too.
+#[test]
+fn every_rule_of_a_recurrent_run_is_refused_over_grpc_and_training_continues() {
+    refused_over_grpc("malformed-recurrent", "CartPoleNoVel-v1", recurrent_rules);
+}
+
+/// Floats of each env's state in CartPoleNoVel-v1's preset.
+fn recurrent_width() -> usize {
+    let cfg = sebulba_core::config::RunConfig::preset("CartPoleNoVel-v1").expect("preset");
+    cfg.network.state_width()
+}
+
+/// Every rule of a run without memory but the one refusing a state (and,
+/// since the preset scales rewards, the one refusing discounted returns),
+/// and the state's own.
+fn recurrent_rules() -> Vec<Malformation> {
+    let mut rules: Vec<Malformation> = malformations()
+        .into_iter()
+        .filter(|m| m.field != "`initial_state`" && m.field != "`discounted_returns`")
+        .collect();
+    rules.extend(state_malformations(recurrent_width()));
+    rules
+}
+
 /// A run on `env_id` (learner, honest actor, param-server) while a probe
 /// streams one batch per rule of `catalogue`, then a good one.
 fn refused_over_grpc(name: &str, env_id: &str, catalogue: fn() -> Vec<Malformation>) {
@@ -56,8 +85,18 @@ fn refused_over_grpc(name: &str, env_id: &str, catalogue: fn() -> Vec<Malformati
     let (_ps, ps_port) = param_server(&dir, "param-server", "127.0.0.1:0", |_| {});
     let ps_url = format!("http://127.0.0.1:{ps_port}");
     let env = sebulba_envs::env_spec(env_id).expect("env");
+    let cfg = sebulba_core::config::RunConfig::preset(env_id).expect("preset");
+    let width = cfg.network.state_width();
     let good = |actor: &str, sequence: u64, version: u64, t: usize, e: usize| {
-        valid_batch(&env, t, e, actor, sequence, version)
+        let mut b = valid_batch(&env, t, e, actor, sequence, version);
+        if width > 0 {
+            set_initial_state(&mut b, e, width);
+        }
+        if cfg.ppo.scale_rewards {
+            let returns = vec![1.0; t * e];
+            b.discounted_returns = Some(sebulba_proto::encode_f32(&[t, e], &returns));
+        }
+        b
     };
     // No evaluator here: do not wait for a final score.
     let args = [
