@@ -174,6 +174,28 @@ fn a_forced_lag_repeats_on_the_burn_engine() {
     );
 }
 
+/// A recurrent policy (CartPoleNoVel-v1's preset, an LSTM): each env's
+/// state, the batches' initial states and the training through time
+/// repeat, on each engine, with V-trace at a forced lag (the current
+/// policy's log-probabilities read through the sequences too).
+#[test]
+fn a_recurrent_policy_repeats_on_both_engines() {
+    for engine in ["fused", "burn"] {
+        let engine_key = format!("learner.engine={engine}");
+        repeats_at_lag(
+            &format!("det-recurrent-{engine}"),
+            "CartPoleNoVel-v1",
+            &[
+                "run.total_steps=6144",
+                "run.forced_lag=1",
+                "ppo.lag_correction=vtrace",
+                &engine_key,
+            ],
+            1,
+        );
+    }
+}
+
 /// DQN (`run.algorithm = dqn`): the replay draws, the target copies and the
 /// epsilon-greedy acting repeat too, on each engine, with two actors.
 #[test]
