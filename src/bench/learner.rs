@@ -3,11 +3,12 @@
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use sebulba_algorithms::data::UpdateData;
+use sebulba_algorithms::data::{Sequences, UpdateData};
 use sebulba_algorithms::ppo;
 use sebulba_algorithms::trainer::Trainer;
 use sebulba_core::config::RunConfig;
 use sebulba_core::model::ModelSpec;
+use sebulba_core::policy::PolicyState;
 use sebulba_envs::{ActionSpace, ObsDtype, Observations, env_spec_with};
 use sebulba_learner::batch::BatchActions;
 use serde::Serialize;
@@ -23,6 +24,8 @@ pub struct LearnerBench {
     /// The IMPALA stacks, `[channels, blocks]` per stack.
     pub stacks: Vec<[usize; 2]>,
     pub hidden: Vec<usize>,
+    /// The recurrent core (`lstm 128`), or `none`.
+    pub core: String,
     pub devices: Vec<String>,
     /// `fused` or `burn` (see `learner.engine`).
     pub engine: String,
@@ -67,6 +70,10 @@ pub fn bench_learner(
         conv: conv_layers(cfg),
         stacks: stacks(cfg),
         hidden: cfg.network.hidden.clone(),
+        core: match cfg.network.core.cell() {
+            Some(c) => format!("{} {}", c.as_str(), cfg.network.core_size),
+            None => "none".into(),
+        },
         devices: cfg.learner.devices.clone(),
         engine: trainer.engine().to_string(),
         threads: trainer.threads(),
@@ -102,6 +109,15 @@ pub fn synthetic_update(
         let (obs, masks, actions) = game_positions(&cfg.env.id, samples, cfg.run.seed)?;
         (data.observations, data.masks) = (obs.into(), Some(masks));
         data.actions = BatchActions::Discrete(actions);
+    }
+    let width = spec.arch().state_width();
+    if width > 0 {
+        data.sequences = Some(sequences(
+            samples,
+            cfg.env.rollout_length,
+            width,
+            cfg.run.seed,
+        )?);
     }
     if env.obs_dtype == ObsDtype::U8 {
         let floats = data.observations.to_f32(0..data.observations.len());
@@ -160,6 +176,26 @@ fn game_positions(id: &str, n: usize, seed: u64) -> anyhow::Result<(Vec<f32>, Ve
 }
 
 /// Random observations, valid actions, plausible log-probs and returns.
+/// A network with memory's samples as one batch of `steps` steps
+/// (`env.rollout_length`) of `samples / steps` envs, each from a zero
+/// state, an episode starting at 1% of the rows (as the PyTorch peer's).
+fn sequences(samples: usize, steps: usize, width: usize, seed: u64) -> anyhow::Result<Sequences> {
+    anyhow::ensure!(
+        steps > 0 && samples.is_multiple_of(steps),
+        "--samples {samples} is not whole env sequences of env.rollout_length = {steps} steps"
+    );
+    let envs = samples / steps;
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
+    Ok(Sequences {
+        steps,
+        envs,
+        starts: (0..samples)
+            .map(|_| u8::from(rng.random_bool(0.01)))
+            .collect(),
+        initial: PolicyState::zeros(width, envs),
+    })
+}
+
 fn synthetic(space: &ActionSpace, obs_dim: usize, n: usize, seed: u64) -> UpdateData {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut uniform = |k: usize, lo: f32, hi: f32| -> Vec<f32> {

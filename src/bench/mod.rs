@@ -114,12 +114,13 @@ fn bench_learner(args: cli::BenchLearnerArgs) -> anyhow::Result<()> {
     let config = args.config.resolve()?;
     let r = learner::bench_learner(&config, args.image, args.samples, args.updates)?;
     println!(
-        "learner PPO update: {} image {:?} conv {:?} stacks {:?} hidden {:?} devices {:?} engine {}: {} samples x {} epochs x {} minibatches, {} updates in {:.2} s: {:.0} samples/s ({:.0} sample-gradients/s)",
+        "learner PPO update: {} image {:?} conv {:?} stacks {:?} hidden {:?} core {} devices {:?} engine {}: {} samples x {} epochs x {} minibatches, {} updates in {:.2} s: {:.0} samples/s ({:.0} sample-gradients/s)",
         r.env_id,
         r.image,
         r.conv,
         r.stacks,
         r.hidden,
+        r.core,
         r.devices,
         r.engine,
         r.samples_per_update,

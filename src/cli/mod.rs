@@ -110,7 +110,7 @@ impl Command {
 /// The run configuration: preset for `--env`, then `--config`, then flags, then `--set`.
 #[derive(Args, Debug, Clone)]
 pub struct ConfigArgs {
-    /// Environment id (CartPole-v1, Acrobot-v1, MountainCar-v0, Pendulum-v1, MountainCarContinuous-v0).
+    /// Environment id (CartPole-v1, CartPoleNoVel-v1, Acrobot-v1, MountainCar-v0, Pendulum-v1, MountainCarContinuous-v0, the games, MinAtar/..., and `gym:`, `py:`, `ale:` ids).
     #[arg(long, env = "SEBULBA_ENV")]
     pub env: Option<String>,
     /// Env steps to train for (all actors together).

@@ -12,6 +12,7 @@ mod lstm;
 
 use super::{Backward, Bufs, Forward, Input, Pass, Seq, bias_grad};
 use crate::arch::{Cell, Core, Shape};
+use crate::kernels::few_rows::{FEW_ROWS, rows_by};
 use crate::kernels::{View, gemm};
 use crate::param_tensor::{self, ParamTensor};
 use crate::places::{Places, RecurrentAt};
@@ -75,6 +76,62 @@ impl RecurrentBlock {
             }
         }
     }
+}
+
+/// `out = h W_hh + beta out` (`beta` 0 or 1) for one step's `e` envs:
+/// `h` `[e, size]`, `W_hh` `[size, width]`.
+fn hidden_product(
+    e: usize,
+    (size, width): (usize, usize),
+    h: &[f32],
+    w_hh: &[f32],
+    beta: f32,
+    out: &mut [f32],
+) {
+    match e <= FEW_ROWS {
+        true => rows_by(e, size, width, h, w_hh, beta, out),
+        false => gemm(
+            e,
+            size,
+            width,
+            View::rows(h, size),
+            View::rows(w_hh, width),
+            beta,
+            out,
+        ),
+    }
+}
+
+/// `out = d W_hhᵀ + beta out` (`beta` 0 or 1) for one step's `e` envs: the
+/// gradient at the `h` a step read, from its gates' `d` `[e, width]`;
+/// `w_hh_t` is `W_hhᵀ` `[width, size]`, copied once for the whole way back.
+fn hidden_gradient(
+    e: usize,
+    (size, width): (usize, usize),
+    d: &[f32],
+    w_hh_t: &[f32],
+    beta: f32,
+    out: &mut [f32],
+) {
+    match e <= FEW_ROWS {
+        true => rows_by(e, width, size, d, w_hh_t, beta, out),
+        false => {
+            let (d, w) = (View::rows(d, width), View::rows(w_hh_t, size));
+            gemm(e, width, size, d, w, beta, out);
+        }
+    }
+}
+
+/// `W_hhᵀ` (`[width, size]`, row-major) of `W_hh` (`[size, width]`): what
+/// every step of the way back multiplies by.
+fn transposed(w_hh: &[f32], (size, width): (usize, usize)) -> Vec<f32> {
+    let mut t = vec![0.0f32; size * width];
+    for (i, row) in w_hh[..size * width].chunks_exact(width).enumerate() {
+        for (j, &v) in row.iter().enumerate() {
+            t[j * size + i] = v;
+        }
+    }
+    t
 }
 
 impl Pass for RecurrentBlock {

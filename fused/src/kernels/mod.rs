@@ -9,6 +9,7 @@
 //! does not vectorise.
 
 pub mod direct_conv;
+pub mod few_rows;
 mod isa;
 mod long_k;
 mod small_gemm;

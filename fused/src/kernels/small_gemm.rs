@@ -48,6 +48,31 @@ pub(super) fn try_gemm(
     false
 }
 
+/// `c = a · b + beta · c` for a few rows of `a` (`m` at most
+/// [`super::few_rows::FEW_ROWS`]) and a row-major `b` of any size, when
+/// AVX-512F is present and `beta` is 0 or 1: with one block of rows, each
+/// 32-column panel of `b` is read once, so its size does not matter (what
+/// [`MAX_RIGHT`] guards against is re-reading panels that left L1).
+pub(super) fn try_few_rows(
+    (m, k, n): (usize, usize, usize),
+    a: &[f32],
+    b: &[f32],
+    beta: f32,
+    c: &mut [f32],
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let fits = m <= super::few_rows::FEW_ROWS && (beta == 0.0 || beta == 1.0);
+        if fits && avx::available() {
+            let (a, b) = (View::rows(&a[..m * k], k), View::rows(&b[..k * n], n));
+            avx::gemm(m, k, n, a, b, beta == 1.0, c);
+            return true;
+        }
+    }
+    let _ = (m, k, n, a, b, beta, c);
+    false
+}
+
 /// `c = a · b + beta · c` over a long inner dimension (`k > MAX_K`) with a
 /// narrow row-major right operand, in slices of [`MAX_K`] rows of `b`, when
 /// AVX-512F is present and `beta` is 0 or 1; `false`, with `c` untouched,

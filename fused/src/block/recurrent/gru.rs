@@ -4,7 +4,7 @@
 //! and `h' = (1 - z) n + z h`, computed as `n + z (h - n)`.
 
 use super::super::{Backward, Bufs, Forward};
-use super::RecurrentBlock;
+use super::{RecurrentBlock, hidden_gradient, hidden_product, transposed};
 use crate::kernels::{View, add_bias_then, gemm, sigmoid, tanh, wide};
 
 /// Floats per sample (in `size`s) kept for the way back: r, z and n (3),
@@ -46,7 +46,7 @@ pub(super) fn forward(b: &RecurrentBlock, p: &[f32], x: &[f32], f: Forward<'_>) 
         let hp = &mut hprev[r0 * h..(r0 + e) * h];
         b.h_before(t, &seq, y, hp);
         let hg_t = &mut hg[r0 * gw..(r0 + e) * gw];
-        gemm(e, h, gw, View::rows(hp, h), View::rows(w_hh, gw), 0.0, hg_t);
+        hidden_product(e, (h, gw), hp, w_hh, 0.0, hg_t);
         add_bias_then(hg_t, b_hh, |v| v);
         for k in 0..e {
             let row = r0 + k;
@@ -93,6 +93,7 @@ pub(super) fn through_time(
         return (0, m * gw);
     }
     let (_, w_hh, ..) = at.params(p);
+    let w_hh_t = transposed(w_hh, (h, gw));
     let (gates, hg) = bk.inner[..2 * m * gw].split_at(m * gw);
     let hprev = h_prev(bk.inner, m, h);
     let (dx, rest) = bufs.extra[..2 * m * gw + e * h].split_at_mut(m * gw);
@@ -115,8 +116,8 @@ pub(super) fn through_time(
             );
         }
         if t > 0 {
-            let dhg_t = View::rows(&dhg[r0 * gw..(r0 + e) * gw], gw);
-            gemm(e, gw, h, dhg_t, View::transposed(w_hh, gw), 1.0, dh_next);
+            let dhg_t = &dhg[r0 * gw..(r0 + e) * gw];
+            hidden_gradient(e, (h, gw), dhg_t, &w_hh_t, 1.0, dh_next);
             for k in (0..e).filter(|&k| seq.starts_at(r0 + k)) {
                 dh_next[k * h..(k + 1) * h].fill(0.0);
             }

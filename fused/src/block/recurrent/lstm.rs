@@ -3,7 +3,7 @@
 //! `c' = σ(f) c + σ(i) tanh(g)` and `h' = σ(o) tanh(c')`.
 
 use super::super::{Backward, Bufs, Forward, Seq};
-use super::RecurrentBlock;
+use super::{RecurrentBlock, hidden_gradient, hidden_product, transposed};
 use crate::kernels::{View, add_bias_then, gemm, sigmoid, tanh, wide};
 
 /// Floats per sample (in `size`s) kept for the way back: the gates after
@@ -69,7 +69,7 @@ pub(super) fn forward(b: &RecurrentBlock, p: &[f32], x: &[f32], f: Forward<'_>) 
         let hp = &mut hprev[r0 * h..(r0 + e) * h];
         b.h_before(t, &seq, y, hp);
         let g_t = &mut gates[r0 * gw..(r0 + e) * gw];
-        gemm(e, h, gw, View::rows(hp, h), View::rows(w_hh, gw), 1.0, g_t);
+        hidden_product(e, (h, gw), hp, w_hh, 1.0, g_t);
         let (done, now) = c.split_at_mut(r0 * h);
         let y_t = &mut y[r0 * h..(r0 + e) * h];
         for k in 0..e {
@@ -124,6 +124,7 @@ pub(super) fn through_time(
         return (0, 0);
     }
     let (_, w_hh, ..) = at.params(p);
+    let w_hh_t = transposed(w_hh, (h, gw));
     let gates = &bk.inner[..m * gw];
     let c = cells(bk.inner, m, h);
     let (da, rest) = bufs.extra[..m * gw + 2 * e * h].split_at_mut(m * gw);
@@ -149,8 +150,8 @@ pub(super) fn through_time(
             );
         }
         if t > 0 {
-            let da_t = View::rows(&da[r0 * gw..(r0 + e) * gw], gw);
-            gemm(e, gw, h, da_t, View::transposed(w_hh, gw), 0.0, dh_next);
+            let da_t = &da[r0 * gw..(r0 + e) * gw];
+            hidden_gradient(e, (h, gw), da_t, &w_hh_t, 0.0, dh_next);
             for k in (0..e).filter(|&k| seq.starts_at(r0 + k)) {
                 dh_next[k * h..(k + 1) * h].fill(0.0);
             }
