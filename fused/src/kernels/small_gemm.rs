@@ -48,8 +48,8 @@ pub(super) fn try_gemm(
     false
 }
 
-/// `c = a · b + beta · c` for a few rows of `a` (`m` at most
-/// [`super::few_rows::FEW_ROWS`]) and a row-major `b` of any size, when
+/// `c = a · b + beta · c` for a few rows of `a` (`few_rows` calls it with
+/// at most 16) and a row-major `b` of any size, when
 /// AVX-512F is present and `beta` is 0 or 1: with one block of rows, each
 /// 32-column panel of `b` is read once, so its size does not matter (what
 /// [`MAX_RIGHT`] guards against is re-reading panels that left L1).
@@ -62,7 +62,7 @@ pub(super) fn try_few_rows(
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        let fits = m <= super::few_rows::FEW_ROWS && (beta == 0.0 || beta == 1.0);
+        let fits = beta == 0.0 || beta == 1.0;
         if fits && avx::available() {
             let (a, b) = (View::rows(&a[..m * k], k), View::rows(&b[..k * n], n));
             avx::gemm(m, k, n, a, b, beta == 1.0, c);
