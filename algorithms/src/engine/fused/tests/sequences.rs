@@ -16,6 +16,9 @@ use sebulba_fused::net::Layout;
 use sebulba_fused::{FusedPolicy, PolicyState, Sequence};
 
 #[test]
+// One sequence read four ways (chunked, acting, burn's model, burn's
+// engine), compared: it reads best whole.
+#[allow(clippy::too_many_lines)]
 fn sequences_are_read_from_each_envs_state_and_cut_episodes_continue_them() {
     for (core, shared) in [(CoreKind::Lstm, false), (CoreKind::Gru, true)] {
         let net = NetworkConfig {
@@ -187,6 +190,8 @@ mod against_burn {
     }
 
     #[test]
+    // One minibatch on both engines and one comparison: it reads best whole.
+    #[allow(clippy::too_many_lines)]
     fn every_gradient_through_time_matches_burn_autodiff() {
         for (case, threads) in cases().into_iter().flat_map(|c| [(c.clone(), 1), (c, 3)]) {
             let data = sequence_data(&case, STEPS * ENVS * 5, 3);
