@@ -415,6 +415,26 @@ mod tests {
         assert_eq!(step_once(&p, &obs, 2), loaded);
     }
 
+    /// A core the config does not know, or too wide, is refused naming the
+    /// field; a known one survives the wire.
+    #[test]
+    fn a_core_survives_the_wire_and_a_bad_one_is_refused() {
+        let net = NetworkConfig {
+            core: CoreKind::Lstm,
+            core_size: 24,
+            ..Default::default()
+        };
+        assert_eq!(network_from_wire(&network_to_wire(&net)).unwrap(), net);
+        let mut wire = network_to_wire(&net);
+        wire.core = "transformer".into();
+        let e = network_from_wire(&wire).unwrap_err().to_string();
+        assert!(e.contains("network.core"), "{e}");
+        wire.core = "lstm".into();
+        wire.core_size = 5000;
+        let e = network_from_wire(&wire).unwrap_err().to_string();
+        assert!(e.contains("network.core_size"), "{e}");
+    }
+
     #[test]
     fn the_network_spec_survives_the_wire() {
         let net = NetworkConfig {
@@ -463,16 +483,6 @@ mod tests {
                 .to_string()
                 .contains("network.layer_norm")
         );
-        // A core the config does not know, or too wide, is refused naming
-        // the field.
-        let mut wire = network_to_wire(&net);
-        wire.core = "transformer".into();
-        let e = network_from_wire(&wire).unwrap_err().to_string();
-        assert!(e.contains("network.core"), "{e}");
-        wire.core = "lstm".into();
-        wire.core_size = 5000;
-        let e = network_from_wire(&wire).unwrap_err().to_string();
-        assert!(e.contains("network.core_size"), "{e}");
         let mut wire = network_to_wire(&net);
         wire.init_std = 0.001;
         assert!(
