@@ -35,15 +35,16 @@ fn every_benchmark_line_prints_and_writes_its_figures() {
     let dir = run_dir("bench");
     let envs = bench(&dir, "envs", &["envs", "--envs", "4", "--seconds", "0.2"]);
     let rows = envs.as_array().expect("a row per env");
-    // The five classic-control envs, the turn-based games (games/s too),
-    // then MinAtar's.
+    // The classic-control envs, the turn-based games (games/s too), then
+    // MinAtar's.
     let minatar = sebulba_envs::minatar::MINATAR_IDS;
-    let games = 5 + sebulba_envs::games::GAME_IDS.len();
+    let classic = sebulba_envs::ENV_IDS.len();
+    let games = classic + sebulba_envs::games::GAME_IDS.len();
     assert_eq!(rows.len(), games + minatar.len());
     for r in rows {
         measured(r, "steps_per_second");
     }
-    for (r, id) in rows[5..games].iter().zip(sebulba_envs::games::GAME_IDS) {
+    for (r, id) in rows[classic..games].iter().zip(sebulba_envs::games::GAME_IDS) {
         assert_eq!(r["env_id"], *id);
         measured(r, "games_per_second");
     }
