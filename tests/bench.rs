@@ -44,7 +44,10 @@ fn every_benchmark_line_prints_and_writes_its_figures() {
     for r in rows {
         measured(r, "steps_per_second");
     }
-    for (r, id) in rows[classic..games].iter().zip(sebulba_envs::games::GAME_IDS) {
+    for (r, id) in rows[classic..games]
+        .iter()
+        .zip(sebulba_envs::games::GAME_IDS)
+    {
         assert_eq!(r["env_id"], *id);
         measured(r, "games_per_second");
     }

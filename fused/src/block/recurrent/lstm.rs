@@ -6,6 +6,10 @@ use super::super::{Backward, Bufs, Forward, Seq};
 use super::{RecurrentBlock, hidden_gradient, hidden_product, transposed};
 use crate::kernels::{View, add_bias_then, gemm, sigmoid, tanh, wide};
 
+/// A zero cell of any size the config allows (`network.core_size`): the
+/// one an episode's first step reads.
+static ZEROS: [f32; 4096] = [0.0; 4096];
+
 /// Floats per sample (in `size`s) kept for the way back: the gates after
 /// their nonlinearities (4), the cell `c` (1) and the `h` the step read (1).
 pub(super) const INNER: usize = 6;
@@ -86,23 +90,27 @@ pub(super) fn forward(b: &RecurrentBlock, p: &[f32], x: &[f32], f: Forward<'_>) 
 }
 
 /// One row's step: the gates' nonlinearities in place, its cell and its
-/// output.
+/// output (a zero cell before an episode's first step). Zipped slices, no
+/// indexing, so the loop vectorises.
 fn step(g: &mut [f32], c_prev: Option<&[f32]>, c: &mut [f32], y: &mut [f32]) {
     let h = c.len();
+    let cp = c_prev.unwrap_or(&ZEROS[..h]);
     let (gi, rest) = g.split_at_mut(h);
     let (gf, rest) = rest.split_at_mut(h);
     let (gg, go) = rest.split_at_mut(h);
     wide(
         #[inline(always)]
         || {
-            for j in 0..h {
-                let (i, f) = (sigmoid(gi[j]), sigmoid(gf[j]));
-                let (g, o) = (tanh(gg[j]), sigmoid(go[j]));
-                (gi[j], gf[j], gg[j], go[j]) = (i, f, g, o);
-                let cp = c_prev.map_or(0.0, |c| c[j]);
-                let cn = f * cp + i * g;
-                c[j] = cn;
-                y[j] = o * tanh(cn);
+            let gates = gi
+                .iter_mut()
+                .zip(gf.iter_mut())
+                .zip(gg.iter_mut().zip(go.iter_mut()));
+            let cells = cp.iter().zip(c.iter_mut()).zip(y.iter_mut());
+            for (((i, f), (g, o)), ((&cp, c), y)) in gates.zip(cells) {
+                (*i, *f, *g, *o) = (sigmoid(*i), sigmoid(*f), tanh(*g), sigmoid(*o));
+                let cn = *f * cp + *i * *g;
+                *c = cn;
+                *y = *o * tanh(cn);
             }
         },
     );
@@ -173,6 +181,8 @@ fn step_back(
     start: bool,
 ) {
     let h = c.len();
+    let cp = c_prev.unwrap_or(&ZEROS[..h]);
+    let keep = if start { 0.0 } else { 1.0 };
     let (gi, rest) = g.split_at(h);
     let (gf, rest) = rest.split_at(h);
     let (gg, go) = rest.split_at(h);
@@ -182,17 +192,24 @@ fn step_back(
     wide(
         #[inline(always)]
         || {
-            for j in 0..h {
-                let (i, f, g, o) = (gi[j], gf[j], gg[j], go[j]);
-                let dh = dy[j] + dh_next[j];
-                let tc = tanh(c[j]);
-                let dc = dh * o * (1.0 - tc * tc) + dc_next[j];
-                let cp = c_prev.map_or(0.0, |c| c[j]);
-                dai[j] = dc * g * i * (1.0 - i);
-                daf[j] = dc * cp * f * (1.0 - f);
-                dag[j] = dc * i * (1.0 - g * g);
-                dao[j] = dh * tc * o * (1.0 - o);
-                dc_next[j] = if start { 0.0 } else { dc * f };
+            let gates = gi.iter().zip(gf).zip(gg.iter().zip(go));
+            let state = c.iter().zip(cp).zip(dy.iter().zip(dh_next));
+            let out = dai
+                .iter_mut()
+                .zip(daf.iter_mut())
+                .zip(dag.iter_mut().zip(dao.iter_mut()));
+            let all = gates.zip(state).zip(out.zip(dc_next.iter_mut()));
+            for ((((&i, &f), (&g, &o)), ((&c, &cp), (&dy, &dhn))), (((ai, af), (ag, ao)), dcn)) in
+                all
+            {
+                let dh = dy + dhn;
+                let tc = tanh(c);
+                let dc = dh * o * (1.0 - tc * tc) + *dcn;
+                *ai = dc * g * i * (1.0 - i);
+                *af = dc * cp * f * (1.0 - f);
+                *ag = dc * i * (1.0 - g * g);
+                *ao = dh * tc * o * (1.0 - o);
+                *dcn = dc * f * keep;
             }
         },
     );
