@@ -240,16 +240,33 @@ fn torso_forward(
     }
 }
 
+/// Torso `t`'s block outputs for the rows in `work.x` (as `work`'s
+/// sequence), into the critic's buffers when `critic`, else the actor's.
+fn run_torso(p: &[f32], t: &Torso, act: Activation, work: &mut Work, critic: bool) {
+    let Work {
+        m,
+        x,
+        actor,
+        critic: critic_work,
+        envs,
+        starts,
+        state,
+        state_width,
+        ..
+    } = work;
+    let seq = Seq {
+        envs: *envs,
+        starts,
+        state,
+        width: *state_width,
+    };
+    let w = if critic { critic_work } else { actor };
+    torso_forward(p, t, (x, seq), *m, act, w);
+}
+
 /// The actor torso's block outputs for the rows in `work.x`.
 pub(crate) fn actor_torso(layout: &Layout, p: &[f32], work: &mut Work) {
-    let seq = Seq {
-        envs: work.envs,
-        starts: &work.starts,
-        state: &work.state,
-        width: work.state_width,
-    };
-    let (m, act) = (work.m, layout.activation);
-    torso_forward(p, &layout.actor, (&work.x, seq), m, act, &mut work.actor);
+    run_torso(p, &layout.actor, layout.activation, work, false);
 }
 
 /// Policy-head outputs for the rows in `work.x` (no value head: acting).
@@ -275,14 +292,7 @@ pub(crate) fn value_from_torso(layout: &Layout, p: &[f32], work: &mut Work) {
 /// one of its own.
 pub(crate) fn critic_torso(layout: &Layout, p: &[f32], work: &mut Work) {
     if let Some(critic) = &layout.critic {
-        let seq = Seq {
-            envs: work.envs,
-            starts: &work.starts,
-            state: &work.state,
-            width: work.state_width,
-        };
-        let (m, act) = (work.m, layout.activation);
-        torso_forward(p, critic, (&work.x, seq), m, act, &mut work.critic);
+        run_torso(p, critic, layout.activation, work, true);
     }
 }
 

@@ -285,19 +285,25 @@ impl<B: Backend> Torso<B> {
         }
     }
 
-    /// Rows `[N, obs_dim]` (an image channels last, as envs give them)
-    /// through every block: `[N, width]`, an image at the end flattened
-    /// channels first. A recurrent core reads them as `seq`'s env
-    /// sequences, or each as an episode's first step without one.
-    pub fn forward(&self, x: Tensor<B, 2>, seq: Option<&Sequence<B>>) -> Tensor<B, 2> {
+    /// What the first block reads of rows `[N, obs_dim]`: NCHW images when
+    /// it reads an image (the rows are channels last, as envs give them).
+    fn entry(&self, x: Tensor<B, 2>) -> Flow<B> {
         let first = self.blocks.first().map(BlockAt::input);
-        let mut flow = match first.and_then(|s| s.image()) {
+        match first.and_then(|s| s.image()) {
             Some([h, w, c]) => {
                 let n = x.dims()[0];
                 Flow::Image(x.reshape([n, h, w, c]).permute([0, 3, 1, 2]))
             }
             None => Flow::Rows(x),
-        };
+        }
+    }
+
+    /// Rows `[N, obs_dim]` (an image channels last, as envs give them)
+    /// through every block: `[N, width]`, an image at the end flattened
+    /// channels first. A recurrent core reads them as `seq`'s env
+    /// sequences, or each as an episode's first step without one.
+    pub fn forward(&self, x: Tensor<B, 2>, seq: Option<&Sequence<B>>) -> Tensor<B, 2> {
+        let mut flow = self.entry(x);
         for (b, &part) in self.blocks.iter().zip(&self.parts) {
             flow = self.block(b, part, flow, seq);
         }
@@ -312,14 +318,7 @@ impl<B: Backend> Torso<B> {
         x: Tensor<B, 2>,
         seq: Option<&Sequence<B>>,
     ) -> (Tensor<B, 2>, Vec<(usize, Tensor<B, 2>)>) {
-        let first = self.blocks.first().map(BlockAt::input);
-        let mut flow = match first.and_then(|s| s.image()) {
-            Some([h, w, c]) => {
-                let n = x.dims()[0];
-                Flow::Image(x.reshape([n, h, w, c]).permute([0, 3, 1, 2]))
-            }
-            None => Flow::Rows(x),
-        };
+        let mut flow = self.entry(x);
         let mut states = Vec::new();
         for (b, &part) in self.blocks.iter().zip(&self.parts) {
             flow = match (b, part) {
