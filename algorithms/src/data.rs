@@ -65,8 +65,17 @@ impl Sequences {
 
     /// The row of sequence `s` at step `t`.
     pub fn row(&self, s: usize, t: usize) -> usize {
-        let (b, e) = (s / self.envs.max(1), s % self.envs.max(1));
-        (b * self.steps + t) * self.envs + e
+        self.chunk_row(s, self.steps, t)
+    }
+
+    /// The row of chunk `u` at step `t`, the sequences cut into chunks of
+    /// `len` steps (a divisor of `steps`). A batch's T steps are its T /
+    /// len chunks' rows in turn, so chunk `u` is `u / envs`-th group of
+    /// `len` steps' env `u % envs`, and with `len = steps` a chunk is a
+    /// sequence.
+    pub fn chunk_row(&self, u: usize, len: usize, t: usize) -> usize {
+        let (g, e) = (u / self.envs.max(1), u % self.envs.max(1));
+        (g * len + t) * self.envs + e
     }
 }
 
@@ -94,6 +103,9 @@ pub struct Minibatch<'a> {
     /// minibatch over devices or threads must split it by sequence, not
     /// by contiguous rows, once a network reads them in time order.
     pub sequences: &'a [usize],
+    /// The states the sequences (or chunks) of the cut start from, indexed
+    /// by the numbers in `sequences` (empty for rows).
+    pub states: &'a PolicyState,
     pub adv: &'a [f32],
     pub noise: &'a [f32],
     pub lr: f64,

@@ -1,36 +1,48 @@
 //! How an update's data is cut into minibatches, as the network needs it
 //! ([`Batching`], chosen once from the network): rows shuffled one by one
 //! (a network without memory: CleanRL's shuffling, the same numbers as
-//! ever), or whole env sequences shuffled, each minibatch's rows time-major
-//! beside its sequences' initial states (a network with memory). PPO asks
-//! for epochs of minibatches and never branches on which.
+//! ever), or env sequences shuffled, each minibatch's rows time-major
+//! beside the states its sequences start from (a network with memory). The
+//! sequences are each env's whole rollout, or chunks of `ppo.bptt` steps
+//! of it (Sample Factory's recurrence), each chunk but a rollout's first
+//! starting from its env's state after the step before, as the current
+//! weights compute it ([`Minibatches::starting_states`]). PPO asks for
+//! epochs of minibatches and never branches on which.
 
-use crate::data::UpdateData;
-use crate::engine::EngineError;
+use crate::data::{Sequences, UpdateData};
+use crate::engine::{EngineError, Steps};
+use crate::trainer::Trainer;
 use rand::Rng;
 use rand::seq::SliceRandom;
-use sebulba_fused::Batching;
+use sebulba_fused::{Batching, PolicyState, Sequence};
 
 /// An epoch's cut of one update's data, reshuffled each epoch.
 pub struct Minibatches {
     batching: Batching,
-    /// The units shuffled: row indices, or sequence indices.
+    /// The units shuffled: row indices, or chunk indices.
     order: Vec<usize>,
     /// Units per minibatch.
     per: usize,
-    /// Steps per sequence (1 for rows).
+    /// Steps per chunk (1 for rows).
     steps: usize,
 }
 
 impl Minibatches {
     /// `count` minibatches of `data` as `batching` asks; a network with
     /// memory needs the data's rows as whole sequences, with initial states
-    /// of its width.
-    pub fn new(batching: Batching, data: &UpdateData, count: usize) -> Result<Self, EngineError> {
+    /// of its width, cut into chunks of `bptt` steps (0: whole sequences; a
+    /// divisor of their length).
+    pub fn new(
+        batching: Batching,
+        data: &UpdateData,
+        count: usize,
+        bptt: usize,
+    ) -> Result<Self, EngineError> {
         let (units, steps) = match (batching, &data.sequences) {
             (Batching::Rows, _) => (data.len(), 1),
             (Batching::Sequences { width }, Some(s)) if s.initial.width() == width => {
-                (s.len(), s.steps)
+                let len = chunk_len(s, bptt)?;
+                (s.len() * (s.steps / len), len)
             }
             (Batching::Sequences { width }, Some(s)) => {
                 return Err(EngineError::State {
@@ -55,9 +67,16 @@ impl Minibatches {
         })
     }
 
-    /// Rows or sequences the data holds: what is shuffled.
+    /// Rows or chunks the data holds: what is shuffled.
     pub fn units(&self) -> usize {
         self.order.len()
+    }
+
+    /// Whether chunks start inside the rollouts, from states the learner
+    /// computes (`ppo.bptt` shorter than the rollout).
+    pub fn chunked(&self, data: &UpdateData) -> bool {
+        matches!((self.batching, &data.sequences),
+            (Batching::Sequences { .. }, Some(s)) if self.steps < s.steps)
     }
 
     /// The next epoch's shuffle (of the previous epoch's order, as CleanRL
@@ -67,8 +86,8 @@ impl Minibatches {
     }
 
     /// Minibatch `k` of this epoch: its rows into `idx` and, for sequences,
-    /// which into `sequences` (rows time-major: step `t` of every sequence,
-    /// then step `t + 1`).
+    /// which chunks into `sequences` (rows time-major: step `t` of every
+    /// chunk, then step `t + 1`).
     pub fn minibatch(
         &self,
         k: usize,
@@ -83,11 +102,79 @@ impl Minibatches {
             (Batching::Sequences { .. }, Some(s)) => {
                 sequences.extend_from_slice(units);
                 for t in 0..self.steps {
-                    idx.extend(units.iter().map(|&u| s.row(u, t)));
+                    idx.extend(units.iter().map(|&u| s.chunk_row(u, self.steps, t)));
                 }
             }
             _ => idx.extend_from_slice(units),
         }
+    }
+
+    /// The state each chunk starts from, in chunk order (empty for rows):
+    /// a rollout's first chunk from the state the actor sent, every other
+    /// from its env's state after the step before, through the rollout
+    /// from that state under the trainer's current weights.
+    pub fn starting_states(
+        &self,
+        trainer: &mut Trainer,
+        data: &UpdateData,
+    ) -> Result<PolicyState, EngineError> {
+        let Some(s) = data.sequences.as_ref().filter(|_| self.chunked(data)) else {
+            return Ok(match (self.batching, &data.sequences) {
+                (Batching::Sequences { .. }, Some(s)) => s.initial.clone(),
+                _ => PolicyState::default(),
+            });
+        };
+        let (len, envs, width, d) = (self.steps, s.envs, s.initial.width(), data.obs_dim);
+        let rows = s.steps * envs;
+        // The rows whose states the later chunks start from, chunk-major.
+        let before: Vec<usize> = (1..s.steps / len)
+            .flat_map(|c| (0..envs).map(move |e| (c * len - 1) * envs + e))
+            .collect();
+        let mut states = Vec::with_capacity(self.units() * width);
+        for b in 0..s.len() / envs.max(1) {
+            let first = b * rows;
+            let obs = data.observations.to_f32(first * d..(first + rows) * d);
+            let initial = s.initial.select(b * envs..(b + 1) * envs);
+            let seq = Sequence {
+                steps: s.steps,
+                envs,
+                starts: &s.starts[first..first + rows],
+                state: &initial,
+                continues: &[],
+            };
+            let after = trainer.states_after(&Steps::sequence(&obs, seq), &before);
+            if after.len() != before.len() * width {
+                return Err(EngineError::State {
+                    what: "the chunks' starting states",
+                    reason: format!(
+                        "{} floats for {} states of {width}",
+                        after.len(),
+                        before.len()
+                    ),
+                });
+            }
+            states.extend_from_slice(initial.values());
+            states.extend_from_slice(&after);
+        }
+        PolicyState::from_values(width, self.units(), states).ok_or(EngineError::State {
+            what: "the chunks' starting states",
+            reason: "not one per chunk".into(),
+        })
+    }
+}
+
+/// The steps of a chunk of `s`'s sequences for `ppo.bptt = bptt`.
+fn chunk_len(s: &Sequences, bptt: usize) -> Result<usize, EngineError> {
+    match bptt {
+        0 => Ok(s.steps),
+        n if n <= s.steps && s.steps.is_multiple_of(n) => Ok(n),
+        n => Err(EngineError::State {
+            what: "ppo.bptt",
+            reason: format!(
+                "{n} steps do not cut sequences of {} into whole chunks",
+                s.steps
+            ),
+        }),
     }
 }
 
@@ -125,7 +212,7 @@ mod tests {
     #[test]
     fn rows_are_the_shuffle_cleanrl_makes() {
         let d = data(true);
-        let mut cut = Minibatches::new(Batching::Rows, &d, 4).unwrap();
+        let mut cut = Minibatches::new(Batching::Rows, &d, 4, 0).unwrap();
         let (mut rng, mut same) = (StdRng::seed_from_u64(5), StdRng::seed_from_u64(5));
         let mut order: Vec<usize> = (0..24).collect();
         let (mut idx, mut seqs) = (Vec::new(), Vec::new());
@@ -141,9 +228,50 @@ mod tests {
     }
 
     #[test]
+    fn bptt_chunks_are_consecutive_steps_of_one_env_and_cover_the_data_once() {
+        // 2 batches of 6 steps of 4 envs, cut into chunks of 2 steps.
+        let mut d = data(true);
+        let n = 2 * 6 * 4;
+        d.observations = (0..n).map(|i| i as f32).collect::<Vec<_>>().into();
+        d.old_log_probs = vec![0.0; n];
+        d.sequences = Some(Sequences {
+            steps: 6,
+            envs: 4,
+            starts: vec![0; n],
+            initial: PolicyState::zeros(0, 8),
+        });
+        let mut cut = Minibatches::new(Batching::Sequences { width: 0 }, &d, 4, 2).unwrap();
+        assert!(cut.chunked(&d));
+        assert_eq!(cut.units(), 24, "8 sequences of 3 chunks");
+        cut.shuffle(&mut StdRng::seed_from_u64(3));
+        let (mut idx, mut chunks) = (Vec::new(), Vec::new());
+        let mut seen = vec![0; n];
+        for k in 0..4 {
+            cut.minibatch(k, &d, &mut idx, &mut chunks);
+            assert_eq!((idx.len(), chunks.len()), (12, 6));
+            for (j, &row) in idx.iter().enumerate() {
+                let (t, u) = (j / 6, chunks[j % 6]);
+                // Chunk u = (b * 3 + c) * 4 + e: batch b's env e, steps 2c, 2c + 1.
+                let (b, c, e) = (u / 12, (u / 4) % 3, u % 4);
+                assert_eq!(row, (b * 6 + 2 * c + t) * 4 + e, "step {t} of chunk {u}");
+                seen[row] += 1;
+            }
+        }
+        assert!(seen.iter().all(|&c| c == 1), "{seen:?}");
+        // The whole rollout is one chunk; a length that does not divide it
+        // is refused.
+        let whole = Minibatches::new(Batching::Sequences { width: 0 }, &d, 4, 6).unwrap();
+        assert!(!whole.chunked(&d) && whole.units() == 8);
+        let err = Minibatches::new(Batching::Sequences { width: 0 }, &d, 4, 4)
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("ppo.bptt"), "{err}");
+    }
+
+    #[test]
     fn sequences_are_whole_and_time_major_and_cover_the_data_once() {
         let d = data(true);
-        let mut cut = Minibatches::new(Batching::Sequences { width: 0 }, &d, 2).unwrap();
+        let mut cut = Minibatches::new(Batching::Sequences { width: 0 }, &d, 2, 0).unwrap();
         assert_eq!(cut.units(), 8);
         cut.shuffle(&mut StdRng::seed_from_u64(9));
         let (mut idx, mut seqs) = (Vec::new(), Vec::new());
@@ -164,12 +292,12 @@ mod tests {
         }
         assert!(seen.iter().all(|&c| c == 1), "{seen:?}");
         // Without the sequences (rows left out), a network with memory is refused.
-        let err = Minibatches::new(Batching::Sequences { width: 0 }, &data(false), 2)
+        let err = Minibatches::new(Batching::Sequences { width: 0 }, &data(false), 2, 0)
             .err()
             .unwrap();
         assert!(err.to_string().contains("whole env sequences"), "{err}");
         // Nor are initial states of another width taken.
-        let err = Minibatches::new(Batching::Sequences { width: 3 }, &d, 2)
+        let err = Minibatches::new(Batching::Sequences { width: 3 }, &d, 2, 0)
             .err()
             .unwrap();
         assert!(

@@ -1,5 +1,6 @@
 //! The PPO update, CleanRL-shaped: epochs of shuffled minibatches (rows, or
-//! env sequences for a network with memory: [`crate::minibatches`]), each one a
+//! env sequences or their `ppo.bptt` chunks for a network with memory:
+//! [`crate::minibatches`]), each one a
 //! step of the update engine (see [`crate::engine`]), with the statistics
 //! averaged over the steps taken. The clip range may be annealed and a target
 //! KL may end the update early. Minibatch advantage normalisation and the
@@ -61,7 +62,7 @@ pub fn update(
     lr: f64,
     clip: f64,
 ) -> Result<PpoStats, EngineError> {
-    let cut = Minibatches::new(trainer.batching, data, cfg.minibatches)?;
+    let cut = Minibatches::new(trainer.batching, data, cfg.minibatches, cfg.bptt)?;
     let needed = cfg.minibatches.max(1) * trainer.engine.devices().max(1);
     if cut.units() < needed {
         tracing::warn!(
@@ -88,7 +89,11 @@ fn epochs(
     let (mut idx, mut sequences) = (Vec::new(), Vec::new());
     let (mut adv, mut noise) = (Vec::new(), Vec::new());
     let mut stats = PpoStats::default();
-    'epochs: for _ in 0..cfg.epochs {
+    let mut states = cut.starting_states(trainer, data)?;
+    'epochs: for epoch in 0..cfg.epochs {
+        if epoch > 0 && cfg.refresh_states && cut.chunked(data) {
+            states = cut.starting_states(trainer, data)?;
+        }
         cut.shuffle(&mut trainer.rng);
         for k in 0..cfg.minibatches {
             cut.minibatch(k, data, &mut idx, &mut sequences);
@@ -97,6 +102,7 @@ fn epochs(
                 data,
                 idx: &idx,
                 sequences: &sequences,
+                states: &states,
                 adv: &adv,
                 noise: &noise,
                 lr,

@@ -123,6 +123,12 @@ impl Trainer {
         self.engine.values(steps)
     }
 
+    /// Each env's state after rows `rows` of `steps`' sequence
+    /// ([`UpdateEngine::states_after`]).
+    pub fn states_after(&mut self, steps: &Steps<'_>, rows: &[usize]) -> Vec<f32> {
+        self.engine.states_after(steps, rows)
+    }
+
     /// Policy-head outputs of the rows of `steps` (`[rows * head_dim]`).
     pub fn heads(&mut self, steps: &Steps<'_>) -> Vec<f32> {
         self.engine.heads(steps)

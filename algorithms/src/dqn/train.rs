@@ -84,6 +84,7 @@ pub fn q_update(
         let mb = Minibatch {
             data: &data,
             sequences: &[],
+            states: &sebulba_fused::PolicyState::default(),
             idx: &idx,
             adv: &zeros,
             noise: &[],

@@ -142,6 +142,10 @@ pub trait UpdateEngine: Send {
     /// memory reads its sequence in time order from its initial state, as
     /// the actors stepped it.
     fn values(&mut self, steps: &Steps<'_>) -> Vec<f32>;
+    /// Each env's state after the rows `rows` of `steps`' sequence
+    /// (`[rows.len() * state_width]`; empty for a network without memory),
+    /// under the current weights: where chunks of `ppo.bptt` steps start.
+    fn states_after(&mut self, steps: &Steps<'_>, rows: &[usize]) -> Vec<f32>;
     /// Policy-head outputs of the rows of `steps` (`[rows * head_dim]`):
     /// the current policy, for V-trace's importance weights.
     fn heads(&mut self, steps: &Steps<'_>) -> Vec<f32>;

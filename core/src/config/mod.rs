@@ -5,12 +5,14 @@
 mod eval;
 mod mujoco_presets;
 mod overrides;
+mod ppo;
 mod presets;
 pub mod ranges;
 mod sections;
 
 pub use eval::*;
 use overrides::{merge_table, parse_override, set_key};
+pub use ppo::*;
 pub use sections::*;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -139,6 +141,8 @@ impl RunConfig {
         }
         if self.network.is_recurrent() {
             self.check_recurrent(&spec)?;
+        } else {
+            self.check_memoryless()?;
         }
         if spec.is_game() {
             self.check_game()?;
@@ -258,6 +262,7 @@ impl RunConfig {
                 "`dqn` trains on single transitions drawn from its replay memory, a recurrent core on whole env sequences: use run.algorithm = \"ppo\" or network.core = \"none\"",
             );
         }
+        self.check_sequences()?;
         if spec.is_game() {
             return bad(
                 "network.core",
@@ -268,6 +273,48 @@ impl RunConfig {
             );
         }
         Ok(())
+    }
+
+    /// A network with memory's minibatches are env sequences: `ppo.bptt`
+    /// cuts the rollout into whole chunks, and there must be a sequence for
+    /// every minibatch.
+    fn check_sequences(&self) -> Result<(), ConfigError> {
+        let (t, p) = (self.env.rollout_length, &self.ppo);
+        if p.bptt > 0 && (p.bptt > t || !t.is_multiple_of(p.bptt)) {
+            return bad(
+                "ppo.bptt",
+                &format!(
+                    "{} does not cut env.rollout_length = {t} into whole chunks: use a divisor of it, or 0 for the whole rollout",
+                    p.bptt
+                ),
+            );
+        }
+        let sequences = self.learner.batches_per_update
+            * self.env.envs_per_actor
+            * (t / p.sequence_steps(t).max(1));
+        if p.minibatches > sequences {
+            return bad(
+                "ppo.minibatches",
+                &format!(
+                    "{} minibatches of whole env sequences, but an update holds {sequences} (learner.batches_per_update x env.envs_per_actor x the chunks of ppo.bptt)",
+                    p.minibatches
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// What only a network with memory has.
+    fn check_memoryless(&self) -> Result<(), ConfigError> {
+        let key = match (self.ppo.bptt, self.ppo.refresh_states) {
+            (0, false) => return Ok(()),
+            (0, true) => "ppo.refresh_states",
+            _ => "ppo.bptt",
+        };
+        bad(
+            key,
+            "cuts a network with memory's env sequences, and network.core is \"none\"",
+        )
     }
 
     /// What a turn-based game's per-player advantages do not combine with.

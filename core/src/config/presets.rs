@@ -384,6 +384,8 @@ impl Default for PpoConfig {
             lag_correction: LagCorrection::Off,
             vtrace_rho_clip: 1.0,
             vtrace_c_clip: 1.0,
+            bptt: 0,
+            refresh_states: false,
         }
     }
 }

@@ -89,6 +89,7 @@ pub const RANGES: &[Range] = &[
     above("ppo.vtrace_c_clip", 0.0, 1e3),
     int("ppo.epochs", 1.0, 1000.0),
     int("ppo.minibatches", 1.0, MAX_UPDATE_SAMPLES as f64),
+    int("ppo.bptt", 0.0, 65_536.0),
     int("learner.batches_per_update", 1.0, 1024.0),
     int("learner.queue_capacity", 1.0, 4096.0),
     int("learner.max_policy_lag", 0.0, 1e6),
@@ -231,6 +232,7 @@ pub fn check(c: &RunConfig) -> Result<(), ConfigError> {
     real("ppo.vtrace_c_clip", p.vtrace_c_clip)?;
     int("ppo.epochs", p.epochs as u64)?;
     int("ppo.minibatches", p.minibatches as u64)?;
+    int("ppo.bptt", p.bptt as u64)?;
     int("learner.batches_per_update", l.batches_per_update as u64)?;
     int("learner.queue_capacity", l.queue_capacity as u64)?;
     int("learner.max_policy_lag", l.max_policy_lag)?;

@@ -497,3 +497,5 @@ fn a_recurrent_core_is_read_checked_and_refused_where_it_does_not_fit() {
         assert_eq!(spec.unwrap().arch().state_width(), n.state_width());
     }
 }
+
+mod sequences;

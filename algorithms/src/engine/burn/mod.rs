@@ -311,6 +311,18 @@ impl<B: AutodiffBackend> UpdateEngine for BurnEngine<B> {
             .unwrap_or_else(|_| vec![0.0; rows])
     }
 
+    fn states_after(&mut self, steps: &Steps<'_>, rows: &[usize]) -> Vec<f32> {
+        let Some(seq) = steps.sequence.filter(|s| s.state.width() > 0) else {
+            return Vec::new();
+        };
+        let in_seq = seq.steps * seq.envs * self.obs_dim;
+        let model = self.replicas[0].inference_model();
+        sequences::states_after(&model, self.rows(&steps.obs[..in_seq]), &seq, rows)
+            .into_data()
+            .to_vec()
+            .unwrap_or_else(|_| vec![0.0; rows.len() * seq.state.width()])
+    }
+
     fn heads(&mut self, steps: &Steps<'_>) -> Vec<f32> {
         if let Some(seq) = steps.sequence.filter(|s| s.state.width() > 0) {
             return self.sequence_pass(steps.obs, &seq, true);
@@ -390,6 +402,7 @@ impl<B: AutodiffBackend> UpdateEngine for BurnEngine<B> {
                 noise: &s.noise,
                 minibatch: m,
                 sequences: &s.sequences,
+                states: mb.states,
             },
             None => {
                 let (a, b) = (i * m / d, (i + 1) * m / d);
@@ -400,6 +413,7 @@ impl<B: AutodiffBackend> UpdateEngine for BurnEngine<B> {
                     noise: mb.noise.get(a * width..b * width).unwrap_or(&[]),
                     minibatch: m,
                     sequences: &[],
+                    states: mb.states,
                 }
             }
         };

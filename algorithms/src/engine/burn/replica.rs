@@ -35,6 +35,8 @@ pub struct Shard<'a> {
     /// For a network with memory, which of the data's sequences `idx`
     /// holds (its rows time-major over them); empty: rows.
     pub sequences: &'a [usize],
+    /// The states the sequences start from, indexed as `sequences`.
+    pub states: &'a sebulba_fused::PolicyState,
 }
 
 pub struct Replica<B: AutodiffBackend> {
@@ -235,7 +237,7 @@ impl<B: AutodiffBackend> Replica<B> {
     }
 
     /// The shard's sequences as the model reads them: their starts and
-    /// initial states.
+    /// the states they start from.
     fn sequence_of(&self, s: &Shard<'_>) -> sebulba_core::model::Sequence<B> {
         let seqs = s
             .data
@@ -245,10 +247,10 @@ impl<B: AutodiffBackend> Replica<B> {
         let starts: Vec<u8> = s.idx.iter().map(|&i| seqs.starts[i]).collect();
         let mut state = Vec::new();
         for &q in s.sequences {
-            state.extend_from_slice(seqs.initial.row(q));
+            state.extend_from_slice(s.states.row(q));
         }
         let initial =
-            sebulba_fused::PolicyState::from_values(seqs.initial.width(), s.sequences.len(), state)
+            sebulba_fused::PolicyState::from_values(s.states.width(), s.sequences.len(), state)
                 .expect("one state per sequence");
         let host = sebulba_fused::Sequence {
             steps: s.idx.len() / s.sequences.len(),

@@ -79,6 +79,18 @@ pub(super) fn pass<B: Backend>(
     Tensor::cat(vec![first, rest], 0)
 }
 
+/// Each env's state after the rows `rows` of `seq`, whose rows `x` holds
+/// (`[rows.len(), width]`).
+pub(super) fn states_after<B: Backend>(
+    model: &ActorCritic<B>,
+    x: Tensor<B, 2>,
+    seq: &sebulba_fused::Sequence<'_>,
+    rows: &[usize],
+) -> Tensor<B, 2> {
+    let on = on_device::<B>(seq, &x.device());
+    model.states_after(x, &on, rows)
+}
+
 /// One replica's share of a minibatch of whole sequences: its rows
 /// time-major over its sequences, their advantages and noise.
 pub(super) struct Share {

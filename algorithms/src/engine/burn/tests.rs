@@ -313,6 +313,7 @@ fn steps_on(engine: &mut dyn UpdateEngine, data: &UpdateData, other: &UpdateData
         e.step(&Minibatch {
             data: d,
             sequences: &[],
+            states: &sebulba_fused::PolicyState::default(),
             idx,
             adv: &adv,
             noise: &[],

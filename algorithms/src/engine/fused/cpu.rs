@@ -159,6 +159,23 @@ impl Fused {
         self.sequence_pass(obs, seq, Output::Heads, pass_rows(&self.layout))
     }
 
+    /// Each env's state after the rows `rows` of `seq` (`[rows.len() *
+    /// state_width]`): where the chunks of `ppo.bptt` steps start.
+    pub fn states_in(&mut self, obs: &[f32], seq: &Sequence<'_>, rows: &[usize]) -> Vec<f32> {
+        let w = self.layout.state_width;
+        let mut states = vec![0.0f32; rows.len() * w];
+        let mut values = vec![0.0f32; seq.steps * seq.envs];
+        let chunk = pass_rows(&self.layout);
+        self.through_sequence(
+            obs,
+            seq,
+            (Output::Values, chunk),
+            rows,
+            (&mut values, &mut states),
+        );
+        states
+    }
+
     /// A forward pass over the rows of `seq` in chunks of whole env
     /// sequences of at most `rows` rows (at least one env's), then over the
     /// rows after them `rows` at a time; `what` each row gives.
@@ -169,17 +186,57 @@ impl Fused {
         what: Output,
         rows: usize,
     ) -> Vec<f32> {
+        let layout = &self.layout;
+        let (d, w) = (layout.obs_dim, layout.state_width);
+        let per_row = what.per_row(layout);
+        let in_seq = seq.steps * seq.envs;
+        let total = obs.len() / d;
+        let mut out = vec![0.0f32; total * per_row];
+        // Each later row's state: the state after the row it continues.
+        let after = &seq.continues[..total - in_seq];
+        let mut later_state = vec![0.0f32; after.len() * w];
+        let (seq_out, _) = out.split_at_mut(in_seq * per_row);
+        self.through_sequence(obs, seq, (what, rows), after, (seq_out, &mut later_state));
+        let (layout, params) = (&self.layout, &self.state.params);
+        let (norm, work) = (self.norm.as_ref(), &mut self.shards[0].work);
+        // The rows after the sequence, each one step from its state.
+        let later = &obs[in_seq * d..];
+        for (c, chunk) in later.chunks(rows.max(1) * d).enumerate() {
+            let n = chunk.len() / d;
+            let first = c * rows.max(1);
+            work.resize(layout, n);
+            work.x.copy_from_slice(chunk);
+            work.x
+                .chunks_exact_mut(d)
+                .for_each(|row| layout.input_row(norm, row));
+            work.set_sequence(n, &[], &later_state[first * w..(first + n) * w]);
+            net::forward(layout, params, work);
+            for r in 0..n {
+                let at = (in_seq + first + r) * per_row;
+                out[at..at + per_row].copy_from_slice(what.row(work, r));
+            }
+        }
+        out
+    }
+
+    /// The forward pass over the `steps * envs` rows of `seq` in chunks of
+    /// whole env sequences of at most `rows` rows: `what` each row gives
+    /// into `out`, and the state after each of the sequence's rows `after`
+    /// (a row past the sequence's end leaves a zero state) into `states`.
+    fn through_sequence(
+        &mut self,
+        obs: &[f32],
+        seq: &Sequence<'_>,
+        (what, rows): (Output, usize),
+        after: &[usize],
+        (out, states): (&mut [f32], &mut [f32]),
+    ) {
         let (layout, params) = (&self.layout, &self.state.params);
         let (norm, work) = (self.norm.as_ref(), &mut self.shards[0].work);
         let (d, w) = (layout.obs_dim, layout.state_width);
         let per_row = what.per_row(layout);
         let (steps, envs) = (seq.steps, seq.envs);
         let in_seq = steps * envs;
-        let total = obs.len() / d;
-        let mut out = vec![0.0f32; total * per_row];
-        // Each later row's state: the state after the row it continues.
-        let after = &seq.continues[..total - in_seq];
-        let mut later_state = vec![0.0f32; after.len() * w];
         let per_chunk = (rows / steps.max(1)).clamp(1, envs.max(1));
         let mut starts = Vec::new();
         for e0 in (0..envs).step_by(per_chunk) {
@@ -205,30 +262,12 @@ impl Fused {
                 .filter(|&i| after[i] < in_seq && (e0..e0 + k).contains(&(after[i] % envs)))
                 .collect();
             let local_rows: Vec<usize> = mine.iter().map(|&i| local(after[i])).collect();
-            let mut states = vec![0.0f32; local_rows.len() * w];
-            net::states_after(layout, work, &local_rows, &mut states);
+            let mut found = vec![0.0f32; local_rows.len() * w];
+            net::states_after(layout, work, &local_rows, &mut found);
             for (j, &i) in mine.iter().enumerate() {
-                later_state[i * w..(i + 1) * w].copy_from_slice(&states[j * w..(j + 1) * w]);
+                states[i * w..(i + 1) * w].copy_from_slice(&found[j * w..(j + 1) * w]);
             }
         }
-        // The rows after the sequence, each one step from its state.
-        let later = &obs[in_seq * d..];
-        for (c, chunk) in later.chunks(rows.max(1) * d).enumerate() {
-            let n = chunk.len() / d;
-            let first = c * rows.max(1);
-            work.resize(layout, n);
-            work.x.copy_from_slice(chunk);
-            work.x
-                .chunks_exact_mut(d)
-                .for_each(|row| layout.input_row(norm, row));
-            work.set_sequence(n, &[], &later_state[first * w..(first + n) * w]);
-            net::forward(layout, params, work);
-            for r in 0..n {
-                let at = (in_seq + first + r) * per_row;
-                out[at..at + per_row].copy_from_slice(what.row(work, r));
-            }
-        }
-        out
     }
 
     /// One minibatch step: the loss of the samples `mb.idx`, its gradient,

@@ -102,6 +102,13 @@ impl UpdateEngine for FusedEngine {
         }
     }
 
+    fn states_after(&mut self, steps: &Steps<'_>, rows: &[usize]) -> Vec<f32> {
+        match steps.sequence {
+            Some(seq) if seq.state.width() > 0 => self.cpu.states_in(steps.obs, &seq, rows),
+            _ => Vec::new(),
+        }
+    }
+
     fn heads(&mut self, steps: &Steps<'_>) -> Vec<f32> {
         match steps.sequence {
             Some(seq) if seq.state.width() > 0 => self.cpu.heads_in(steps.obs, &seq),

@@ -146,7 +146,7 @@ impl Shard {
     }
 
     /// The sequences `k` of the minibatch as the network reads them: where
-    /// their episodes start (rows `idx`), and their initial states.
+    /// their episodes start (rows `idx`), and the states they start from.
     fn load_sequences(&mut self, s: &StepInputs<'_>, k: Range<usize>, idx: &[usize]) {
         let seqs =
             s.mb.data
@@ -157,7 +157,7 @@ impl Shard {
         self.starts.extend(idx.iter().map(|&i| seqs.starts[i]));
         self.state.clear();
         for &q in &s.mb.sequences[k.clone()] {
-            self.state.extend_from_slice(seqs.initial.row(q));
+            self.state.extend_from_slice(s.mb.states.row(q));
         }
         self.work.set_sequence(k.len(), &self.starts, &self.state);
     }

@@ -497,6 +497,7 @@ fn every_gradient_and_loss_term_matches_burn_autodiff() {
             noise: &noise,
             minibatch: idx.len(),
             sequences: &[],
+            states: &sebulba_fused::PolicyState::default(),
         };
         let dist = case.spec.dist();
         let replica = Replica::new(m.clone(), cfg.adam_eps, Default::default(), None);
@@ -515,6 +516,7 @@ fn every_gradient_and_loss_term_matches_burn_autodiff() {
         let s = f.step(&Minibatch {
             data: &data,
             sequences: &[],
+            states: &sebulba_fused::PolicyState::default(),
             idx: &idx,
             adv: &adv,
             noise: &noise,
@@ -691,6 +693,7 @@ fn adam_state_round_trip(case: &Case) {
     let mb = Minibatch {
         data: &data,
         sequences: &[],
+        states: &sebulba_fused::PolicyState::default(),
         idx: &idx,
         adv: &data.advantages,
         noise: &noise,
@@ -876,6 +879,7 @@ fn a_masked_action_gets_zero_probability_and_zero_gradient_in_both_engines() {
         noise: &[],
         minibatch: n,
         sequences: &[],
+        states: &sebulba_fused::PolicyState::default(),
     };
     let replica = Replica::new(m.clone(), cfg.adam_eps, Default::default(), None);
     let losses = ppo_losses(&m, replica.minibatch(&shard, &dist), &dist, &cfg, 0.2);
@@ -898,6 +902,7 @@ fn a_masked_action_gets_zero_probability_and_zero_gradient_in_both_engines() {
     f.step(&Minibatch {
         data: &data,
         sequences: &[],
+        states: &sebulba_fused::PolicyState::default(),
         idx: &idx,
         adv: &adv,
         noise: &[],

@@ -125,7 +125,9 @@ mod against_burn {
         tensors_of,
     };
     use crate::data::{Loss, Minibatch, Sequences, UpdateData};
+    use crate::engine::Steps;
     use crate::engine::burn::{Replica, Shard, ppo_losses};
+    use crate::minibatches::Minibatches;
     use burn_optim::GradientsParams;
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
@@ -133,7 +135,7 @@ mod against_burn {
     use sebulba_core::model::ModelSpec;
     use sebulba_core::model::flat::{Slot, param_slots, read_params};
     use sebulba_envs::ActionSpace;
-    use sebulba_fused::PolicyState;
+    use sebulba_fused::{PolicyState, Sequence};
 
     const STEPS: usize = 12;
     const ENVS: usize = 4;
@@ -213,6 +215,7 @@ mod against_burn {
                 noise: &[],
                 minibatch: idx.len(),
                 sequences: &chosen,
+                states: &seqs.initial,
             };
             let dist = case.spec.dist();
             let replica = Replica::new(m.clone(), cfg.adam_eps, Default::default(), None);
@@ -230,6 +233,7 @@ mod against_burn {
             let s = f.step(&Minibatch {
                 data: &data,
                 sequences: &chosen,
+                states: &seqs.initial,
                 idx: &idx,
                 adv: &adv,
                 noise: &[],
@@ -290,12 +294,77 @@ mod against_burn {
         }
     }
 
+    /// `ppo.bptt` chunks: each starts from the state the whole sequence
+    /// reaches before it, so that reading a chunk from its starting state
+    /// gives the whole sequence's values, on both engines.
+    #[test]
+    fn chunks_start_from_the_state_the_whole_sequence_reaches() {
+        const LEN: usize = 4;
+        let chunks = STEPS / LEN;
+        for case in cases() {
+            let data = sequence_data(&case, STEPS * ENVS * 2, 7);
+            let m = model(&case, &data);
+            let seqs = data.sequences.as_ref().unwrap();
+            let d = data.obs_dim;
+            let mut found = Vec::new();
+            for threads in [0, 1] {
+                let mut t = on_threads(&case.spec, &m, &case.cfg, 11, threads);
+                let cut = Minibatches::new(t.batching, &data, 2, LEN).unwrap();
+                assert!(cut.chunked(&data));
+                assert_eq!(cut.units(), 2 * ENVS * chunks);
+                let states = cut.starting_states(&mut t, &data).unwrap();
+                assert_eq!(states.envs(), cut.units());
+                for b in 0..2 {
+                    let rows = b * STEPS * ENVS..(b + 1) * STEPS * ENVS;
+                    let obs = data.observations.to_f32(rows.start * d..rows.end * d);
+                    let initial = seqs.initial.select(b * ENVS..(b + 1) * ENVS);
+                    let whole = Sequence {
+                        steps: STEPS,
+                        envs: ENVS,
+                        starts: &seqs.starts[rows.clone()],
+                        state: &initial,
+                        continues: &[],
+                    };
+                    let want = t.values(&Steps::sequence(&obs, whole));
+                    for c in 0..chunks {
+                        // Chunk c's rows are a contiguous block, time-major.
+                        let block = c * LEN * ENVS..(c + 1) * LEN * ENVS;
+                        let first = (b * chunks + c) * ENVS;
+                        let state = states.select(first..first + ENVS);
+                        let chunk = Sequence {
+                            steps: LEN,
+                            envs: ENVS,
+                            starts: &seqs.starts[rows.start + block.start..rows.start + block.end],
+                            state: &state,
+                            continues: &[],
+                        };
+                        let got = t.values(&Steps::sequence(
+                            &obs[block.start * d..block.end * d],
+                            chunk,
+                        ));
+                        let gap = max_diff(&got, &want[block]);
+                        assert!(
+                            gap < 1e-5,
+                            "{}, threads {threads}: chunk {c} {gap}",
+                            case.name
+                        );
+                    }
+                }
+                found.push(states);
+            }
+            let gap = max_diff(found[0].values(), found[1].values());
+            assert!(gap < 1e-5, "{}: burn's and fused states {gap}", case.name);
+        }
+    }
+
     #[test]
     fn whole_updates_of_sequences_follow_the_burn_engine_and_cross_checkpoints() {
-        for case in cases() {
+        let settings = [(0, false), (4, false), (3, true)];
+        for (case, (bptt, refresh_states)) in cases().into_iter().cycle().zip(settings) {
             let data = sequence_data(&case, STEPS * ENVS * 5, 5);
             let m = model(&case, &data);
             let mut cfg = case.cfg.clone();
+            (cfg.bptt, cfg.refresh_states) = (bptt, refresh_states);
             cfg.epochs = 3;
             cfg.minibatches = 4;
             cfg.adv_norm = AdvantageNorm::Minibatch;
