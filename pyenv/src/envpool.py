@@ -15,7 +15,7 @@ Sticky actions default to ALE v5's 0.25 (EnvPool's default is none).
 
 import numpy as np
 
-from sebulba_env import MAKE_LOCK, BadId, atari_options, describe_spaces, parse_kwargs, step_buffers
+from sebulba_env import MAKE_LOCK, BadId, atari_options, describe_spaces, frame_stack, parse_kwargs, step_buffers
 
 # What sebulba sets itself (the E envs, their seeds, one batch of all E).
 RESERVED = ("num_envs", "batch_size", "seed", "env_seed", "reward_clip", "gym_reset_return_info")
@@ -63,7 +63,9 @@ class EnvPoolVecEnv:
             if key in kwargs:
                 raise TypeError(f"env.kwargs.{key}: sebulba sets this itself for `envpool:` envs")
         if atari:
+            frames = frame_stack(kwargs)
             kwargs = {"repeat_action_probability": 0.25, **kwargs, "episodic_life": False, "reward_clip": False}
+            kwargs["stack_num"] = frames
         self.seeds = [int(s) % (2**31 - 1) for s in seeds]
         e = len(self.seeds)
         with MAKE_LOCK:

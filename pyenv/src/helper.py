@@ -63,7 +63,24 @@ def parse_kwargs(kwargs_json):
 
 def make_one(env_id, kwargs):
     with MAKE_LOCK:
-        return make_unlocked(env_id, kwargs)
+        return flat_observations(make_unlocked(env_id, kwargs))
+
+
+def flat_observations(env):
+    """An observation that is not a Box (POPGym's Discrete cards, a Tuple
+    or a Dict of parts) as the flat Box of one-hots and values gymnasium's
+    `FlattenObservation` makes of it: what sebulba's networks read. A Box,
+    or a space gymnasium cannot flatten (refused by `describe`), is left as
+    it is."""
+    from gymnasium import spaces
+    from gymnasium.wrappers import FlattenObservation
+
+    if isinstance(env.observation_space, spaces.Box):
+        return env
+    try:
+        return FlattenObservation(env)
+    except (NotImplementedError, TypeError, ValueError):
+        return env
 
 
 def import_ale():
@@ -86,6 +103,7 @@ def make_unlocked(env_id, kwargs):
             gym.register_envs(import_ale())
             # The preprocessing skips frames itself (and max-pools them).
             kwargs = {"frameskip": 1, **kwargs}
+            frames = frame_stack(kwargs)
         try:
             env = gym.make(name, **kwargs)
         except gym.error.Error as e:
@@ -94,7 +112,7 @@ def make_unlocked(env_id, kwargs):
             env = gym.wrappers.AtariPreprocessing(
                 env, noop_max=30, frame_skip=4, screen_size=84, terminal_on_life_loss=False, grayscale_obs=True
             )
-            env = gym.wrappers.FrameStackObservation(env, 4)
+            env = gym.wrappers.FrameStackObservation(env, frames)
         return env
     if env_id.startswith("py:"):
         target = env_id[len("py:"):]
@@ -210,6 +228,19 @@ def atari_options(env_id, kwargs, purpose):
     episodic = bool(kwargs.pop("episodic_life", True)) and train
     clip = bool(kwargs.pop("reward_clipping", True)) and train
     return kwargs, episodic, clip
+
+
+def frame_stack(kwargs):
+    """Pops `frame_stack` off an Atari env's kwargs: the frames each
+    observation stacks, 4 by default (the Nature CNN's input), 1 for a
+    policy that remembers (CleanRL's ppo_atari_lstm). One name on every
+    Atari path; each backend's own (`stack_num`) is refused for it."""
+    if "stack_num" in kwargs:
+        raise TypeError("env.kwargs.stack_num: sebulba's name for it is env.kwargs.frame_stack")
+    n = kwargs.pop("frame_stack", 4)
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 16:
+        raise TypeError(f"env.kwargs.frame_stack: frames an Atari observation stacks, an integer in 1..=16, got {n!r}")
+    return n
 
 
 def make_vec(env_id, kwargs_json, seeds, purpose):
@@ -359,7 +390,8 @@ class AleVecEnv:
     """Atari games on ALE's own vector env (`ale_py.vector_env.AtariVectorEnv`):
     E emulators stepped by C++ threads outside the GIL, preprocessed there
     (no-op starts, frame skip 4 with max-pooling, 84x84 grayscale, 4 frames
-    stacked, sticky actions 0.25 as ALE v5's). Its own `episodic_life` would
+    stacked unless `frame_stack` says otherwise, sticky actions 0.25 as ALE
+    v5's). Its own `episodic_life` would
     restart the game at every lost life; sebulba asks for its life-loss
     signal instead, so that a life lost ends the learner's episode and the
     game goes on."""
@@ -374,6 +406,7 @@ class AleVecEnv:
             if key in kwargs:
                 raise TypeError(f"env.kwargs.{key}: sebulba sets this itself for `ale:` envs")
         kwargs.setdefault("repeat_action_probability", 0.25)
+        kwargs["stack_num"] = frame_stack(kwargs)
         game = ale_game(env_id)
         if ale_py.roms.get_rom_path(game) is None:
             raise BadId(f"ALE has no game `{game}` (ROM names are snake_case: ale:Breakout, ale:SpaceInvaders)")

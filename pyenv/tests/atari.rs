@@ -80,6 +80,44 @@ fn an_atari_frame_stack_is_a_byte_image_channels_last() {
     }
 }
 
+/// `env.kwargs.frame_stack` on every path: one frame for a policy with
+/// memory, the last channel of the default stack; the backends' own names
+/// and bad values refused by name.
+#[test]
+fn frame_stack_sets_the_frames_an_observation_holds_on_every_path() {
+    if !atari() {
+        return;
+    }
+    for id in sources("Breakout") {
+        let id = id.as_str();
+        let one = env_spec_with(id, r#"{"frame_stack": 1}"#).expect("spec");
+        assert_eq!(one.image, Some([84, 84, 1]), "{id}");
+        assert_eq!(one.obs_dim, 84 * 84);
+        let two = env_spec_with(id, r#"{"frame_stack": 2}"#).expect("spec");
+        assert_eq!(two.image, Some([84, 84, 2]), "{id}");
+        // The same seed's first frame alone, and newest in a stack of 4.
+        let mut single =
+            make_vector_env(id, r#"{"frame_stack": 1}"#, 1, 7, Purpose::Evaluate).expect("env");
+        let mut stacked = make_vector_env(id, "", 1, 7, Purpose::Evaluate).expect("env");
+        let (mut a, mut b) = (vec![0.0; one.obs_dim], vec![0.0; 4 * one.obs_dim]);
+        single.reset(&mut a).expect("reset");
+        stacked.reset(&mut b).expect("reset");
+        let newest: Vec<f32> = b.iter().skip(3).step_by(4).copied().collect();
+        assert_eq!(a, newest, "{id}: one frame is the stack's newest");
+        for (kwargs, key) in [
+            (r#"{"frame_stack": 0}"#, "frame_stack"),
+            (r#"{"frame_stack": true}"#, "frame_stack"),
+            (r#"{"stack_num": 1}"#, "stack_num"),
+        ] {
+            let err = env_spec_with(id, kwargs).expect_err("refused").to_string();
+            assert!(
+                err.contains(&format!("env.kwargs.{key}")),
+                "{id} {kwargs}: {err}"
+            );
+        }
+    }
+}
+
 /// One env's record of a run: rewards, terminations and whole games.
 #[derive(Default)]
 struct Record {
@@ -166,9 +204,9 @@ fn atari_ids_and_options_are_checked() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("env.kwargs.autoreset_mode"), "{e}");
-    // ALE's own options pass through: a longer stack, a different game.
-    let pong = env_spec_with("ale:Pong", r#"{"stack_num": 2}"#).expect("Pong");
-    assert_eq!(pong.image, Some([84, 84, 2]));
+    // ALE's own options pass through: fewer no-op starts, a different game.
+    let pong = env_spec_with("ale:Pong", r#"{"noop_max": 10}"#).expect("Pong");
+    assert_eq!(pong.image, Some([84, 84, 4]));
     assert_eq!(pong.action_space, ActionSpace::Discrete { n: 6 });
     assert_eq!(pong.max_episode_steps, 27_000);
 }

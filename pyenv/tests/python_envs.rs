@@ -9,8 +9,8 @@
 
 use pyo3::prelude::*;
 use sebulba_envs::{
-    Action, ActionBatch, ActionSpace, EnvError, StateOrigin, TimeLimit, VectorEnv, env_spec_with,
-    make_env, make_vector_env,
+    Action, ActionBatch, ActionSpace, EnvError, Purpose, StateOrigin, TimeLimit, VectorEnv,
+    env_spec_with, make_env, make_vector_env,
 };
 
 mod common;
@@ -214,6 +214,23 @@ fn spaces_become_specs_with_bounds_and_limits() {
     assert_eq!(walk.obs_dim, 6);
     assert_eq!(walk.max_episode_steps, u32::MAX);
     assert_eq!(walk.action_space, ActionSpace::Discrete { n: 2 });
+    // A Tuple of a Discrete and flags arrives flat: a one-hot, then the flags.
+    let cards = env_spec_with("py:sebulba_fixture_envs:cards", "").expect("cards");
+    assert_eq!(cards.obs_dim, 6);
+    assert!(cards.obs_low.iter().all(|&x| x == 0.0));
+    assert!(cards.obs_high.iter().all(|&x| x == 1.0));
+    let mut v =
+        make_vector_env("py:sebulba_fixture_envs:cards", "", 1, 0, Purpose::Train).expect("cards");
+    let mut obs = vec![0.0; 6];
+    v.reset(&mut obs).expect("reset");
+    assert_eq!(obs, [1.0, 0.0, 0.0, 0.0, 0.0, 1.0]);
+    let mut out = v.new_step_out();
+    for t in 1..=3 {
+        v.step(ActionBatch::Discrete(&[0]), &mut out).expect("step");
+        let mut want = [0.0f32; 6];
+        (want[t % 4], want[4], want[5]) = (1.0, (t % 2) as f32, 1.0);
+        assert_eq!(out.obs, want, "step {t}");
+    }
 }
 
 #[test]
