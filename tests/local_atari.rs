@@ -123,6 +123,53 @@ fn local_mode_trains_atari_with_the_impala_resnet() {
     numpy_agrees(&run, &spec, &bytes);
 }
 
+/// CleanRL's `ppo_atari_lstm.py` settings (`configs/atari-lstm.toml`: one
+/// frame per observation, the Nature CNN, an LSTM of 128) through the same
+/// command: each env's rollout trains as one sequence, and NumPy reads the
+/// published convolutions and core step after step as sebulba acts.
+#[test]
+fn local_mode_trains_atari_on_one_frame_with_an_lstm() {
+    let Some(venv) = python_venv_with_or_skip("ale_py") else {
+        return;
+    };
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/atari-lstm.toml");
+    let config = config.to_str().expect("a UTF-8 path");
+    let id = "ale:Breakout";
+    let run = local_atari("local-atari-lstm", &venv, id, &["--config", config]);
+    let summary = read_json(&run.join("summary.json"));
+    eprintln!("{id} (LSTM): {summary:#}");
+    assert_accounted(&summary);
+    assert_eq!(
+        summary["updates"].as_u64(),
+        Some(2),
+        "2 updates of 1,024 steps"
+    );
+    assert_eq!(summary["batches"]["rejected"], 0, "{summary:#}");
+    assert!(summary["final_eval_return_mean"].is_number(), "{summary:#}");
+    let bytes = std::fs::read(run.join("final.safetensors")).expect("final.safetensors");
+    let spec = spec_in(&bytes);
+    assert_eq!(spec.image, Some([84, 84, 1]), "one frame");
+    assert_eq!(spec.network.core_size, 128);
+    assert_eq!(spec.arch().state_width(), 2 * 128, "h and c of one core");
+    let policy = FusedPolicy::from_safetensors(&spec.arch(), &bytes).expect("the file");
+    let (d, envs) = (spec.obs_dim, 3);
+    let mut rng = StdRng::seed_from_u64(6);
+    let mut state = policy.state(envs);
+    let (mut obs, mut starts, mut logits) = (Vec::new(), Vec::new(), Vec::new());
+    for t in 0..5 {
+        let now: Vec<f32> = (0..envs * d)
+            .map(|_| f32::from(rng.random_range(0u8..=255)))
+            .collect();
+        // Env 1's episode starts again at step 3.
+        let ended = [false, t == 3, false];
+        state.reset_ended(ended);
+        starts.extend(ended.map(u8::from));
+        logits.extend(policy.step(&now, &mut state, None));
+        obs.extend(now);
+    }
+    numpy::assert_numpy_sequence(&run, &spec, &obs, (envs, &starts), &logits);
+}
+
 /// Random frames through sebulba's forward pass and NumPy's.
 fn numpy_agrees(run: &Path, spec: &ModelSpec, bytes: &[u8]) {
     let policy = FusedPolicy::from_safetensors(&spec.arch(), bytes).expect("the file");
