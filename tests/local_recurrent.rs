@@ -3,7 +3,8 @@
 //! remembers them) solves it with no flags, the accounting balances, and
 //! the published `final.safetensors` gives the logits sebulba acts with,
 //! step after step with each env's state, under an independent NumPy pass
-//! of PyTorch's LSTM (`tests/numpy_forward.py`). MinAtar's convolutions
+//! of PyTorch's LSTM (`tests/numpy_forward.py`) and under `torch.nn.LSTM`
+//! itself, loaded with `load_state_dict`. MinAtar's convolutions
 //! with an LSTM after them, trained on `ppo.bptt` chunks whose states are
 //! recomputed every epoch, learn and read the same under NumPy.
 
@@ -96,6 +97,8 @@ fn local_mode_solves_cartpole_without_velocities_with_its_lstm() {
     }
     assert!(starts.contains(&1), "episodes start inside the sequence");
     numpy::assert_numpy_sequence(&run, &spec, &obs, (envs, &starts), &logits);
+    // PyTorch's own LSTM takes the published core as it is.
+    numpy::assert_torch_sequence(&run, &spec, &obs, (envs, &starts), &logits);
 }
 
 /// MinAtar's preset network with an LSTM after its dense layer, on chunks

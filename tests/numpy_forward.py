@@ -9,7 +9,9 @@ padding], ...], "stacks": [[channels, blocks], ...] (the IMPALA ResNet's),
 channels last as envs give them), "logits": [[...], ...] (sebulba's),
 and for a recurrent core "core": "lstm" | "gru", "envs": E, "starts":
 [...] (the rows are steps of E envs, time-major; 1 where an episode starts,
-the state zeroed first); "image" null for a flat observation}. The
+the state zeroed first), and "torch": true to run the core through
+PyTorch's own module instead (`torch_core`); "image" null for a flat
+observation}. The
 file is read by hand (an 8-byte header length, a JSON header, raw
 little-endian f32); its metadata's model spec gives the input scale
 (`input_scale`, 1/255 for Atari's bytes; applied when there is no
@@ -112,6 +114,30 @@ def core(t, kind, x, envs, starts):
     return out
 
 
+def torch_core(t, kind, x, envs, starts):
+    """`core`'s rows through PyTorch itself: a torch.nn.LSTM or nn.GRU that
+    takes the file's `actor.core.0.*` tensors by `load_state_dict` (strict:
+    PyTorch's names and shapes), one step at a time, each env's (h, c)
+    dropped where its episode starts."""
+    import torch
+
+    p = "actor.core.0."
+    state = {k[len(p):]: torch.from_numpy(np.asarray(v, np.float64)) for k, v in t.items() if k.startswith(p)}
+    size = state["weight_hh_l0"].shape[1]
+    module = (torch.nn.LSTM if kind == "lstm" else torch.nn.GRU)(x.shape[1], size).double()
+    module.load_state_dict(state)
+    out = np.empty((len(x), size))
+    held = [None] * envs
+    with torch.no_grad():
+        for row in range(len(x)):
+            e = row % envs
+            if starts[row]:
+                held[e] = None
+            y, held[e] = module(torch.from_numpy(np.asarray(x[row], np.float64)).view(1, 1, -1), held[e])
+            out[row] = y.view(-1).numpy()
+    return out
+
+
 def main():
     t = read(sys.argv[1])
     case = json.load(open(sys.argv[2]))
@@ -147,7 +173,8 @@ def main():
         x = act(x @ t[f"actor.layers.{i}.weight"] + t[f"actor.layers.{i}.bias"])
         i += 1
     if case.get("core"):
-        x = core(t, case["core"], x, case["envs"], case["starts"])
+        through = torch_core if case.get("torch") else core
+        x = through(t, case["core"], x, case["envs"], case["starts"])
     logits = x @ t["policy_head.weight"] + t["policy_head.bias"]
     diff = np.abs(logits - np.asarray(case["logits"])).max()
     print(json.dumps({"max_abs_diff": float(diff), "rows": len(obs), "max_abs_logit": float(np.abs(logits).max())}))

@@ -23,7 +23,33 @@ pub fn assert_numpy_sequence(
     (envs, starts): (usize, &[u8]),
     logits: &[f32],
 ) {
-    let Some(python) = super::tools_python_or_skip("numpy") else {
+    check_sequence(run, spec, obs, (envs, starts), logits, false);
+}
+
+/// [`assert_numpy_sequence`] with the core run by PyTorch itself: a
+/// `torch.nn.LSTM` (or `nn.GRU`) that takes the published core's tensors
+/// by `load_state_dict` (skipped, saying so, without torch in the tools
+/// venv outside CI).
+pub fn assert_torch_sequence(
+    run: &Path,
+    spec: &ModelSpec,
+    obs: &[f32],
+    (envs, starts): (usize, &[u8]),
+    logits: &[f32],
+) {
+    check_sequence(run, spec, obs, (envs, starts), logits, true);
+}
+
+fn check_sequence(
+    run: &Path,
+    spec: &ModelSpec,
+    obs: &[f32],
+    (envs, starts): (usize, &[u8]),
+    logits: &[f32],
+    torch: bool,
+) {
+    let needs = if torch { "torch" } else { "numpy" };
+    let Some(python) = super::tools_python_or_skip(needs) else {
         return;
     };
     let n = &spec.network;
@@ -40,6 +66,7 @@ pub fn assert_numpy_sequence(
             [] => vec![0; obs.len() / spec.obs_dim],
             s => s.to_vec(),
         },
+        "torch": torch,
     });
     let case_path = run.join("numpy-case.json");
     std::fs::write(&case_path, case.to_string()).expect("writing the case");
@@ -56,7 +83,7 @@ pub fn assert_numpy_sequence(
         String::from_utf8_lossy(&out.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("its answer");
-    eprintln!("numpy: {v}");
+    eprintln!("{needs}: {v}");
     let diff = v["max_abs_diff"].as_f64().expect("a difference");
     let scale = v["max_abs_logit"].as_f64().expect("a scale");
     assert!(scale > 1e-4, "the logits are all near zero: {v}");
