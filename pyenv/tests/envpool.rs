@@ -241,11 +241,12 @@ fn envpool_ids_and_options_are_checked() {
             let text = env_spec_with(id, kwargs).expect_err(id).to_string();
             assert!(text.contains(id) && text.contains(needle), "{id}: {text}");
         }
-        // EnvPool's own options pass through: a shorter time limit, a 2-frame stack.
+        // EnvPool's own options pass through (a shorter time limit), and
+        // sebulba's `frame_stack` sets its stack.
         let short =
             env_spec_with("envpool:CartPole-v1", r#"{"max_episode_steps": 20}"#).expect("short");
         assert_eq!(short.max_episode_steps, 20);
-        let pong = env_spec_with("envpool:ALE/Pong-v5", r#"{"stack_num": 2}"#).expect("Pong");
+        let pong = env_spec_with("envpool:ALE/Pong-v5", r#"{"frame_stack": 2}"#).expect("Pong");
         assert_eq!(pong.image, Some([84, 84, 2]));
         assert_eq!(pong.action_space, ActionSpace::Discrete { n: 6 });
         assert_eq!(pong.max_episode_steps, 27_000);
