@@ -63,38 +63,17 @@ fn local_mode_solves_cartpole_without_velocities_with_its_lstm() {
     let spec = ModelSpec::new(&sebulba_envs::env_spec(ID).unwrap(), &cfg.network).expect("spec");
     let bytes = std::fs::read(run.join("final.safetensors")).expect("final.safetensors");
     let policy = FusedPolicy::from_safetensors(&spec.arch(), &bytes).expect("the file");
-    let (d, envs, steps) = (spec.obs_dim, 4, 40);
+    let mut env: Vec<Box<dyn Env>> = (0..4).map(|e| make_env(ID, e as u64).unwrap()).collect();
     let mut rng = StdRng::seed_from_u64(3);
-    let mut env: Vec<_> = (0..envs).map(|e| make_env(ID, e as u64).unwrap()).collect();
-    let mut now = vec![0.0f32; envs * d];
-    for (e, env) in env.iter_mut().enumerate() {
-        env.reset(&mut now[e * d..(e + 1) * d]);
-    }
-    let (mut obs, mut starts, mut logits) = (Vec::new(), Vec::new(), Vec::new());
-    let mut state = policy.state(envs);
-    let mut ended = vec![false; envs];
-    for _ in 0..steps {
-        state.reset_ended(ended.iter().copied());
-        starts.extend(ended.iter().map(|&x| u8::from(x)));
-        obs.extend_from_slice(&now);
-        logits.extend(policy.step(&now, &mut state, None));
-        for (e, env) in env.iter_mut().enumerate() {
-            let row = &mut now[e * d..(e + 1) * d];
-            // A random push one step in four, so episodes end inside.
-            let a = if rng.random_ratio(1, 4) {
-                rng.random_range(0..2)
-            } else {
-                e % 2
-            };
-            ended[e] = env
-                .step(Action::Discrete(a), row)
-                .expect("a step")
-                .terminated;
-            if ended[e] {
-                env.reset(row);
-            }
+    // A random push one step in four, so episodes end inside.
+    let (obs, starts, logits) = act(&policy, &mut env, 40, |e| {
+        if rng.random_ratio(1, 4) {
+            rng.random_range(0..2)
+        } else {
+            e % 2
         }
-    }
+    });
+    let envs = env.len();
     assert!(starts.contains(&1), "episodes start inside the sequence");
     numpy::assert_numpy_sequence(&run, &spec, &obs, (envs, &starts), &logits);
     // PyTorch's own LSTM takes the published core as it is.
@@ -129,14 +108,29 @@ fn minatar_with_an_lstm_on_bptt_chunks_learns_and_numpy_reads_it() {
     assert!(best > 2.0, "best evaluation {best} <= 2");
 
     let cfg = RunConfig::resolve(Some(MINATAR), None, &sets.map(String::from)).expect("config");
-    let mut env: Vec<MinAtar> = (0..3)
-        .map(|e| MinAtar::new(MINATAR, Options::default(), e).expect("env"))
+    let mut env: Vec<Box<MinAtar>> = (0..3)
+        .map(|e| Box::new(MinAtar::new(MINATAR, Options::default(), e).expect("env")))
         .collect();
     let spec = ModelSpec::new(env[0].spec(), &cfg.network).expect("spec");
     let bytes = std::fs::read(run.join("final.safetensors")).expect("final.safetensors");
     let policy = FusedPolicy::from_safetensors(&spec.arch(), &bytes).expect("the file");
-    let (d, envs) = (spec.obs_dim, env.len());
     let mut rng = StdRng::seed_from_u64(4);
+    let (obs, starts, logits) = act(&policy, &mut env, 30, |_| rng.random_range(0..3));
+    let envs = env.len();
+    numpy::assert_numpy_sequence(&run, &spec, &obs, (envs, &starts), &logits);
+}
+
+/// `steps` steps of `policy` over `env` (each reset first, and again when
+/// its episode ends), env `e` taking `action(e)`: the observation rows
+/// acted on, time-major, where episodes start, and the logits sebulba
+/// acted with, each env's state carried from step to step.
+fn act<E: Env + ?Sized>(
+    policy: &FusedPolicy,
+    env: &mut [Box<E>],
+    steps: usize,
+    mut action: impl FnMut(usize) -> usize,
+) -> (Vec<f32>, Vec<u8>, Vec<f32>) {
+    let (d, envs) = (env[0].spec().obs_dim, env.len());
     let mut now = vec![0.0f32; envs * d];
     for (e, env) in env.iter_mut().enumerate() {
         env.reset(&mut now[e * d..(e + 1) * d]);
@@ -144,21 +138,22 @@ fn minatar_with_an_lstm_on_bptt_chunks_learns_and_numpy_reads_it() {
     let (mut obs, mut starts, mut logits) = (Vec::new(), Vec::new(), Vec::new());
     let mut state = policy.state(envs);
     let mut ended = vec![false; envs];
-    for _ in 0..30 {
+    for _ in 0..steps {
         state.reset_ended(ended.iter().copied());
         starts.extend(ended.iter().map(|&x| u8::from(x)));
         obs.extend_from_slice(&now);
         logits.extend(policy.step(&now, &mut state, None));
         for (e, env) in env.iter_mut().enumerate() {
             let row = &mut now[e * d..(e + 1) * d];
-            let r = env
-                .step(Action::Discrete(rng.random_range(0..3)), row)
-                .expect("a step");
-            ended[e] = r.terminated;
+            let a = action(e);
+            ended[e] = env
+                .step(Action::Discrete(a), row)
+                .expect("a step")
+                .terminated;
             if ended[e] {
                 env.reset(row);
             }
         }
     }
-    numpy::assert_numpy_sequence(&run, &spec, &obs, (envs, &starts), &logits);
+    (obs, starts, logits)
 }
