@@ -32,8 +32,11 @@ pub(crate) struct Buffers {
     /// Env steps taken by a rollout an env failure ended (not sent).
     pub(crate) steps_lost: u64,
     /// Each env's policy state before the rollout's first row (`[E *
-    /// width]`; empty for a network without memory).
+    /// width]`, every seat's in a game; empty for a network without memory).
     initial_state: Vec<f32>,
+    /// A game's states before its first overlap row (row T): the next
+    /// batch's initial states, since that row is its first.
+    overlap_state: Vec<f32>,
 }
 
 impl Buffers {
@@ -56,6 +59,7 @@ impl Buffers {
             episodes: Vec::new(),
             steps_lost: 0,
             initial_state: Vec::new(),
+            overlap_state: Vec::new(),
         }
     }
 
@@ -73,9 +77,19 @@ impl Buffers {
         self.carried
     }
 
+    /// Before acting row `t` with the policy states `state`: a game's first
+    /// overlap row is the next batch's first, so its states are kept.
+    pub(crate) fn before_row(&mut self, t: usize, state: &[f32]) {
+        if t == self.t_len && self.rows > self.t_len {
+            self.overlap_state.clear();
+            self.overlap_state.extend_from_slice(state);
+        }
+    }
+
     /// Rows `from..` (and the observation row after them) to the front,
-    /// as the next rollout's carried rows.
+    /// as the next rollout's carried rows, with the states before them.
     pub(crate) fn shift(&mut self, from: usize) {
+        std::mem::swap(&mut self.initial_state, &mut self.overlap_state);
         use crate::turns::shift_rows;
         let e = self.e_len;
         self.obs_rows.copy_within(from * e * self.d);

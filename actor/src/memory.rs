@@ -2,10 +2,9 @@
 //! its own moves only): zero at the start of every episode or game, carried
 //! from step to step and across rollouts. A network without memory has
 //! states of width 0, and stepping it costs what a stateless forward pass did.
-//! A batch's initial states are the states at its first row (for a game,
-//! whose first K rows are the previous batch's overlap, they would be the
-//! states before row T of the previous rollout: games with a recurrent core
-//! are refused by the config for now).
+//! A batch's initial states are the states at its first row, every seat's
+//! in a game (whose first K rows are the previous batch's overlap: the
+//! states before row T of the previous rollout, `Buffers::before_row`).
 
 use sebulba_core::policy::{InferencePolicy, PolicyState};
 

@@ -251,6 +251,7 @@ impl Rollout {
         let e_len = self.setup.envs_per_actor;
         let first = buf.start(self.memory.values());
         for t in first..buf.rows {
+            buf.before_row(t, self.memory.values());
             if let Some(turns) = &mut self.turns {
                 turns.record_movers(t, self.venv.as_ref());
             }

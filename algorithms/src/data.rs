@@ -49,8 +49,20 @@ pub struct Sequences {
     /// `[N]`: 1 where an env's episode starts at that row (its state zeroed
     /// first).
     pub starts: Vec<u8>,
-    /// Each sequence's state before its first row (`batches * envs` states).
+    /// Each sequence's state before its first row (`batches * envs` states;
+    /// in a game, each of `players` seats' state in turn).
     pub initial: PolicyState,
+    /// A turn-based game's movers; `None`: one player.
+    pub seats: Option<SeatRows>,
+}
+
+/// Whose move each row of a game's sequences is: each seat remembers its
+/// own moves only ([`sebulba_fused::Seats`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeatRows {
+    pub players: usize,
+    /// `[N]` the seat to move at each row.
+    pub movers: Vec<u8>,
 }
 
 impl Sequences {
@@ -61,6 +73,20 @@ impl Sequences {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Lanes per sequence: a game's players, else 1.
+    pub fn players(&self) -> usize {
+        self.seats.as_ref().map_or(1, |s| s.players)
+    }
+
+    /// The seats of `rows` (`[steps * envs]` rows, in order), for the
+    /// network's [`sebulba_fused::Sequence`].
+    pub fn seats_of<'a>(&'a self, rows: &'a [u8]) -> Option<sebulba_fused::Seats<'a>> {
+        self.seats.as_ref().map(|s| sebulba_fused::Seats {
+            players: s.players,
+            movers: rows,
+        })
     }
 
     /// The row of sequence `s` at step `t`.

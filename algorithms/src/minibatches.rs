@@ -40,7 +40,9 @@ impl Minibatches {
     ) -> Result<Self, EngineError> {
         let (units, steps) = match (batching, &data.sequences) {
             (Batching::Rows, _) => (data.len(), 1),
-            (Batching::Sequences { width }, Some(s)) if s.initial.width() == width => {
+            (Batching::Sequences { width }, Some(s))
+                if s.initial.width() == width * s.players() =>
+            {
                 let len = chunk_len(s, bptt)?;
                 (s.len() * (s.steps / len), len)
             }
@@ -48,14 +50,15 @@ impl Minibatches {
                 return Err(EngineError::State {
                     what: "the update's initial states",
                     reason: format!(
-                        "{} floats per env where the network keeps {width}",
-                        s.initial.width()
+                        "{} floats per env where the network keeps {width} for each of {} seats",
+                        s.initial.width(),
+                        s.players()
                     ),
                 });
             }
             (Batching::Sequences { .. }, None) => {
                 return Err(EngineError::Unsupported(
-                    "a network with memory on rows that are not whole env sequences (a game's, or a replay memory's draws)".into(),
+                    "a network with memory on rows that are not whole env sequences (a game's with moves by others than the newest version left out, or a replay memory's draws)".into(),
                 ));
             }
         };
@@ -141,6 +144,7 @@ impl Minibatches {
                 starts: &s.starts[first..first + rows],
                 state: &initial,
                 continues: &[],
+                seats: None,
             };
             let after = trainer.states_after(&Steps::sequence(&obs, seq), &before);
             if after.len() != before.len() * width {
@@ -167,6 +171,9 @@ impl Minibatches {
 fn chunk_len(s: &Sequences, bptt: usize) -> Result<usize, EngineError> {
     match bptt {
         0 => Ok(s.steps),
+        n if n < s.steps && s.seats.is_some() => Err(EngineError::Unsupported(format!(
+            "ppo.bptt = {n} on a game's sequences: a chunk would start from every seat's state, which the learner does not compute yet"
+        ))),
         n if n <= s.steps && s.steps.is_multiple_of(n) => Ok(n),
         n => Err(EngineError::State {
             what: "ppo.bptt",
@@ -205,6 +212,7 @@ mod tests {
                 envs: 4,
                 starts: vec![0; n],
                 initial: PolicyState::zeros(0, 8),
+                seats: None,
             }),
         }
     }
@@ -239,6 +247,7 @@ mod tests {
             envs: 4,
             starts: vec![0; n],
             initial: PolicyState::zeros(0, 8),
+            seats: None,
         });
         let mut cut = Minibatches::new(Batching::Sequences { width: 0 }, &d, 4, 2).unwrap();
         assert!(cut.chunked(&d));

@@ -312,6 +312,7 @@ fn head_on<B: Backend>(
                 envs: n,
                 keep: Tensor::ones([n, 1], device),
                 state: Tensor::from_data(TensorData::new(state.values().to_vec(), [n, w]), device),
+                seats: None,
             };
             let all: Vec<usize> = (0..n).collect();
             let next = model.states_after(x.clone(), &seq, &all).into_data();

@@ -51,7 +51,7 @@ pub use adam::TrainState;
 pub use arch::{
     Activation, Arch, Block, BlockError, Cell, ConvLayer, Core, Shape, Stack, torso_blocks,
 };
-pub use memory::{Batching, PolicyState, Sequence, Steps};
+pub use memory::{Batching, PolicyState, Seats, Sequence, Steps};
 pub use obs_norm::{OBS_NORM_EPS, ObsNorm};
 pub use policy::FusedPolicy;
 

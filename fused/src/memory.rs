@@ -133,6 +133,30 @@ pub struct Sequence<'a> {
     /// after its env's last step, row `t * envs + e`). A row past its end
     /// is read from a zero state.
     pub continues: &'a [usize],
+    /// A turn-based game's movers: each row reads and moves on its
+    /// mover's state only; `None`: each row its env's.
+    pub seats: Option<Seats<'a>>,
+}
+
+/// Whose move each row of a game's sequence is. Each seat remembers its
+/// own moves only, so row `t * envs + e` reads and moves on the state of
+/// lane `e * players + movers[t * envs + e]`, and a start at row `(t, e)`
+/// zeroes every seat of env `e` (a new game). The sequence's `state` then
+/// holds each env's seats' states one after another: an env's state is
+/// `players` times the network's ([`PolicyState::width`]), as the actor
+/// keeps them.
+#[derive(Clone, Copy, Debug)]
+pub struct Seats<'a> {
+    pub players: usize,
+    /// `[steps * envs]` the seat to move at each row.
+    pub movers: &'a [u8],
+}
+
+impl Sequence<'_> {
+    /// Lanes per env: the players of a game, else 1.
+    pub fn players(&self) -> usize {
+        self.seats.map_or(1, |s| s.players)
+    }
 }
 
 impl<'a> Steps<'a> {

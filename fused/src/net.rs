@@ -15,7 +15,8 @@ pub use crate::places::{Dense, RecurrentAt};
 pub use layout::{Head, Layout};
 
 use crate::Activation;
-use crate::block::{Forward, Input, Seq, dense_forward};
+use crate::Seats;
+use crate::block::{Before, Forward, Input, Seq, dense_forward, seat_lanes};
 use crate::conv::{self, f32_bytes};
 use crate::kernels::add_bias_then;
 use crate::kernels::{View, gemm};
@@ -89,10 +90,15 @@ pub struct Work {
     pub envs: usize,
     /// `[m]`: 1 where an env's episode starts at that row; empty: none does.
     pub starts: Vec<u8>,
-    /// `[envs * state_width]`: each env's state before the first row.
+    /// `[lanes * state_width]`: each lane's state before the first row
+    /// (an env's, or each seat's of a game's env).
     pub state: Vec<f32>,
     /// [`Layout::state_width`].
     state_width: usize,
+    /// A game's sequence: each row's lane and what it reads (empty
+    /// otherwise; [`crate::block::seat_lanes`]).
+    lanes: Vec<u32>,
+    before: Vec<Before>,
 }
 
 impl Work {
@@ -113,6 +119,8 @@ impl Work {
         self.envs = m;
         self.state_width = layout.state_width;
         self.starts.clear();
+        self.lanes.clear();
+        self.before.clear();
         self.state.clear();
         self.state.resize(m * layout.state_width, 0.0);
         self.x.resize(m * layout.obs_dim, 0.0);
@@ -129,13 +137,20 @@ impl Work {
 impl Work {
     /// The rows (already sized by [`Work::resize`]) are `m / envs` steps of
     /// `envs` envs, time-major, from each env's `state` (`[envs *
-    /// state_width]`), with episodes starting where `starts` (`[m]`, or
-    /// empty) says.
+    /// state_width]`, or for a game's `seats` `[envs * players *
+    /// state_width]`, each seat's), with episodes starting where `starts`
+    /// (`[m]`, or empty) says.
     ///
     /// # Panics
     /// When the rows are not whole steps or the buffers' lengths differ: a
     /// caller's bug.
-    pub fn set_sequence(&mut self, envs: usize, starts: &[u8], state: &[f32]) {
+    pub fn set_sequence(
+        &mut self,
+        envs: usize,
+        starts: &[u8],
+        state: &[f32],
+        seats: Option<Seats<'_>>,
+    ) {
         assert!(
             envs > 0 && self.m.is_multiple_of(envs),
             "{} rows are not whole steps of {envs} envs",
@@ -145,12 +160,28 @@ impl Work {
             starts.is_empty() || starts.len() == self.m,
             "starts per row"
         );
-        assert_eq!(state.len(), envs * self.state_width, "a state per env");
+        let players = seats.map_or(1, |s| s.players);
+        assert_eq!(
+            state.len(),
+            envs * players * self.state_width,
+            "a state per lane"
+        );
         self.envs = envs;
         self.starts.clear();
         self.starts.extend_from_slice(starts);
         self.state.clear();
         self.state.extend_from_slice(state);
+        match seats {
+            Some(s) => {
+                assert_eq!(s.movers.len(), self.m, "a mover per row");
+                let lanes = (&mut self.lanes, &mut self.before);
+                seat_lanes(envs, (s.players, s.movers), starts, lanes);
+            }
+            None => {
+                self.lanes.clear();
+                self.before.clear();
+            }
+        }
     }
 
     /// The sequence the rows form, as blocks read it.
@@ -160,6 +191,8 @@ impl Work {
             starts: &self.starts,
             state: &self.state,
             width: self.state_width,
+            lanes: &self.lanes,
+            before: &self.before,
         }
     }
 }
@@ -168,6 +201,10 @@ impl Work {
 /// `out` (`[envs * state_width]`): what it carries to its next step. The
 /// critic's part is only moved on by a pass that ran the critic torso.
 pub fn final_state(layout: &Layout, work: &Work, out: &mut [f32]) {
+    assert!(
+        work.lanes.is_empty(),
+        "a game's lanes end at their own rows"
+    );
     let last: Vec<usize> = (work.m - work.envs..work.m).collect();
     states_after(layout, work, &last, out);
 }
@@ -252,6 +289,8 @@ fn run_torso(p: &[f32], t: &Torso, act: Activation, work: &mut Work, critic: boo
         starts,
         state,
         state_width,
+        lanes,
+        before,
         ..
     } = work;
     let seq = Seq {
@@ -259,6 +298,8 @@ fn run_torso(p: &[f32], t: &Torso, act: Activation, work: &mut Work, critic: boo
         starts,
         state,
         width: *state_width,
+        lanes,
+        before,
     };
     let w = if critic { critic_work } else { actor };
     torso_forward(p, t, (x, seq), *m, act, w);

@@ -79,7 +79,7 @@ impl FusedPolicy {
         if self.state_width == 0 {
             return self.pass(&mut b, masks);
         }
-        b.work.set_sequence(n, &[], state.values());
+        b.work.set_sequence(n, &[], state.values(), None);
         let head = self.pass(&mut b, masks);
         // A critic torso of its own carries a state too: moved on as well.
         net::critic_torso(&self.layout, &self.params, &mut b.work);

@@ -11,6 +11,8 @@ use crate::accounting::ActorTime;
 use crate::batch::{BatchActions, DecodedBatch, Trajectory};
 
 mod game;
+mod state;
+use state::decode_initial_state;
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{message}")]
@@ -50,9 +52,10 @@ pub struct Expect<'a> {
     /// (`selfplay.past_fraction` or `rule_fraction > 0`): batches may carry
     /// `past_moves`.
     pub past_selves: bool,
-    /// Floats of each env's policy state (`NetworkConfig::state_width`):
+    /// Floats of each seat's policy state (`NetworkConfig::state_width`):
     /// with a recurrent core every batch carries `initial_state` `[E,
-    /// state_width]`; without one (0), none may.
+    /// state_width x the env's players]` (a game's seats each remember
+    /// their own moves); without one (0), none may.
     pub state_width: usize,
 }
 
@@ -145,7 +148,9 @@ impl Expect<'_> {
         // log-probs, rewards and discounted returns (f32); two flags; masks;
         // one episode (two numbers) per step at most.
         let per_step = act + 12 + 2 + masks + 16;
-        let states = 4usize.saturating_mul(e).saturating_mul(self.state_width);
+        let states = 4usize
+            .saturating_mul(e)
+            .saturating_mul(self.env_state_width());
         let tensors = obs
             .saturating_add(finals)
             .saturating_add(states)
@@ -313,38 +318,6 @@ fn decode_returns(
             "spec",
             "field `discounted_returns`: this run does not scale rewards",
         )),
-    }
-}
-
-/// Each env's policy state before row 0, `[E, state_width]`: required with
-/// a recurrent core, refused without one; finite and within
-/// [`MAX_MAGNITUDE`] (a cell state grows with an episode, an LSTM's without
-/// bound in principle, but never to this).
-fn decode_initial_state(
-    b: &TrajectoryBatch,
-    expect: &Expect<'_>,
-    e: u32,
-) -> Result<sebulba_core::policy::PolicyState, Rejection> {
-    use sebulba_core::policy::PolicyState;
-    let w = expect.state_width;
-    match (w, &b.initial_state) {
-        (0, None) => Ok(PolicyState::zeros(0, e as usize)),
-        (0, Some(_)) => Err(reject(
-            Code::FailedPrecondition,
-            "spec",
-            "field `initial_state`: this run's network has no memory (network.core = none)",
-        )),
-        (_, state) => {
-            let v = decode_f32(state.as_ref(), "initial_state", &[e, w as u32])?;
-            check_bounded("initial_state", &v, MAX_MAGNITUDE)?;
-            PolicyState::from_values(w, e as usize, v).ok_or_else(|| {
-                reject(
-                    Code::InvalidArgument,
-                    "shape",
-                    format!("field `initial_state`: not {e} states of {w} floats"),
-                )
-            })
-        }
     }
 }
 

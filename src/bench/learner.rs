@@ -193,6 +193,7 @@ fn sequences(samples: usize, steps: usize, width: usize, seed: u64) -> anyhow::R
             .map(|_| u8::from(rng.random_bool(0.01)))
             .collect(),
         initial: PolicyState::zeros(width, envs),
+        seats: None,
     })
 }
 

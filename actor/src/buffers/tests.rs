@@ -323,3 +323,30 @@ fn a_byte_envs_rows_go_on_the_wire_as_bytes() {
     let rows = decode_u8(b.observations.as_ref(), "observations", &[3, 1, 2]).unwrap();
     assert_eq!(rows[..4], [0, 255, 3, 4]);
 }
+
+/// A game's batch starts with the previous batch's overlap rows, so its
+/// initial states are the states before the first overlap row (row T), not
+/// the states when the next rollout starts acting (after the overlap).
+#[test]
+fn a_games_initial_states_are_those_before_its_first_carried_row() {
+    // T = 2, K = 1: rows 0-2 acted, row 2 carried to the next batch.
+    let (t_len, rows, e_len, d) = (2, 3, 1, 1);
+    let mut buf = Buffers::new(t_len, rows, e_len, d, ObsDtype::F32);
+    let state = |v: f32| [v, -v];
+    assert_eq!(
+        buf.start(&state(1.0)),
+        0,
+        "the first rollout acts every row"
+    );
+    for t in 0..rows {
+        buf.before_row(t, &state(10.0 + t as f32));
+        buf.record(t, &step(e_len, d), None);
+    }
+    let initial = |b: TrajectoryBatch| decode_f32(b.initial_state.as_ref(), "s", &[1, 2]).unwrap();
+    let first = initial(buf.batch("a", 0, 0, false));
+    assert_eq!(first, state(1.0));
+    buf.shift(t_len);
+    assert_eq!(buf.start(&state(99.0)), 1, "one carried row");
+    let second = initial(buf.batch("a", 1, 0, false));
+    assert_eq!(second, state(12.0), "the state before row T = 2, now row 0");
+}

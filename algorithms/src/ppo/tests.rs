@@ -95,6 +95,7 @@ fn sequence_minibatches_go_through_the_same_update() {
         envs: 4,
         starts: vec![0; n],
         initial: sebulba_fused::PolicyState::zeros(0, 8),
+        seats: None,
     });
     let p1 = |ppo: &mut Trainer| mean_p1(ppo, &data);
     let before = p1(&mut ppo);

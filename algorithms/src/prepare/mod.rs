@@ -7,7 +7,7 @@
 //! acted with; [`fold_obs_stats`] moves them on after SGD (`ppo::train`).
 
 use crate::data::Lag;
-use crate::data::{Sequences, UpdateData, normalize};
+use crate::data::{SeatRows, Sequences, UpdateData, normalize};
 use crate::engine::Steps;
 use crate::gae;
 use crate::gae_players::{PlayerGaeInput, compute_player_gae};
@@ -228,16 +228,12 @@ impl Collected {
         let overlap = b.game.as_ref().map_or(&none, |g| &g.overlap_observations);
         let rows = concat_f32(&[&b.observations, overlap, &b.final_observations]);
         let (starts, cut) = (b.starts(), b.cut_rows());
-        // A game's overlap rows come before the final observations: they
-        // continue no row (a game with a core is refused by the config).
-        let overlap_rows = overlap.len() / trainer.obs_dim().max(1);
-        let continues: Vec<usize> = std::iter::repeat_n(usize::MAX, overlap_rows)
-            .chain(cut)
-            .collect();
-        let rows_read =
-            Steps::sequence(&rows, b.sequence(b.rollout_length + 1, &starts, &continues));
-        let values = trainer.values(&rows_read);
+        // A game's overlap rows continue its sequence, before the final
+        // observations.
         let k = b.game.as_ref().map_or(0, |g| g.overlap_terminated.len());
+        let steps = b.rollout_length + 1 + k / b.envs_per_actor.max(1);
+        let rows_read = Steps::sequence(&rows, b.sequence(steps, &starts, &cut));
+        let values = trainer.values(&rows_read);
         let (v, finals) = values.split_at(te + b.envs_per_actor + k);
         let mut final_values = vec![0.0f32; te];
         let truncated = b.truncated.iter().enumerate().filter(|(_, t)| **t == 1);
@@ -327,25 +323,32 @@ impl Collected {
 impl Collected {
     /// Batch `b`'s env sequences after the ones before (`starts`: its
     /// [`Trajectory::starts`]); the data are no longer whole sequences once
-    /// a batch's shape differs, or a batch is a game's: its rows mix seats
-    /// (each seat remembers its own moves), its overlap rows continue the
-    /// sequence after the trained ones, and past moves may be left out.
+    /// a batch's shape differs, or a game's moves made by others than the
+    /// newest version were left out.
     fn append_sequences(&mut self, b: &Trajectory, starts: &[u8]) {
-        let (t, e) = (b.rollout_length, b.envs_per_actor);
-        let whole = b.game.is_none();
+        let (t, e, p) = (b.rollout_length, b.envs_per_actor, b.players());
+        let whole = b.game.as_ref().is_none_or(|g| count(&g.past_moves) == 0);
         let seqs = self.data.sequences.get_or_insert_with(|| Sequences {
             steps: t,
             envs: e,
             starts: Vec::new(),
             initial: b.initial_state.select(0..0),
+            seats: b.game.as_ref().map(|_| SeatRows {
+                players: p,
+                movers: Vec::new(),
+            }),
         });
-        let fits = (seqs.steps, seqs.envs, seqs.initial.width()) == (t, e, b.initial_state.width());
+        let shape = (seqs.steps, seqs.envs, seqs.players(), seqs.initial.width());
+        let fits = shape == (t, e, p, b.initial_state.width());
         if !(whole && fits && self.sequences_whole) {
             self.sequences_whole = false;
             return;
         }
         seqs.starts.extend_from_slice(&starts[..t * e]);
         seqs.initial.extend(&b.initial_state);
+        if let (Some(s), Some(g)) = (&mut seqs.seats, &b.game) {
+            s.movers.extend_from_slice(&g.player_ids[..t * e]);
+        }
     }
 }
 

@@ -327,8 +327,8 @@ fn update_data_keep_the_env_sequences_with_their_starts() {
         obs[s.row(4, 2) * 4],
         batches[1].observations.to_f32(7 * 4..7 * 4 + 1)[0]
     );
-    // A game batch (here with a move left out): its rows mix seats, so the
-    // data are no longer one state's sequences.
+    // A game batch with a move left out: the data are no longer whole
+    // sequences (a network with memory cannot train on them).
     let mut game = batch(3);
     let mut past_moves = vec![0u8; 24];
     past_moves[7] = 1;
@@ -344,3 +344,5 @@ fn update_data_keep_the_env_sequences_with_their_starts() {
     assert_eq!(out.data.len(), 47);
     assert!(out.data.sequences.is_none());
 }
+
+mod seats;

@@ -6,7 +6,7 @@
 mod builder;
 
 use sebulba_envs::Observations;
-use sebulba_fused::{PolicyState, Sequence};
+use sebulba_fused::{PolicyState, Seats, Sequence};
 
 pub use builder::TrajectoryBuilder;
 
@@ -49,22 +49,30 @@ impl Trajectory {
         (self.rollout_length * self.envs_per_actor) as u64
     }
 
-    /// `[(T+1) * E]`: 1 where an env's episode starts at that observation
-    /// row (the step before it terminated or was cut); row 0's are in the
-    /// initial state.
+    /// 1 where an env's episode starts at that observation row (the step
+    /// before it terminated or was cut), over the `T + 1` rows, and a
+    /// game's overlap rows after them (`[(T + 1 + K) * E]`); row 0's are
+    /// in the initial state.
     pub fn starts(&self) -> Vec<u8> {
         let e = self.envs_per_actor;
-        let mut starts = vec![0u8; (self.rollout_length + 1) * e];
+        let overlap = self
+            .game
+            .as_ref()
+            .map_or(&[][..], |g| &g.overlap_terminated);
+        let mut starts = vec![0u8; (self.rollout_length + 1) * e + overlap.len()];
         let ended = self.terminated.iter().zip(&self.truncated);
-        for (s, (&term, &cut)) in starts[e..].iter_mut().zip(ended) {
-            *s = u8::from(term == 1 || cut == 1);
+        let ended = ended.map(|(&term, &cut)| term == 1 || cut == 1);
+        let ended = ended.chain(overlap.iter().map(|&term| term == 1));
+        for (s, end) in starts[e..].iter_mut().zip(ended) {
+            *s = u8::from(end);
         }
         starts
     }
 
-    /// The first `steps` observation rows of each env as the sequence a
-    /// network reads them in (`starts` from [`Self::starts`]), the rows
-    /// after it continuing rows `continues` ([`Self::cut_rows`] for the
+    /// The first `steps` observation rows of each env (a game's overlap
+    /// rows continue them) as the sequence a network reads them in
+    /// (`starts` from [`Self::starts`]; a game's rows each its mover's), the
+    /// rows after it continuing rows `continues` ([`Self::cut_rows`] for the
     /// final observations).
     pub fn sequence<'a>(
         &'a self,
@@ -72,13 +80,24 @@ impl Trajectory {
         starts: &'a [u8],
         continues: &'a [usize],
     ) -> Sequence<'a> {
+        let rows = steps * self.envs_per_actor;
         Sequence {
             steps,
             envs: self.envs_per_actor,
-            starts: &starts[..steps * self.envs_per_actor],
+            starts: &starts[..rows],
             state: &self.initial_state,
             continues,
+            seats: self.game.as_ref().map(|g| Seats {
+                players: self.players(),
+                movers: &g.player_ids[..rows],
+            }),
         }
+    }
+
+    /// The seats of a game (its overlap is K = P - 1 moves), 1 otherwise.
+    pub fn players(&self) -> usize {
+        let k = self.game.as_ref().map_or(0, |g| g.overlap_terminated.len());
+        k / self.envs_per_actor.max(1) + 1
     }
 
     /// The rows `t * E + e` of the truncated steps, in order: where each

@@ -486,8 +486,6 @@ fn a_recurrent_core_is_read_checked_and_refused_where_it_does_not_fit() {
         e.to_string().contains("network.core") && e.to_string().contains("dqn"),
         "{e}"
     );
-    let e = set("BigTwo-v0", &["network.core=lstm"]).unwrap_err();
-    assert!(e.to_string().contains("network.core"), "{e}");
     // The state width is the network's.
     for shared in [false, true] {
         let mut n = c.network.clone();

@@ -367,6 +367,7 @@ mod tests {
                     &dev,
                 ),
                 state: Tensor::from_data(TensorData::new(state.clone(), [envs, w]), &dev),
+                seats: None,
             };
             let x =
                 Tensor::<CpuBackend, 2>::from_data(TensorData::new(obs.clone(), [rows, d]), &dev);
@@ -378,7 +379,7 @@ mod tests {
             let mut work = Work::default();
             work.resize(&layout, rows);
             work.x.copy_from_slice(&obs);
-            work.set_sequence(envs, &starts, &state);
+            work.set_sequence(envs, &starts, &state, None);
             net::forward(&layout, &p, &mut work);
             for (g, w) in work
                 .head

@@ -13,7 +13,7 @@ mod recurrent;
 mod torso;
 
 pub use obs_norm::{ObsNorm, RunningMeanStd};
-pub use recurrent::{Recurrent, Sequence};
+pub use recurrent::{Movers, Recurrent, Sequence};
 pub use sebulba_fused::OBS_NORM_EPS;
 pub use torso::{Residual, Torso, linear};
 

@@ -3,7 +3,8 @@
 //! gates i, f, g, o or r, z, n), stepped one env step at a time over env
 //! sequences so that burn's autodiff takes the gradient through time
 //! (`sebulba_fused::block::RecurrentBlock` is the fused engine's, checked
-//! against this one).
+//! against this one). In a game's sequence each seat's state is a lane of
+//! its own, read and moved on through masks of the rows' movers.
 
 use crate::config::Init;
 use burn::module::{Initializer, Module, Param};
@@ -25,13 +26,67 @@ pub struct Recurrent<B: Backend> {
 
 /// The rows of a pass as env sequences: `m / envs` steps of `envs` envs,
 /// time-major; `keep` `[m, 1]` is 0 where an env's episode starts at that
-/// row (its state zeroed first), else 1; `state` `[envs, width]` each env's
-/// state before the first row (every block's, both torsos').
+/// row (its state zeroed first, every seat's in a game), else 1; `state`
+/// `[envs, width]` each env's state before the first row (every block's,
+/// both torsos'; in a game, each seat's in turn).
 #[derive(Clone, Debug)]
 pub struct Sequence<B: Backend> {
     pub envs: usize,
     pub keep: Tensor<B, 2>,
     pub state: Tensor<B, 2>,
+    /// A game's movers: each row reads and moves on its mover's state.
+    pub seats: Option<Movers<B>>,
+}
+
+/// Whose move each row of a game's sequence is, as masks: `one_hot` `[m,
+/// players]` is 1 at each row's mover.
+#[derive(Clone, Debug)]
+pub struct Movers<B: Backend> {
+    pub players: usize,
+    pub one_hot: Tensor<B, 2>,
+}
+
+/// Each lane's `h` (and an LSTM's `c`) of one env column: one lane per env,
+/// or one per seat of a game, read and written through the movers' masks.
+struct Lanes<B: Backend> {
+    h: Vec<Tensor<B, 2>>,
+    c: Option<Vec<Tensor<B, 2>>>,
+}
+
+impl<B: Backend> Lanes<B> {
+    /// Zeroes the lanes of envs whose episode starts (`keep` `[e, 1]`).
+    fn keep(&mut self, keep: &Tensor<B, 2>) {
+        for x in self.h.iter_mut().chain(self.c.iter_mut().flatten()) {
+            *x = x.clone() * keep.clone();
+        }
+    }
+
+    /// The state each env's mover reads (`movers[l]` `[e, 1]`, 1 where lane
+    /// `l` moves; `None`: one lane).
+    fn read(lanes: &[Tensor<B, 2>], movers: Option<&[Tensor<B, 2>]>) -> Tensor<B, 2> {
+        match movers {
+            None => lanes[0].clone(),
+            Some(m) => {
+                let mut sum = lanes[0].clone() * m[0].clone();
+                for (x, m) in lanes.iter().zip(m).skip(1) {
+                    sum = sum + x.clone() * m.clone();
+                }
+                sum
+            }
+        }
+    }
+
+    /// The movers' lanes become `new`, the others stay.
+    fn write(lanes: &mut [Tensor<B, 2>], new: &Tensor<B, 2>, movers: Option<&[Tensor<B, 2>]>) {
+        match movers {
+            None => lanes[0] = new.clone(),
+            Some(m) => {
+                for (x, m) in lanes.iter_mut().zip(m) {
+                    *x = x.clone() + (new.clone() - x.clone()) * m.clone();
+                }
+            }
+        }
+    }
 }
 
 impl<B: Backend> Recurrent<B> {
@@ -93,38 +148,52 @@ impl<B: Backend> Recurrent<B> {
         let (m, h, gw) = (x.dims()[0], b.at.size, b.at.width());
         let device = x.device();
         let (e, s) = (seq.map_or(m, |q| q.envs), b.state_at);
-        let before = |at: usize| match seq {
-            Some(q) => q.state.clone().slice([0..e, at..at + h]),
+        let seats = seq.and_then(|q| q.seats.as_ref());
+        let players = seats.map_or(1, |m| m.players);
+        let width = seq.map_or(0, |q| q.state.dims()[1] / players);
+        let before = |lane: usize, at: usize| match seq {
+            Some(q) => {
+                let at = lane * width + at;
+                q.state.clone().slice([0..e, at..at + h])
+            }
             None => Tensor::zeros([e, h], &device),
         };
         let gi = x.matmul(self.weight_ih_l0.val().transpose()) + self.bias_ih_l0.val().unsqueeze();
         let w_hh = self.weight_hh_l0.val().transpose();
         let b_hh = self.bias_hh_l0.val().unsqueeze::<2>();
-        let mut hp = before(s);
-        let mut cp = (b.cell == Cell::Lstm).then(|| before(s + h));
+        let lstm = b.cell == Cell::Lstm;
+        let mut lanes = Lanes {
+            h: (0..players).map(|l| before(l, s)).collect(),
+            c: lstm.then(|| (0..players).map(|l| before(l, s + h)).collect()),
+        };
         let mut out = Vec::with_capacity(m / e.max(1));
         let mut cells = Vec::new();
         for t in 0..m / e.max(1) {
             let rows = t * e..(t + 1) * e;
-            let keep = match seq {
-                Some(q) => q.keep.clone().slice([rows.clone(), 0..1]),
-                None => Tensor::ones([e, 1], &device),
-            };
-            hp = hp * keep.clone();
+            if let Some(q) = seq {
+                lanes.keep(&q.keep.clone().slice([rows.clone(), 0..1]));
+            }
+            let movers: Option<Vec<Tensor<B, 2>>> = seats.map(|m| {
+                let at = |l: usize| m.one_hot.clone().slice([rows.clone(), l..l + 1]);
+                (0..players).map(at).collect()
+            });
+            let movers = movers.as_deref();
+            let hp = Lanes::read(&lanes.h, movers);
             let gi_t = gi.clone().slice([rows, 0..gw]);
             let gh = hp.clone().matmul(w_hh.clone()) + b_hh.clone();
             let gate = |g: &Tensor<B, 2>, k: usize| g.clone().slice([0..e, k * h..(k + 1) * h]);
-            hp = match cp.take() {
-                Some(c) => {
+            let hn = match &mut lanes.c {
+                Some(cs) => {
+                    let c = Lanes::read(cs, movers);
                     let a = gi_t + gh;
                     let (i, f) = (sigmoid(gate(&a, 0)), sigmoid(gate(&a, 1)));
                     let (g, o) = (gate(&a, 2).tanh(), sigmoid(gate(&a, 3)));
-                    let c = f * (c * keep) + i * g;
+                    let c = f * c + i * g;
                     let h = o * c.clone().tanh();
                     if keep_cells {
                         cells.push(c.clone());
                     }
-                    cp = Some(c);
+                    Lanes::write(cs, &c, movers);
                     h
                 }
                 None => {
@@ -134,7 +203,8 @@ impl<B: Backend> Recurrent<B> {
                     n.clone() + z * (hp - n)
                 }
             };
-            out.push(hp.clone());
+            Lanes::write(&mut lanes.h, &hn, movers);
+            out.push(hn);
         }
         let cells = (!cells.is_empty()).then(|| Tensor::cat(cells, 0));
         (Tensor::cat(out, 0), cells)

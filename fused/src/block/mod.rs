@@ -193,24 +193,92 @@ impl<'a> Input<'a> {
 }
 
 /// The rows of a pass as env sequences: `m / envs` steps of `envs` envs,
-/// time-major (row `t * envs + e`). What a block with memory reads besides
-/// its input; the others ignore it.
+/// time-major (row `t * envs + e`), each row reading and moving on one
+/// lane's state: its env's, or in a game its mover's ([`crate::Seats`]).
+/// What a block with memory reads besides its input; the others ignore it.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Seq<'a> {
     pub envs: usize,
     /// `[m]`: nonzero where an env's episode starts at that row (its state
     /// zeroed first); empty: none does.
     pub starts: &'a [u8],
-    /// `[envs * width]`: each env's state before the first row.
+    /// `[lanes * width]`: each lane's state before the first row.
     pub state: &'a [f32],
-    /// Floats of each env's state (every block's, both torsos').
+    /// Floats of each lane's state (every block's, both torsos').
     pub width: usize,
+    /// `[m]`: each row's lane and what it reads, for a game's sequence;
+    /// empty: row `t * envs + e` is lane `e`'s, after row `(t - 1) * envs + e`.
+    pub lanes: &'a [u32],
+    pub before: &'a [Before],
+}
+
+/// The state a row's step reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Before {
+    /// Zero: its episode (its game) started since its lane's last row.
+    Zero,
+    /// Its lane's state before the first row (lane `l` of the sequence's).
+    State(usize),
+    /// The state its lane's previous row left (that row's output).
+    Row(usize),
 }
 
 impl Seq<'_> {
     /// Whether an episode starts at row `row`.
     pub fn starts_at(&self, row: usize) -> bool {
         self.starts.get(row).is_some_and(|&s| s != 0)
+    }
+
+    /// What row `row` reads.
+    pub fn before(&self, row: usize) -> Before {
+        match self.before.get(row) {
+            Some(&b) => b,
+            None if self.starts_at(row) => Before::Zero,
+            None if row < self.envs => Before::State(row),
+            None => Before::Row(row - self.envs),
+        }
+    }
+
+    /// The lane row `row` moves on.
+    pub fn lane(&self, row: usize) -> usize {
+        self.lanes
+            .get(row)
+            .map_or(row % self.envs.max(1), |&l| l as usize)
+    }
+
+    /// How many lanes the rows move on.
+    pub fn lanes(&self) -> usize {
+        match self.lanes.is_empty() {
+            true => self.envs,
+            false => self.state.len() / self.width.max(1),
+        }
+    }
+}
+
+/// Each row's lane and what it reads (`lanes`, `before`, both `[steps *
+/// envs]`), for a game's rows `movers` of `players` seats: a row reads its
+/// lane's previous row's output, or its lane's state before the first row,
+/// or zero once a start (`starts`) since then began a new game for every
+/// seat of its env.
+pub(crate) fn seat_lanes(
+    envs: usize,
+    (players, movers): (usize, &[u8]),
+    starts: &[u8],
+    (lanes, before): (&mut Vec<u32>, &mut Vec<Before>),
+) {
+    let mut last: Vec<Before> = (0..envs * players).map(Before::State).collect();
+    lanes.clear();
+    before.clear();
+    for (row, &seat) in movers.iter().enumerate() {
+        let (e, seat) = (row % envs, seat as usize);
+        if starts.get(row).is_some_and(|&s| s != 0) {
+            last[e * players..(e + 1) * players].fill(Before::Zero);
+        }
+        assert!(seat < players, "row {row}: seat {seat} of {players}");
+        let lane = e * players + seat;
+        lanes.push(lane as u32);
+        before.push(last[lane]);
+        last[lane] = Before::Row(row);
     }
 }
 

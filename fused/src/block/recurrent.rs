@@ -10,7 +10,7 @@
 mod gru;
 mod lstm;
 
-use super::{Backward, Bufs, Forward, Input, Pass, Seq, bias_grad};
+use super::{Backward, Before, Bufs, Forward, Input, Pass, Seq, bias_grad};
 use crate::arch::{Cell, Core, Shape};
 use crate::kernels::few_rows::{FEW_ROWS, rows_by};
 use crate::kernels::{View, gemm};
@@ -60,19 +60,54 @@ impl RecurrentBlock {
         self.at.size
     }
 
-    /// The `h` of each env before step `t` into `out` (`[envs, size]`):
-    /// zero where the env's episode starts at that step, else the env's
-    /// state (`t = 0`) or its output at `t - 1` (from `y`).
+    /// The `h` each row of step `t` reads into `out` (`[envs, size]`): zero
+    /// where its episode starts, its lane's state before the first row, or
+    /// its lane's previous output (from `y`).
     fn h_before(&self, t: usize, seq: &Seq<'_>, y: &[f32], out: &mut [f32]) {
         let (e, h) = (seq.envs, self.size());
         for (k, dst) in out.chunks_exact_mut(h).take(e).enumerate() {
+            match seq.before(t * e + k) {
+                Before::Zero => dst.fill(0.0),
+                Before::State(l) => {
+                    dst.copy_from_slice(&seq.state[l * seq.width + self.state_at..][..h])
+                }
+                Before::Row(r) => dst.copy_from_slice(&y[r * h..][..h]),
+            }
+        }
+    }
+}
+
+/// The gradients carried back through time, one per lane: at each lane's
+/// `h` (and an LSTM's `c`) after the step being taken back.
+struct Carried {
+    h: Vec<f32>,
+    c: Vec<f32>,
+    /// One step's gradients at the `h` its rows read, `[envs, size]`.
+    step: Vec<f32>,
+}
+
+impl Carried {
+    fn new(seq: &Seq<'_>, size: usize, cells: bool) -> Self {
+        let n = seq.lanes() * size;
+        Self {
+            h: vec![0.0; n],
+            c: vec![0.0; if cells { n } else { 0 }],
+            step: vec![0.0; seq.envs * size],
+        }
+    }
+
+    /// The step's gradients at the `h` its rows read (`self.step`) to the
+    /// lanes they belong to: kept where a row read its lane's previous row,
+    /// zero where it read a zero or the initial state (nothing before it to
+    /// reach).
+    fn pass_back(&mut self, t: usize, seq: &Seq<'_>, size: usize) {
+        let e = seq.envs;
+        for k in 0..e {
             let row = t * e + k;
-            if seq.starts_at(row) {
-                dst.fill(0.0);
-            } else if t == 0 {
-                dst.copy_from_slice(&seq.state[k * seq.width + self.state_at..][..h]);
-            } else {
-                dst.copy_from_slice(&y[(row - e) * h..][..h]);
+            let dst = &mut self.h[seq.lane(row) * size..][..size];
+            match seq.before(row) {
+                Before::Row(_) => dst.copy_from_slice(&self.step[k * size..][..size]),
+                _ => dst.fill(0.0),
             }
         }
     }
@@ -188,7 +223,9 @@ impl Pass for RecurrentBlock {
 
     fn forward(&self, p: &[f32], x: Input<'_>, f: Forward<'_>) {
         assert!(
-            f.m.is_multiple_of(f.seq.envs.max(1)) && f.seq.state.len() == f.seq.envs * f.seq.width,
+            f.m.is_multiple_of(f.seq.envs.max(1))
+                && f.seq.state.len() == f.seq.lanes() * f.seq.width
+                && f.seq.lanes() >= f.seq.envs,
             "a recurrent core's rows must be whole steps of the sequence's envs"
         );
         match self.cell {

@@ -252,12 +252,17 @@ impl<B: AutodiffBackend> Replica<B> {
         let initial =
             sebulba_fused::PolicyState::from_values(s.states.width(), s.sequences.len(), state)
                 .expect("one state per sequence");
+        let movers: Vec<u8> = match &seqs.seats {
+            Some(g) => s.idx.iter().map(|&i| g.movers[i]).collect(),
+            None => Vec::new(),
+        };
         let host = sebulba_fused::Sequence {
             steps: s.idx.len() / s.sequences.len(),
             envs: s.sequences.len(),
             starts: &starts,
             state: &initial,
             continues: &[],
+            seats: seqs.seats_of(&movers),
         };
         super::sequences::on_device(&host, &self.device)
     }

@@ -6,7 +6,7 @@
 use crate::data::Minibatch;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
-use sebulba_core::model::{ActorCritic, Sequence};
+use sebulba_core::model::{ActorCritic, Movers, Sequence};
 
 /// `seq` (the fused crate's description, on the host) as burn's model reads
 /// it, on `device`.
@@ -20,6 +20,16 @@ pub(super) fn on_device<B: Backend>(
         .iter()
         .map(|&s| f32::from(u8::from(s == 0)))
         .collect();
+    let seats = seq.seats.map(|s| {
+        let mut one_hot = vec![0.0f32; rows * s.players];
+        for (row, &seat) in s.movers[..rows].iter().enumerate() {
+            one_hot[row * s.players + seat as usize] = 1.0;
+        }
+        Movers {
+            players: s.players,
+            one_hot: Tensor::from_data(TensorData::new(one_hot, [rows, s.players]), device),
+        }
+    });
     Sequence {
         envs: seq.envs,
         keep: Tensor::from_data(TensorData::new(keep, [rows, 1]), device),
@@ -27,6 +37,7 @@ pub(super) fn on_device<B: Backend>(
             TensorData::new(seq.state.values().to_vec(), [seq.envs, width]),
             device,
         ),
+        seats,
     }
 }
 
@@ -55,7 +66,8 @@ pub(super) fn pass<B: Backend>(
     if total == in_seq {
         return first;
     }
-    let width = seq.state.width();
+    // A later row reads one lane's state (its env's, or a game's seat's).
+    let width = seq.state.width() / seq.players();
     let later = total - in_seq;
     let continues = &seq.continues[..later];
     let known: Vec<usize> = continues.iter().copied().filter(|&c| c < in_seq).collect();
@@ -74,6 +86,7 @@ pub(super) fn pass<B: Backend>(
         envs: later,
         keep: Tensor::ones([later, 1], &device),
         state: Tensor::from_data(TensorData::new(state, [later, width]), &device),
+        seats: None,
     };
     let rest = out(x.slice([in_seq..total, 0..d]), &from);
     Tensor::cat(vec![first, rest], 0)

@@ -9,7 +9,7 @@ use sebulba_core::distribution::ActionDist;
 use sebulba_core::model::ModelSpec;
 use sebulba_fused::adam::clip_grads;
 use sebulba_fused::net::{self, Layout};
-use sebulba_fused::{ObsNorm, Sequence, TrainState};
+use sebulba_fused::{ObsNorm, Seats, Sequence, TrainState};
 
 /// The fewest minibatch rows worth a thread of their own: below this the
 /// hand-over costs more than the rows' arithmetic saves.
@@ -209,7 +209,7 @@ impl Fused {
             work.x
                 .chunks_exact_mut(d)
                 .for_each(|row| layout.input_row(norm, row));
-            work.set_sequence(n, &[], &later_state[first * w..(first + n) * w]);
+            work.set_sequence(n, &[], &later_state[first * w..(first + n) * w], None);
             net::forward(layout, params, work);
             for r in 0..n {
                 let at = (in_seq + first + r) * per_row;
@@ -238,7 +238,9 @@ impl Fused {
         let (steps, envs) = (seq.steps, seq.envs);
         let in_seq = steps * envs;
         let per_chunk = (rows / steps.max(1)).clamp(1, envs.max(1));
-        let mut starts = Vec::new();
+        // Each env's state in the sequence: every seat's in a game.
+        let sw = seq.state.width();
+        let (mut starts, mut movers) = (Vec::new(), Vec::new());
         for e0 in (0..envs).step_by(per_chunk) {
             let k = per_chunk.min(envs - e0);
             // Row (t, e) of the sequence is row (t, e - e0) of the chunk.
@@ -246,13 +248,20 @@ impl Fused {
                 || (0..steps).flat_map(move |t| (e0..e0 + k).map(move |e| t * envs + e));
             work.resize(layout, steps * k);
             starts.clear();
+            movers.clear();
             for (dst, src) in chunk_rows().enumerate() {
                 let row = &mut work.x[dst * d..(dst + 1) * d];
                 row.copy_from_slice(&obs[src * d..(src + 1) * d]);
                 layout.input_row(norm, row);
                 starts.push(seq.starts[src]);
+                movers.extend(seq.seats.map(|s| s.movers[src]));
             }
-            work.set_sequence(k, &starts, &seq.state.values()[e0 * w..(e0 + k) * w]);
+            let seats = seq.seats.map(|s| Seats {
+                players: s.players,
+                movers: &movers,
+            });
+            let state = &seq.state.values()[e0 * sw..(e0 + k) * sw];
+            work.set_sequence(k, &starts, state, seats);
             net::forward(layout, params, work);
             for (dst, src) in chunk_rows().enumerate() {
                 out[src * per_row..(src + 1) * per_row].copy_from_slice(what.row(work, dst));

@@ -78,9 +78,11 @@ pub struct Shard {
     positions: Vec<usize>,
     /// Their samples' indices in the update's data.
     idx: Vec<usize>,
-    /// For sequences: where episodes start, and each one's initial state.
+    /// For sequences: where episodes start, each one's initial state, and
+    /// in a game each row's mover.
     starts: Vec<u8>,
     state: Vec<f32>,
+    movers: Vec<u8>,
 }
 
 impl Shard {
@@ -113,6 +115,7 @@ impl Shard {
             idx: Vec::new(),
             starts: Vec::new(),
             state: Vec::new(),
+            movers: Vec::new(),
         }
     }
 
@@ -159,7 +162,13 @@ impl Shard {
         for &q in &s.mb.sequences[k.clone()] {
             self.state.extend_from_slice(s.mb.states.row(q));
         }
-        self.work.set_sequence(k.len(), &self.starts, &self.state);
+        self.movers.clear();
+        if let Some(g) = &seqs.seats {
+            self.movers.extend(idx.iter().map(|&i| g.movers[i]));
+        }
+        let seats = seqs.seats_of(&self.movers);
+        self.work
+            .set_sequence(k.len(), &self.starts, &self.state, seats);
     }
 
     /// The step's passes over the rows loaded for samples `idx`.

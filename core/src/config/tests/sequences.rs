@@ -51,3 +51,28 @@ fn minibatches_need_a_sequence_each_and_memoryless_runs_refuse_the_keys() {
         assert!(e.contains(name) && e.contains("network.core"), "{key}: {e}");
     }
 }
+
+#[test]
+fn a_game_with_a_core_trains_whole_rollouts_of_its_own_seats() {
+    let c = set("BigTwo-v0", &["network.core=lstm"]).unwrap();
+    assert_eq!(c.ppo.bptt, 0);
+    let t = c.env.rollout_length;
+    assert!(set("BigTwo-v0", &["network.core=gru", &format!("ppo.bptt={t}")]).is_ok());
+    let e = set("BigTwo-v0", &["network.core=lstm", "ppo.bptt=8"])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("ppo.bptt") && e.contains("turn-based"), "{e}");
+    for others in ["selfplay.past_fraction=0.2", "selfplay.rule_fraction=0.5"] {
+        let e = set("BigTwo-v0", &["network.core=lstm", others])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("selfplay") && e.contains("recurrent"),
+            "{others}: {e}"
+        );
+        assert!(
+            set("BigTwo-v0", &[others]).is_ok(),
+            "{others} without a core"
+        );
+    }
+}

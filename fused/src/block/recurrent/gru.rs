@@ -3,8 +3,8 @@
 //! h_n)`, `r = σ(x_r + h_r)`, `z = σ(x_z + h_z)`, `n = tanh(x_n + r h_n)`
 //! and `h' = (1 - z) n + z h`, computed as `n + z (h - n)`.
 
-use super::super::{Backward, Bufs, Forward};
-use super::{RecurrentBlock, hidden_gradient, hidden_product, transposed};
+use super::super::{Backward, Before, Bufs, Forward};
+use super::{Carried, RecurrentBlock, hidden_gradient, hidden_product, transposed};
 use crate::kernels::{View, add_bias_then, gemm, sigmoid, tanh, wide};
 
 /// Floats per sample (in `size`s) kept for the way back: r, z and n (3),
@@ -13,8 +13,8 @@ use crate::kernels::{View, add_bias_then, gemm, sigmoid, tanh, wide};
 pub(super) const INNER: usize = 7;
 /// Floats per sample (in `size`s) the way back turns over: the gradients at
 /// the input side's products (3) and at the hidden side's (3), which differ
-/// at n, and per env the gradient carried to the previous step's `h` (1).
-pub(super) const SCRATCH: usize = 7;
+/// at n.
+pub(super) const SCRATCH: usize = 6;
 
 /// The `h` each row's step read.
 pub(super) fn h_prev(inner: &[f32], m: usize, h: usize) -> &[f32] {
@@ -102,40 +102,34 @@ pub(super) fn through_time(
     let w_hh_t = transposed(w_hh, (h, gw));
     let (gates, hg) = bk.inner[..2 * m * gw].split_at(m * gw);
     let hprev = h_prev(bk.inner, m, h);
-    let (dx, rest) = bufs.extra[..2 * m * gw + e * h].split_at_mut(m * gw);
-    let (dhg, dh_next) = rest.split_at_mut(m * gw);
-    dh_next.fill(0.0);
+    let (dx, dhg) = bufs.extra[..2 * m * gw].split_at_mut(m * gw);
+    let mut carried = Carried::new(&seq, h, false);
     let dy = &bufs.dh[..m * h];
     for t in (0..m / e).rev() {
         let r0 = t * e;
-        for k in 0..e {
-            let row = r0 + k;
+        for (k, row) in (r0..r0 + e).enumerate() {
             let now = (&gates[row * gw..][..gw], &hg[row * gw..][..gw]);
             let hp = &hprev[row * h..][..h];
             let grads = (&mut dx[row * gw..][..gw], &mut dhg[row * gw..][..gw]);
-            step_back(
-                now,
-                hp,
-                &dy[row * h..][..h],
-                &mut dh_next[k * h..][..h],
-                grads,
-            );
+            // The lane's gradient in, the part that skips the products out.
+            let through = &mut carried.step[k * h..][..h];
+            through.copy_from_slice(&carried.h[seq.lane(row) * h..][..h]);
+            step_back(now, hp, &dy[row * h..][..h], through, grads);
         }
-        if t > 0 {
+        if (r0..r0 + e).any(|row| matches!(seq.before(row), Before::Row(_))) {
             let dhg_t = &dhg[r0 * gw..(r0 + e) * gw];
-            hidden_gradient(e, (h, gw), dhg_t, &w_hh_t, 1.0, dh_next);
-            for k in (0..e).filter(|&k| seq.starts_at(r0 + k)) {
-                dh_next[k * h..(k + 1) * h].fill(0.0);
-            }
+            hidden_gradient(e, (h, gw), dhg_t, &w_hh_t, 1.0, &mut carried.step);
         }
+        carried.pass_back(t, &seq, h);
     }
     (0, m * gw)
 }
 
 /// One row's way back: the gradients at its input side's products (`dx`)
 /// and at its hidden side's (`dhg`) from the gradient at its output `dy`
-/// plus the one carried from the next step (`dh_next`), which becomes the
-/// part of the previous `h`'s gradient that skips the products (`z dh`).
+/// plus the one carried from its lane's next row (`dh_next`), which
+/// becomes the part of the previous `h`'s gradient that skips the products
+/// (`z dh`).
 fn step_back(
     (g, hg): (&[f32], &[f32]),
     hp: &[f32],

@@ -2,8 +2,8 @@
 //! pre-activations `a = x W_ih + b_ih + h W_hh + b_hh` split as i, f, g, o,
 //! `c' = σ(f) c + σ(i) tanh(g)` and `h' = σ(o) tanh(c')`.
 
-use super::super::{Backward, Bufs, Forward, Seq};
-use super::{RecurrentBlock, hidden_gradient, hidden_product, transposed};
+use super::super::{Backward, Before, Bufs, Forward, Seq};
+use super::{Carried, RecurrentBlock, hidden_gradient, hidden_product, transposed};
 use crate::kernels::{View, add_bias_then, gemm, sigmoid, tanh, wide};
 
 /// A zero cell of any size the config allows (`network.core_size`): the
@@ -14,9 +14,8 @@ static ZEROS: [f32; 4096] = [0.0; 4096];
 /// their nonlinearities (4), the cell `c` (1) and the `h` the step read (1).
 pub(super) const INNER: usize = 6;
 /// Floats per sample (in `size`s) the way back turns over: the gates'
-/// pre-activation gradients (4) and, per env, the gradients carried to
-/// the previous step at `h` and at `c` (2).
-pub(super) const SCRATCH: usize = 6;
+/// pre-activation gradients (4).
+pub(super) const SCRATCH: usize = 4;
 
 /// The cells `c` of every row, in the inner activations of `m` rows.
 pub(super) fn cells(inner: &[f32], m: usize, h: usize) -> &[f32] {
@@ -28,22 +27,20 @@ pub(super) fn h_prev(inner: &[f32], m: usize, h: usize) -> &[f32] {
     &inner[5 * m * h..6 * m * h]
 }
 
-/// The cell env `k` read at row `row` (step `t`): `None` (zero) where its
-/// episode starts, its state's `c` at the first step, else its cell at the
-/// step before (in `done`, the cells of the rows before step `t`).
+/// The cell row `row` read: `None` (zero) where its episode starts, its
+/// lane's state's `c` at its first row, else its lane's previous row's
+/// cell (in `done`, the cells of the rows before its step).
 fn c_before<'a>(
     b: &RecurrentBlock,
-    (t, k, row): (usize, usize, usize),
+    row: usize,
     seq: &Seq<'a>,
     done: &'a [f32],
 ) -> Option<&'a [f32]> {
-    let (e, h) = (seq.envs, b.at.size);
-    if seq.starts_at(row) {
-        None
-    } else if t == 0 {
-        Some(&seq.state[k * seq.width + b.state_at + h..][..h])
-    } else {
-        Some(&done[(row - e) * h..][..h])
+    let h = b.at.size;
+    match seq.before(row) {
+        Before::Zero => None,
+        Before::State(l) => Some(&seq.state[l * seq.width + b.state_at + h..][..h]),
+        Before::Row(r) => Some(&done[r * h..][..h]),
     }
 }
 
@@ -77,7 +74,7 @@ pub(super) fn forward(b: &RecurrentBlock, p: &[f32], x: &[f32], f: Forward<'_>) 
         let (done, now) = c.split_at_mut(r0 * h);
         let y_t = &mut y[r0 * h..(r0 + e) * h];
         for k in 0..e {
-            let c_prev = c_before(b, (t, k, r0 + k), &seq, done);
+            let c_prev = c_before(b, r0 + k, &seq, done);
             let g = &mut g_t[k * gw..(k + 1) * gw];
             step(
                 g,
@@ -135,43 +132,39 @@ pub(super) fn through_time(
     let w_hh_t = transposed(w_hh, (h, gw));
     let gates = &bk.inner[..m * gw];
     let c = cells(bk.inner, m, h);
-    let (da, rest) = bufs.extra[..m * gw + 2 * e * h].split_at_mut(m * gw);
-    let (dh_next, dc_next) = rest.split_at_mut(e * h);
-    dh_next.fill(0.0);
-    dc_next.fill(0.0);
+    let da = &mut bufs.extra[..m * gw];
+    let mut carried = Carried::new(&seq, h, true);
     let dy = &bufs.dh[..m * h];
     for t in (0..m / e).rev() {
         let r0 = t * e;
-        for k in 0..e {
-            let row = r0 + k;
-            let c_prev = c_before(b, (t, k, row), &seq, c);
-            let carried = (&dh_next[k * h..][..h], &mut dc_next[k * h..][..h]);
+        for row in r0..r0 + e {
+            let l = seq.lane(row);
+            let c_prev = c_before(b, row, &seq, c);
+            let lane = (&carried.h[l * h..][..h], &mut carried.c[l * h..][..h]);
             let now = (&gates[row * gw..][..gw], &c[row * h..][..h]);
-            let start = seq.starts_at(row);
+            let reads_row = matches!(seq.before(row), Before::Row(_));
             step_back(
                 now,
                 c_prev,
                 &dy[row * h..][..h],
-                carried,
+                lane,
                 &mut da[row * gw..][..gw],
-                start,
+                !reads_row,
             );
         }
-        if t > 0 {
+        if (r0..r0 + e).any(|row| matches!(seq.before(row), Before::Row(_))) {
             let da_t = &da[r0 * gw..(r0 + e) * gw];
-            hidden_gradient(e, (h, gw), da_t, &w_hh_t, 0.0, dh_next);
-            for k in (0..e).filter(|&k| seq.starts_at(r0 + k)) {
-                dh_next[k * h..(k + 1) * h].fill(0.0);
-            }
+            hidden_gradient(e, (h, gw), da_t, &w_hh_t, 0.0, &mut carried.step);
         }
+        carried.pass_back(t, &seq, h);
     }
     (0, 0)
 }
 
 /// One row's way back: its gates' pre-activation gradients `da` from the
 /// gradient at its output `dy` plus the one carried from the next step at
-/// `h`, and at its cell; the cell's gradient carried to the step before
-/// (zero when the episode starts here: the state was zeroed).
+/// `h`, and at its cell; the cell's gradient carried to its lane's row
+/// before (zero when it read no row: nothing before it to reach).
 fn step_back(
     (g, c): (&[f32], &[f32]),
     c_prev: Option<&[f32]>,

@@ -128,19 +128,29 @@ impl Reference {
         state[..self.size].to_vec()
     }
 
-    /// Heads and values of every row of the sequence, and each env's
-    /// final state.
-    fn run(&self, p: &[f64], obs: &[f64], seq: (usize, &[u8], &[f64])) -> (Vec<f64>, Vec<f64>) {
+    /// Heads and values of every row of the sequence: each row moving on
+    /// its env's state, or in a game its mover's (`seats`: the players and
+    /// each row's mover), every seat of an env zeroed where a game starts.
+    fn run(
+        &self,
+        p: &[f64],
+        obs: &[f64],
+        seq: (usize, &[u8], &[f64]),
+        seats: Seats,
+    ) -> (Vec<f64>, Vec<f64>) {
         let (envs, starts, state) = seq;
-        let width = state.len() / envs;
+        let players = seats.map_or(1, |s| s.0);
+        let width = state.len() / (envs * players);
         let one = self.cell.carried() * self.size;
         let mut state = state.to_vec();
         let (mut heads, mut values) = (Vec::new(), Vec::new());
         for (row, x) in obs.chunks_exact(OBS).enumerate() {
-            let s = &mut state[(row % envs) * width..][..width];
+            let e = row % envs;
             if starts.get(row).is_some_and(|&v| v != 0) {
-                s.fill(0.0);
+                state[e * players * width..(e + 1) * players * width].fill(0.0);
             }
+            let seat = seats.map_or(0, |s| s.1[row] as usize);
+            let s = &mut state[(e * players + seat) * width..][..width];
             let (actor, critic) = s.split_at_mut(one);
             let ha = self.torso(p, "actor", x, actor);
             let hv = match self.shared {
@@ -154,29 +164,53 @@ impl Reference {
     }
 }
 
+/// A game's players and each row's mover; `None` for one player.
+type Seats<'a> = Option<(usize, &'a [u8])>;
+
 /// A sequence of `steps` steps of `envs` envs: observations, starts (some
-/// inside the sequence when `resets`), initial states.
+/// inside the sequence when `resets`), initial states; in a game of
+/// `players` seats (more than 1), each row's mover, drawn at random.
 struct Case {
     envs: usize,
     obs: Vec<f32>,
     starts: Vec<u8>,
     state: Vec<f32>,
+    players: usize,
+    movers: Vec<u8>,
+}
+
+impl Case {
+    fn seats(&self) -> Seats<'_> {
+        (self.players > 1).then_some((self.players, &self.movers[..]))
+    }
 }
 
 fn case(rng: &mut StdRng, layout: &Layout, (steps, envs): (usize, usize), resets: bool) -> Case {
+    game_case(rng, layout, (steps, envs, 1), resets)
+}
+
+fn game_case(
+    rng: &mut StdRng,
+    layout: &Layout,
+    (steps, envs, players): (usize, usize, usize),
+    resets: bool,
+) -> Case {
     let m = steps * envs;
     let obs = (0..m * OBS).map(|_| rng.random_range(-2.0..2.0)).collect();
     let starts = (0..m)
         .map(|_| u8::from(resets && rng.random_bool(0.2)))
         .collect();
-    let state = (0..envs * layout.state_width)
+    let state = (0..envs * players * layout.state_width)
         .map(|_| rng.random_range(-0.9..0.9))
         .collect();
+    let movers = (0..m).map(|_| rng.random_range(0..players) as u8).collect();
     Case {
         envs,
         obs,
         starts,
         state,
+        players,
+        movers,
     }
 }
 
@@ -197,7 +231,10 @@ fn ours(layout: &Layout, p: &[f32], c: &Case, (dh, dv): (&[f32], &[f32])) -> (Wo
     let mut work = Work::default();
     work.resize(layout, m);
     work.x.copy_from_slice(&c.obs);
-    work.set_sequence(c.envs, &c.starts, &c.state);
+    let seats = c
+        .seats()
+        .map(|(players, movers)| crate::Seats { players, movers });
+    work.set_sequence(c.envs, &c.starts, &c.state, seats);
     net::forward(layout, p, &mut work);
     let mut grads = Grads::default();
     grads.resize(layout, m);
@@ -209,13 +246,25 @@ fn ours(layout: &Layout, p: &[f32], c: &Case, (dh, dv): (&[f32], &[f32])) -> (Wo
 }
 
 fn check(cell: Cell, hidden: &[usize], shared: bool, (steps, envs): (usize, usize), resets: bool) {
-    let what = format!("{cell:?} hidden {hidden:?} shared {shared} {steps}x{envs} resets {resets}");
+    check_game(cell, hidden, shared, (steps, envs, 1), resets);
+}
+
+fn check_game(
+    cell: Cell,
+    hidden: &[usize],
+    shared: bool,
+    (steps, envs, players): (usize, usize, usize),
+    resets: bool,
+) {
+    let what = format!(
+        "{cell:?} hidden {hidden:?} shared {shared} {steps}x{envs}x{players} resets {resets}"
+    );
     let size = 4;
     let layout = Layout::new(&arch(cell, hidden, size, shared));
     let reference = Reference::new(&layout, cell, hidden, size, shared);
     let mut rng = StdRng::seed_from_u64(steps as u64 * 31 + envs as u64);
     let p = params(&mut rng, &layout);
-    let c = case(&mut rng, &layout, (steps, envs), resets);
+    let c = game_case(&mut rng, &layout, (steps, envs, players), resets);
     let m = steps * envs;
     let dh: Vec<f32> = (0..m * HEADS)
         .map(|_| rng.random_range(-1.0..1.0))
@@ -226,7 +275,7 @@ fn check(cell: Cell, hidden: &[usize], shared: bool, (steps, envs): (usize, usiz
     // Forward: every head and value as PyTorch's formulas give them.
     let (obs, state) = (f64s(&c.obs), f64s(&c.state));
     let seq = (envs, &c.starts[..], &state[..]);
-    let (heads, values) = reference.run(&f64s(&p), &obs, seq);
+    let (heads, values) = reference.run(&f64s(&p), &obs, seq, c.seats());
     for (k, (a, b)) in work.head.iter().zip(&heads).enumerate() {
         assert!((*a as f64 - b).abs() < 2e-5, "{what}: head {k}: {a} vs {b}");
     }
@@ -239,7 +288,7 @@ fn check(cell: Cell, hidden: &[usize], shared: bool, (steps, envs): (usize, usiz
 
     // Backward: every parameter's gradient against central differences.
     let loss = |p: &[f64]| {
-        let (h, v) = reference.run(p, &obs, seq);
+        let (h, v) = reference.run(p, &obs, seq, c.seats());
         let a: f64 = h.iter().zip(&dh).map(|(h, &d)| h * d as f64).sum();
         a + v.iter().zip(&dv).map(|(v, &d)| v * d as f64).sum::<f64>()
     };
@@ -282,6 +331,19 @@ fn the_gru_matches_pytorchs_formulas_forward_and_back() {
     check(Cell::Gru, &[5], true, (24, 2), false);
 }
 
+/// A game's sequence: each row moves on its mover's state only, a game's
+/// start zeroes every seat of its env, and the gradients go back seat by
+/// seat (movers drawn at random, so a seat may move twice in a row or not
+/// for many steps).
+#[test]
+fn each_seat_of_a_game_remembers_its_own_moves_forward_and_back() {
+    for cell in [Cell::Lstm, Cell::Gru] {
+        check_game(cell, &[5], true, (12, 3, 4), true);
+        check_game(cell, &[5], false, (9, 2, 2), true);
+        check_game(cell, &[], true, (16, 2, 3), false);
+    }
+}
+
 /// An episode's start cuts the sequence: what came before it changes
 /// nothing after it, forward or back.
 #[test]
@@ -305,10 +367,11 @@ fn nothing_crosses_an_episodes_start() {
         // Other observations and states before the start: the same outputs
         // from step 4 on, the same gradient.
         let mut other = Case {
-            envs,
             obs: c.obs.clone(),
             starts: c.starts.clone(),
             state: c.state.iter().map(|v| -v).collect(),
+            movers: c.movers.clone(),
+            ..c
         };
         for t in 0..4 {
             other.obs[t * envs * OBS..(t * envs + 1) * OBS].fill(1.5);
@@ -342,7 +405,7 @@ fn acting_step_by_step_is_the_sequence() {
         let mut work = Work::default();
         work.resize(&layout, m);
         work.x.copy_from_slice(&c.obs);
-        work.set_sequence(envs, &c.starts, &c.state);
+        work.set_sequence(envs, &c.starts, &c.state, None);
         net::forward(&layout, &p, &mut work);
         let mut end = vec![0.0; envs * layout.state_width];
         net::final_state(&layout, &work, &mut end);

@@ -53,6 +53,7 @@ fn sequences_are_read_from_each_envs_state_and_cut_episodes_continue_them() {
             starts: &starts,
             state: &ps,
             continues: &continues,
+            seats: None,
         };
         let heads = fused.heads_in(&obs, &seq);
         let values = fused.values_in(&obs, &seq);
@@ -100,6 +101,7 @@ fn sequences_are_read_from_each_envs_state_and_cut_episodes_continue_them() {
             envs,
             keep: Tensor::from_data(TensorData::new(keep, [in_seq, 1]), &dev),
             state: Tensor::from_data(TensorData::new(init, [envs, w]), &dev),
+            seats: None,
         };
         let x = Tensor::from_data(
             TensorData::new(obs[..in_seq * d].to_vec(), [in_seq, d]),
@@ -124,7 +126,7 @@ mod against_burn {
         Case, Inner, data, fused_from, max_diff, model, on_threads, params, ppo_cfg, scalar,
         tensors_of,
     };
-    use crate::data::{Loss, Minibatch, Sequences, UpdateData};
+    use crate::data::{Loss, Minibatch, SeatRows, Sequences, UpdateData};
     use crate::engine::Steps;
     use crate::engine::burn::{Replica, Shard, ppo_losses};
     use crate::minibatches::Minibatches;
@@ -175,9 +177,15 @@ mod against_burn {
     /// `n` samples as batches of `STEPS` steps of `ENVS` envs: episodes
     /// starting inside, and a state per sequence.
     fn sequence_data(case: &Case, n: usize, seed: u64) -> UpdateData {
+        game_data(case, n, seed, 1)
+    }
+
+    /// [`sequence_data`] of a game of `players` seats (more than 1): each
+    /// row's mover drawn at random, a state per seat of each sequence.
+    fn game_data(case: &Case, n: usize, seed: u64, players: usize) -> UpdateData {
         let mut d = data(case, n, seed);
         let mut rng = StdRng::seed_from_u64(seed + 1);
-        let width = case.spec.arch().state_width();
+        let width = case.spec.arch().state_width() * players;
         let count = n / STEPS;
         let initial = (0..count * width)
             .map(|_| rng.random_range(-0.8..0.8))
@@ -187,6 +195,10 @@ mod against_burn {
             envs: ENVS,
             starts: (0..n).map(|_| u8::from(rng.random_bool(0.1))).collect(),
             initial: PolicyState::from_values(width, count, initial).unwrap(),
+            seats: (players > 1).then(|| SeatRows {
+                players,
+                movers: (0..n).map(|_| rng.random_range(0..players) as u8).collect(),
+            }),
         });
         d
     }
@@ -195,8 +207,10 @@ mod against_burn {
     // One minibatch on both engines and one comparison: it reads best whole.
     #[allow(clippy::too_many_lines)]
     fn every_gradient_through_time_matches_burn_autodiff() {
-        for (case, threads) in cases().into_iter().flat_map(|c| [(c.clone(), 1), (c, 3)]) {
-            let data = sequence_data(&case, STEPS * ENVS * 5, 3);
+        // One player, then a game's four seats, each remembering its own moves.
+        let runs = |c: Case| [(c.clone(), 1, 1), (c.clone(), 3, 1), (c, 2, 4)];
+        for (case, threads, players) in cases().into_iter().flat_map(runs) {
+            let data = game_data(&case, STEPS * ENVS * 5, 3, players);
             let m = model(&case, &data);
             let seqs = data.sequences.as_ref().unwrap();
             let chosen = [7usize, 0, 13, 4, 19, 2];
@@ -257,7 +271,7 @@ mod against_burn {
             {
                 assert!(
                     (g - w).abs() <= 2e-5 * (1.0 + w.abs()),
-                    "{} ({threads} threads): {what} {g} vs burn {w}",
+                    "{} ({threads} threads, {players} players): {what} {g} vs burn {w}",
                     case.name
                 );
             }
@@ -279,7 +293,7 @@ mod against_burn {
                 for (k, (o, b)) in ours.iter().zip(&burn).enumerate() {
                     assert!(
                         (o - b).abs() <= 1e-4 * scale,
-                        "{} ({threads} threads): gradient of {} at {k}: fused {o} vs burn {b}",
+                        "{} ({threads} threads, {players} players): gradient of {} at {k}: fused {o} vs burn {b}",
                         case.name,
                         tensor.name
                     );
@@ -324,6 +338,7 @@ mod against_burn {
                         starts: &seqs.starts[rows.clone()],
                         state: &initial,
                         continues: &[],
+                        seats: None,
                     };
                     let want = t.values(&Steps::sequence(&obs, whole));
                     for c in 0..chunks {
@@ -337,6 +352,7 @@ mod against_burn {
                             starts: &seqs.starts[rows.start + block.start..rows.start + block.end],
                             state: &state,
                             continues: &[],
+                            seats: None,
                         };
                         let got = t.values(&Steps::sequence(
                             &obs[block.start * d..block.end * d],
