@@ -120,6 +120,45 @@ fn minatar_with_an_lstm_on_bptt_chunks_learns_and_numpy_reads_it() {
     numpy::assert_numpy_sequence(&run, &spec, &obs, (envs, &starts), &logits);
 }
 
+/// Big Two in self-play with an LSTM, through `sebulba local`: four seats
+/// of each game share the network, each remembering its own moves (the
+/// actor's states per seat, the learner's sequences per seat, the
+/// evaluator's per seat in every match). Deterministic, so the figures are
+/// this seed's: 150k moves take the greedy policy from 17% to 72% against
+/// three random players (the feed-forward preset's run: 45% to 79%).
+#[test]
+fn big_two_self_play_with_an_lstm_learns_with_a_state_per_seat() {
+    let args = [
+        "--env",
+        "BigTwo-v0",
+        "--seed",
+        "1",
+        "--total-steps",
+        "150000",
+        "--set",
+        "network.core=lstm",
+        "--set",
+        "run.deterministic=true",
+        "--set",
+        "run.time_limit_secs=0",
+    ];
+    let run = run_local("local-bigtwo-lstm", &args);
+    let summary = read_json(&run.join("summary.json"));
+    assert_accounted(&summary);
+    let evals = read_jsonl(&run.join("eval.jsonl"));
+    let win_rate = |e: &serde_json::Value, who: &str| {
+        let matches = e["matches"].as_array().expect("matches");
+        let m = matches.iter().find(|m| m["opponent"] == who);
+        m.and_then(|m| m["win_rate"].as_f64())
+            .unwrap_or_else(|| panic!("{who}: {e}"))
+    };
+    let (first, last) = (&evals[0], evals.last().expect("evaluations"));
+    let (before, after) = (win_rate(first, "random"), win_rate(last, "random"));
+    eprintln!("against three random players: {before} at version 0, {after} at the end");
+    assert_eq!(last["final"], true);
+    assert!(after >= 0.55 && after > before + 0.3, "{before} -> {after}");
+}
+
 /// `steps` steps of `policy` over `env` (each reset first, and again when
 /// its episode ends), env `e` taking `action(e)`: the observation rows
 /// acted on, time-major, where episodes start, and the logits sebulba

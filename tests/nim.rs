@@ -176,6 +176,29 @@ fn rule_players_take_seats_and_their_moves_are_counted_not_trained() {
     assert!((0.15..=0.35).contains(&share), "{share}");
 }
 
+/// A recurrent policy beside past selves and rule players: each seat keeps
+/// its own state, the others' moves are read in their seats' sequences but
+/// stay out of the loss, and every update's accounting still holds (its
+/// samples in the loss plus the others' moves are its moves). One seat in
+/// two is another's with probability 0.5 + 0.5 x 0.5 once the pool holds a
+/// version: 47% of the moves in the second half, as without a core (both
+/// measured with this seed).
+#[test]
+fn a_recurrent_policy_keeps_a_state_per_seat_beside_past_selves_and_rule_players() {
+    let share = other_seats_share(
+        "local-nim-lstm-others",
+        &[
+            "network.core=lstm",
+            "network.core_size=32",
+            "selfplay.past_fraction=0.5",
+            "selfplay.past_stride=2",
+            "selfplay.rule_fraction=0.5",
+        ],
+    );
+    eprintln!("others' moves in the second half: {:.1}%", 100.0 * share);
+    assert!((0.37..=0.57).contains(&share), "{share}");
+}
+
 /// Trains Nim with `sets` and checks every update's accounting: its samples
 /// plus its moves by other seats are its moves. Returns the share of moves
 /// by other seats in the run's second half.

@@ -63,6 +63,9 @@ pub struct SeatRows {
     pub players: usize,
     /// `[N]` the seat to move at each row.
     pub movers: Vec<u8>,
+    /// `[N]` 1 where a past version or a rule player made the row's move:
+    /// kept in its seat's sequence, out of the loss.
+    pub others: Vec<u8>,
 }
 
 impl Sequences {
@@ -108,6 +111,26 @@ impl Sequences {
 impl UpdateData {
     pub fn len(&self) -> usize {
         self.old_log_probs.len()
+    }
+
+    /// Whether sample `i` is in the loss: every sample but a game's moves
+    /// by others than the newest version, which a network with memory keeps
+    /// in their seats' sequences (without memory they are left out).
+    pub fn trains(&self, i: usize) -> bool {
+        let others = self.sequences.as_ref().and_then(|s| s.seats.as_ref());
+        others.is_none_or(|g| g.others.get(i).is_none_or(|&o| o == 0))
+    }
+
+    /// How many samples are out of the loss (a game's moves by others, kept
+    /// for their seats' sequences).
+    pub fn len_out_of_loss(&self) -> usize {
+        let others = self.sequences.as_ref().and_then(|s| s.seats.as_ref());
+        others.map_or(0, |g| g.others.iter().filter(|&&o| o != 0).count())
+    }
+
+    /// How many of samples `idx` are in the loss.
+    pub fn trained_in(&self, idx: &[usize]) -> usize {
+        idx.iter().filter(|&&i| self.trains(i)).count()
     }
     pub fn is_empty(&self) -> bool {
         self.old_log_probs.is_empty()
@@ -243,9 +266,16 @@ impl StepStats {
 
 /// Normalises in place to zero mean and unit (population) std, over everything given.
 pub fn normalize(x: &mut [f32]) {
-    let n = x.len().max(1) as f64;
-    let m = x.iter().map(|&v| v as f64).sum::<f64>() / n;
-    let var = x.iter().map(|&v| (v as f64 - m).powi(2)).sum::<f64>() / n;
+    normalize_where(x, |_| true);
+}
+
+/// [`normalize`] with the mean and std of the entries `counted` (every
+/// entry is moved by them): samples out of the loss do not weigh in.
+pub fn normalize_where(x: &mut [f32], counted: impl Fn(usize) -> bool) {
+    let kept = || x.iter().enumerate().filter(|(i, _)| counted(*i));
+    let n = kept().count().max(1) as f64;
+    let m = kept().map(|(_, &v)| v as f64).sum::<f64>() / n;
+    let var = kept().map(|(_, &v)| (v as f64 - m).powi(2)).sum::<f64>() / n;
     let std = var.sqrt() + 1e-8;
     for v in x.iter_mut() {
         *v = ((*v as f64 - m) / std) as f32;
@@ -288,5 +318,14 @@ mod tests {
         let mut c = [3.0f32; 5];
         normalize(&mut c);
         assert!(c.iter().all(|&v| v == 0.0), "{c:?}");
+        // Over the counted entries only: [1, 3] has mean 2 and std 1, and
+        // the uncounted 7 moves with them.
+        let mut y = [1.0f32, 7.0, 3.0];
+        normalize_where(&mut y, |i| i != 1);
+        assert!(
+            (y[0] + 1.0).abs() < 1e-6 && (y[2] - 1.0).abs() < 1e-6,
+            "{y:?}"
+        );
+        assert!((y[1] - 5.0).abs() < 1e-5, "{y:?}");
     }
 }

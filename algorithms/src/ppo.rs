@@ -7,7 +7,7 @@
 //! entropy-estimate noise are drawn here, once per minibatch, so they do not
 //! depend on the engine or the number of devices.
 
-use crate::data::{Loss, LossTerms, Minibatch, StepStats, UpdateData, normalize};
+use crate::data::{Loss, LossTerms, Minibatch, StepStats, UpdateData, normalize_where};
 use crate::engine::EngineError;
 use crate::minibatches::Minibatches;
 use crate::trainer::Trainer;
@@ -137,7 +137,7 @@ fn draw_minibatch(
     adv.clear();
     adv.extend(idx.iter().map(|&i| data.advantages[i]));
     if cfg.adv_norm == AdvantageNorm::Minibatch {
-        normalize(adv);
+        normalize_where(adv, |k| data.trains(idx[k]));
     }
     // After normalisation: a sample of weight ~0 contributes ~nothing.
     if let Some(w) = &data.weights {

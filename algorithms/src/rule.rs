@@ -127,11 +127,11 @@ impl UpdateStats {
         }
     }
 
-    /// The samples the update took in: PPO's prepared rows, DQN's
+    /// The samples the update took in: PPO's prepared rows in the loss, DQN's
     /// transitions into the memory.
     pub fn samples(&self, prepared: &Prepared) -> usize {
         match self {
-            UpdateStats::Ppo(_) => prepared.data.len(),
+            UpdateStats::Ppo(_) => prepared.data.len() - prepared.data.len_out_of_loss(),
             UpdateStats::Dqn(s) => s.samples,
         }
     }

@@ -7,7 +7,7 @@
 //! acted with; [`fold_obs_stats`] moves them on after SGD (`ppo::train`).
 
 use crate::data::Lag;
-use crate::data::{SeatRows, Sequences, UpdateData, normalize};
+use crate::data::{SeatRows, Sequences, UpdateData, normalize_where};
 use crate::engine::Steps;
 use crate::gae;
 use crate::gae_players::{PlayerGaeInput, compute_player_gae};
@@ -18,6 +18,7 @@ use crate::vtrace::{VtraceOut, VtraceParams, compute_vtrace};
 use sebulba_core::config::{AdvantageNorm, LagCorrection, RunConfig};
 use sebulba_core::model::RunningMeanStd;
 use sebulba_envs::{ObsDtype, Observations, concat_f32};
+use sebulba_fused::Batching;
 
 /// Statistics the learner carries from update to update.
 pub struct Normalizers {
@@ -47,7 +48,7 @@ pub struct Prepared {
     pub reward_scale: f32,
     /// Batches whose advantages and targets V-trace corrected for their lag.
     pub lag_corrected: usize,
-    /// A game's moves made by past versions: left out of the training data.
+    /// A game's moves made by past versions or rule players: out of the loss.
     pub past_moves: u64,
 }
 
@@ -65,6 +66,9 @@ pub fn prepare(
         .map(|b| b.rollout_length * b.envs_per_actor)
         .sum();
     let mut out = Collected::with_capacity(n, obs_dim, batches);
+    // A network with memory reads every move of a game in its seat's
+    // sequence: others' moves stay, out of the loss.
+    out.keep_others = matches!(trainer.batching, Batching::Sequences { .. });
     let mut lags = Vec::with_capacity(batches.len());
     for b in batches {
         let lag = version.saturating_sub(b.policy_version);
@@ -80,7 +84,8 @@ pub fn prepare(
     }
     let explained_variance = explained_variance(&data.old_values, &data.returns);
     if cfg.ppo.adv_norm == AdvantageNorm::Update {
-        normalize(&mut data.advantages);
+        let counted: Vec<bool> = (0..data.len()).map(|i| data.trains(i)).collect();
+        normalize_where(&mut data.advantages, |i| counted[i]);
     }
     Prepared {
         data,
@@ -167,6 +172,9 @@ struct Collected {
     weights: Vec<f32>,
     /// Every batch so far appended whole env sequences of one shape.
     sequences_whole: bool,
+    /// A game's moves by others than the newest version are kept (flagged
+    /// in the seats' `others`) rather than left out.
+    keep_others: bool,
 }
 
 impl Collected {
@@ -207,6 +215,7 @@ impl Collected {
             past_moves: 0,
             weights: Vec::new(),
             sequences_whole: true,
+            keep_others: false,
         }
     }
 
@@ -292,8 +301,9 @@ impl Collected {
         let te = b.rollout_length * b.envs_per_actor;
         let d = self.data.obs_dim;
         let past = b.game.as_ref().map_or(&[][..], |g| &g.past_moves);
+        self.past_moves += count(past) as u64;
+        let past = if self.keep_others { &[][..] } else { past };
         let dropped = count(past);
-        self.past_moves += dropped as u64;
         let out = &mut self.data;
         extend_rows(&mut out.advantages, adv, 1, past);
         extend_rows(&mut out.returns, ret, 1, past);
@@ -324,10 +334,11 @@ impl Collected {
     /// Batch `b`'s env sequences after the ones before (`starts`: its
     /// [`Trajectory::starts`]); the data are no longer whole sequences once
     /// a batch's shape differs, or a game's moves made by others than the
-    /// newest version were left out.
+    /// newest version were left out (without memory).
     fn append_sequences(&mut self, b: &Trajectory, starts: &[u8]) {
         let (t, e, p) = (b.rollout_length, b.envs_per_actor, b.players());
-        let whole = b.game.as_ref().is_none_or(|g| count(&g.past_moves) == 0);
+        let past = b.game.as_ref().map_or(&[][..], |g| &g.past_moves);
+        let whole = self.keep_others || count(past) == 0;
         let seqs = self.data.sequences.get_or_insert_with(|| Sequences {
             steps: t,
             envs: e,
@@ -336,6 +347,7 @@ impl Collected {
             seats: b.game.as_ref().map(|_| SeatRows {
                 players: p,
                 movers: Vec::new(),
+                others: Vec::new(),
             }),
         });
         let shape = (seqs.steps, seqs.envs, seqs.players(), seqs.initial.width());
@@ -348,6 +360,10 @@ impl Collected {
         seqs.initial.extend(&b.initial_state);
         if let (Some(s), Some(g)) = (&mut seqs.seats, &b.game) {
             s.movers.extend_from_slice(&g.player_ids[..t * e]);
+            match past.is_empty() {
+                true => s.others.extend(std::iter::repeat_n(0, t * e)),
+                false => s.others.extend_from_slice(past),
+            }
         }
     }
 }

@@ -254,9 +254,7 @@ impl RunConfig {
     /// What a recurrent core does not combine with: DQN's transitions drawn
     /// one by one (a core reads whole env sequences), and (for now) in a
     /// turn-based game, chunks of the rollout (each would start from every
-    /// seat's state, which the learner does not compute yet) and seats
-    /// played by others than the newest version (their moves are left out
-    /// of training, which would break the seats' sequences).
+    /// seat's state, which the learner does not compute yet).
     fn check_recurrent(&self, spec: &sebulba_envs::EnvSpec) -> Result<(), ConfigError> {
         if self.run.algorithm == Algorithm::Dqn {
             return bad(
@@ -275,12 +273,6 @@ impl RunConfig {
                     "`{}` is a turn-based game: a recurrent core trains on each env's whole rollout there (ppo.bptt = 0); chunks of a game's seats are not built yet",
                     self.env.id
                 ),
-            );
-        }
-        if self.selfplay.seats_others() {
-            return bad(
-                "selfplay",
-                "a recurrent core in self-play trains every seat's moves: selfplay.past_fraction and selfplay.rule_fraction must be 0 (seats played by past versions or rule players are not built yet with a core)",
             );
         }
         Ok(())

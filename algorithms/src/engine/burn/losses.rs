@@ -31,6 +31,18 @@ pub struct MinibatchTensors<B: Backend> {
     pub old_values: Tensor<B, 1>,
     /// `[M, dim]` standard-normal draws for the squashed entropy estimate.
     pub noise: Option<Tensor<B, 2>>,
+    /// `[M]` 1 for the samples in the loss, 0 for a game's moves by others
+    /// (read for their seats' sequences only), and how many are in it;
+    /// `None`: every sample.
+    pub trained: Option<(Tensor<B, 1>, usize)>,
+}
+
+/// The mean over the samples in the loss.
+fn mean_of<B: Backend>(x: Tensor<B, 1>, trained: Option<&(Tensor<B, 1>, usize)>) -> Tensor<B, 1> {
+    match trained {
+        None => x.mean(),
+        Some((w, n)) => (x * w.clone()).sum().div_scalar((*n).max(1) as f64),
+    }
 }
 
 /// The loss terms of one minibatch; `total` carries the graph.
@@ -75,11 +87,15 @@ pub fn ppo_losses<B: AutodiffBackend>(
     // Per-minibatch normalisation, when asked, happened on the whole minibatch
     // before it was sharded across devices (so its statistics are global).
     let adv = mb.adv;
+    let trained = mb.trained.as_ref();
+    let trained_in = mb.trained.as_ref().map(|(w, n)| (w.clone().inner(), *n));
+    let mean = |x: Tensor<B, 1>| mean_of(x, trained);
+    let mean_in = |x: Tensor<B::InnerBackend, 1>| mean_of(x, trained_in.as_ref());
     let log_ratio = logp - mb.old_logp;
     let ratio = log_ratio.clone().exp();
     let pg1 = -adv.clone() * ratio.clone();
     let pg2 = -adv * ratio.clone().clamp(1.0 - clip, 1.0 + clip);
-    let policy = pg1.max_pair(pg2).mean();
+    let policy = mean(pg1.max_pair(pg2));
     let err = (v.clone() - mb.ret.clone()).powi_scalar(2);
     let value_err = if cfg.clip_value_loss {
         let eps = cfg.value_clip_coef;
@@ -88,13 +104,13 @@ pub fn ppo_losses<B: AutodiffBackend>(
     } else {
         err
     };
-    let value = value_err.mean() * 0.5;
-    let entropy = entropy.mean();
+    let value = mean(value_err) * 0.5;
+    let entropy = mean(entropy);
     let total = policy.clone() - entropy.clone() * cfg.ent_coef + value.clone() * cfg.vf_coef;
     // Schulman's low-variance KL estimator: E[(r - 1) - ln r].
     let ratio_in = ratio.inner();
-    let approx_kl = ((ratio_in.clone() - 1.0) - log_ratio.inner()).mean();
-    let clip_fraction = (ratio_in - 1.0).abs().greater_elem(clip).float().mean();
+    let approx_kl = mean_in((ratio_in.clone() - 1.0) - log_ratio.inner());
+    let clip_fraction = mean_in((ratio_in - 1.0).abs().greater_elem(clip).float());
     Losses {
         total,
         q_mean: approx_kl.zeros_like(),

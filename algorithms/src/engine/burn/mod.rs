@@ -387,6 +387,7 @@ impl<B: AutodiffBackend> UpdateEngine for BurnEngine<B> {
     fn step(&mut self, mb: &Minibatch<'_>) -> Result<StepStats, EngineError> {
         let d = self.replicas.len();
         let m = mb.idx.len();
+        let in_loss = mb.data.trained_in(mb.idx);
         let width = self.dist.action_width();
         let dist = &self.dist;
         // A network with memory: each replica takes whole sequences.
@@ -400,7 +401,7 @@ impl<B: AutodiffBackend> UpdateEngine for BurnEngine<B> {
                 idx: &s.idx,
                 adv: &s.adv,
                 noise: &s.noise,
-                minibatch: m,
+                minibatch: in_loss,
                 sequences: &s.sequences,
                 states: mb.states,
             },
@@ -411,7 +412,7 @@ impl<B: AutodiffBackend> UpdateEngine for BurnEngine<B> {
                     idx: &mb.idx[a..b],
                     adv: &mb.adv[a..b],
                     noise: mb.noise.get(a * width..b * width).unwrap_or(&[]),
-                    minibatch: m,
+                    minibatch: in_loss,
                     sequences: &[],
                     states: mb.states,
                 }

@@ -30,7 +30,7 @@ pub struct Shard<'a> {
     pub adv: &'a [f32],
     /// `[idx.len() * action_dim]` standard-normal draws (continuous actions).
     pub noise: &'a [f32],
-    /// Samples in the whole minibatch (all shards).
+    /// Samples in the loss in the whole minibatch (all shards).
     pub minibatch: usize,
     /// For a network with memory, which of the data's sequences `idx`
     /// holds (its rows time-major over them); empty: rows.
@@ -223,7 +223,19 @@ impl<B: AutodiffBackend> Replica<B> {
             Tensor::<B, 2, Bool>::from_data(TensorData::new(v, [m, n]), dev)
         });
         let seq = (!s.sequences.is_empty()).then(|| self.sequence_of(s));
+        let trained = data
+            .sequences
+            .as_ref()
+            .and_then(|q| q.seats.as_ref())
+            .map(|_| {
+                let w: Vec<f32> = idx
+                    .iter()
+                    .map(|&i| f32::from(u8::from(data.trains(i))))
+                    .collect();
+                (f1(w), data.trained_in(idx))
+            });
         MinibatchTensors {
+            trained,
             seq,
             obs: self.observation_rows(s),
             actions,
@@ -276,7 +288,8 @@ impl<B: AutodiffBackend> Replica<B> {
         dist: &ActionDist,
         step: &Minibatch<'_>,
     ) -> Result<StepStats, EngineError> {
-        let weight = shard.idx.len() as f64 / shard.minibatch as f64;
+        // The shard's share of the minibatch's samples in the loss.
+        let weight = shard.data.trained_in(shard.idx) as f64 / shard.minibatch.max(1) as f64;
         let mb = self.minibatch(shard, dist);
         let model = self.model.take().expect("model present between steps");
         let losses = match step.loss {

@@ -67,6 +67,7 @@ fn discrete_mb(
     let n = actions.len();
     let dev = Default::default();
     MinibatchTensors {
+        trained: None,
         seq: None,
         obs: Tensor::from_data(
             TensorData::new(

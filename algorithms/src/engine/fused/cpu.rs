@@ -284,8 +284,9 @@ impl Fused {
     /// approximate KL is past `target_kl`. The same contract as a single burn
     /// replica's step.
     pub fn step(&mut self, mb: &Minibatch<'_>) -> StepStats {
-        let m = mb.idx.len();
-        let inv_m = 1.0 / m as f64;
+        // Means over the samples in the loss (a game's moves by others, kept
+        // in their seats' sequences, are not).
+        let inv_m = 1.0 / mb.data.trained_in(mb.idx).max(1) as f64;
         let sums = self.forward_backward(mb, inv_m);
         let approx_kl = sums.approx_kl * inv_m;
         let target_kl = mb.loss.target_kl();

@@ -26,7 +26,7 @@ pub struct StepInputs<'a> {
     pub params: &'a [f32],
     pub norm: Option<&'a ObsNorm>,
     pub mb: &'a Minibatch<'a>,
-    /// 1 / the minibatch's size.
+    /// 1 / the minibatch's samples in the loss.
     pub inv_m: f64,
 }
 
@@ -227,6 +227,12 @@ impl Shard {
     ) {
         let hd = s.layout.head_dim;
         for (k, &i) in idx.iter().enumerate() {
+            if !s.mb.data.trains(i) {
+                // Read for its seat's sequence only: no loss, no gradient.
+                self.grad_work.d_head[k * hd..(k + 1) * hd].fill(0.0);
+                self.grad_work.d_value[k] = 0.0;
+                continue;
+            }
             let at = self.positions[k];
             let (eval, t) = self.sample_terms(s, (cfg, clip), (k, at, i));
             sums.policy_loss += t.policy;

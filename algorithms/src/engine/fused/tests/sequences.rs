@@ -198,6 +198,8 @@ mod against_burn {
             seats: (players > 1).then(|| SeatRows {
                 players,
                 movers: (0..n).map(|_| rng.random_range(0..players) as u8).collect(),
+                // Some moves by past versions: in the sequences, out of the loss.
+                others: (0..n).map(|_| u8::from(rng.random_bool(0.2))).collect(),
             }),
         });
         d
@@ -227,7 +229,7 @@ mod against_burn {
                 idx: &idx,
                 adv: &adv,
                 noise: &[],
-                minibatch: idx.len(),
+                minibatch: data.trained_in(&idx),
                 sequences: &chosen,
                 states: &seqs.initial,
             };
@@ -306,6 +308,71 @@ mod against_burn {
             );
             assert_eq!(f.params(), read_params(f.layout(), &m).unwrap());
         }
+    }
+
+    /// A game's moves by others (past versions, rule players) are read for
+    /// their seats' sequences but are out of the loss: what the loss reads
+    /// of them (advantage, return, old value, behaviour log-probability,
+    /// action) changes nothing, while the same rows in the loss change the
+    /// step.
+    #[test]
+    fn moves_by_others_are_read_in_their_seats_but_out_of_the_loss() {
+        let case = cases().remove(0);
+        let data = game_data(&case, STEPS * ENVS * 3, 5, 4);
+        let m = model(&case, &data);
+        let seqs = data.sequences.as_ref().unwrap();
+        let chosen: Vec<usize> = (0..seqs.len()).collect();
+        let idx: Vec<usize> = (0..STEPS)
+            .flat_map(|t| chosen.iter().map(move |&q| (q, t)))
+            .map(|(q, t)| seqs.row(q, t))
+            .collect();
+        let mut cfg = case.cfg.clone();
+        cfg.target_kl = 0.0;
+        let step = |data: &UpdateData| {
+            let adv: Vec<f32> = idx.iter().map(|&i| data.advantages[i]).collect();
+            let mut f = fused_from(&case, &m, 1);
+            let s = f.step(&Minibatch {
+                data,
+                sequences: &chosen,
+                states: &data.sequences.as_ref().unwrap().initial,
+                idx: &idx,
+                adv: &adv,
+                noise: &[],
+                lr: 0.0,
+                max_grad_norm: 1e9,
+                loss: Loss::Ppo {
+                    cfg: &cfg,
+                    clip: 0.2,
+                },
+            });
+            (s.terms, f.grads().to_vec())
+        };
+        let (terms, grads) = step(&data);
+        let others: Vec<usize> = (0..data.len()).filter(|&i| !data.trains(i)).collect();
+        assert!(others.len() > 10, "{} moves by others", others.len());
+        let mut changed = data.clone();
+        let crate::trajectory::BatchActions::Discrete(actions) = &mut changed.actions else {
+            unreachable!("discrete cases")
+        };
+        for &i in &others {
+            changed.advantages[i] = 50.0;
+            changed.returns[i] = -9.0;
+            changed.old_values[i] = 3.0;
+            changed.old_log_probs[i] = -0.01;
+            actions[i] = (actions[i] + 1) % 3;
+        }
+        assert_eq!(step(&changed), (terms, grads.clone()), "out of the loss");
+        // The same rows in the loss: another step, and other means.
+        let mut all_in = changed.clone();
+        if let Some(g) = all_in.sequences.as_mut().and_then(|s| s.seats.as_mut()) {
+            g.others.fill(0);
+        }
+        let (terms_in, grads_in) = step(&all_in);
+        assert_ne!(grads_in, grads);
+        assert!(
+            (terms_in.value_loss - terms.value_loss).abs() > 1e-3,
+            "{terms_in:?}"
+        );
     }
 
     /// `ppo.bptt` chunks: each starts from the state the whole sequence
