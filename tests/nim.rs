@@ -176,9 +176,9 @@ fn rule_players_take_seats_and_their_moves_are_counted_not_trained() {
     assert!((0.15..=0.35).contains(&share), "{share}");
 }
 
-/// A recurrent policy beside past selves and rule players: each seat keeps
-/// its own state, the others' moves are read in their seats' sequences but
-/// stay out of the loss, and every update's accounting still holds (its
+/// A recurrent policy beside past selves and rule players, trained on
+/// chunks: each seat keeps its own state, the others' moves are read in
+/// their seats' sequences but stay out of the loss, and every update's accounting still holds (its
 /// samples in the loss plus the others' moves are its moves). One seat in
 /// two is another's with probability 0.5 + 0.5 x 0.5 once the pool holds a
 /// version: 47% of the moves in the second half, as without a core (both
@@ -190,6 +190,10 @@ fn a_recurrent_policy_keeps_a_state_per_seat_beside_past_selves_and_rule_players
         &[
             "network.core=lstm",
             "network.core_size=32",
+            // Chunks of 8 of the 32 moves, each seat's state recomputed
+            // before every epoch.
+            "ppo.bptt=8",
+            "ppo.refresh_states=true",
             "selfplay.past_fraction=0.5",
             "selfplay.past_stride=2",
             "selfplay.rule_fraction=0.5",

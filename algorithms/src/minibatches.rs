@@ -115,7 +115,9 @@ impl Minibatches {
     /// The state each chunk starts from, in chunk order (empty for rows):
     /// a rollout's first chunk from the state the actor sent, every other
     /// from its env's state after the step before, through the rollout
-    /// from that state under the trainer's current weights.
+    /// from that state under the trainer's current weights; in a game,
+    /// each seat's where its last move left it (zero when a game began
+    /// since, the actor's when it has not moved yet).
     pub fn starting_states(
         &self,
         trainer: &mut Trainer,
@@ -127,38 +129,53 @@ impl Minibatches {
                 _ => PolicyState::default(),
             });
         };
-        let (len, envs, width, d) = (self.steps, s.envs, s.initial.width(), data.obs_dim);
+        let (len, envs, d) = (self.steps, s.envs, data.obs_dim);
+        // Each env's state holds every seat's (one for one player).
+        let (players, width) = (s.players(), s.initial.width());
+        let w = width / players;
         let rows = s.steps * envs;
-        // The rows whose states the later chunks start from, chunk-major.
-        let before: Vec<usize> = (1..s.steps / len)
-            .flat_map(|c| (0..envs).map(move |e| (c * len - 1) * envs + e))
-            .collect();
         let mut states = Vec::with_capacity(self.units() * width);
         for b in 0..s.len() / envs.max(1) {
-            let first = b * rows;
-            let obs = data.observations.to_f32(first * d..(first + rows) * d);
+            let batch = b * rows..(b + 1) * rows;
+            let obs = data.observations.to_f32(batch.start * d..batch.end * d);
             let initial = s.initial.select(b * envs..(b + 1) * envs);
+            let movers = s
+                .seats
+                .as_ref()
+                .map_or(&[][..], |g| &g.movers[batch.clone()]);
+            let starts = &s.starts[batch];
+            // Where each later chunk's seats stand, chunk-major, then env,
+            // then seat; the states after the rows that left them.
+            let at: Vec<SeatAt> = (1..s.steps / len)
+                .flat_map(|c| (0..envs * players).map(move |k| (c * len, k)))
+                .map(|(t0, k)| seat_at(starts, movers, envs, (t0, k / players, k % players)))
+                .collect();
+            let left: Vec<usize> = at.iter().filter_map(SeatAt::row).collect();
             let seq = Sequence {
                 steps: s.steps,
                 envs,
-                starts: &s.starts[first..first + rows],
+                starts,
                 state: &initial,
                 continues: &[],
-                seats: None,
+                seats: s.seats_of(movers),
             };
-            let after = trainer.states_after(&Steps::sequence(&obs, seq), &before);
-            if after.len() != before.len() * width {
+            let after = trainer.states_after(&Steps::sequence(&obs, seq), &left);
+            if after.len() != left.len() * w {
                 return Err(EngineError::State {
                     what: "the chunks' starting states",
-                    reason: format!(
-                        "{} floats for {} states of {width}",
-                        after.len(),
-                        before.len()
-                    ),
+                    reason: format!("{} floats for {} states of {w}", after.len(), left.len()),
                 });
             }
             states.extend_from_slice(initial.values());
-            states.extend_from_slice(&after);
+            let mut next = after.chunks_exact(w.max(1));
+            for (k, a) in at.iter().enumerate() {
+                let (e, p) = ((k / players) % envs, k % players);
+                match a {
+                    SeatAt::After(_) => states.extend_from_slice(next.next().unwrap_or(&[])),
+                    SeatAt::Zero => states.extend(std::iter::repeat_n(0.0, w)),
+                    SeatAt::Initial => states.extend_from_slice(&initial.row(e)[p * w..][..w]),
+                }
+            }
         }
         PolicyState::from_values(width, self.units(), states).ok_or(EngineError::State {
             what: "the chunks' starting states",
@@ -167,13 +184,51 @@ impl Minibatches {
     }
 }
 
+/// Where a seat's state stands before a step of its env's sequence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SeatAt {
+    /// Where the seat's last move (this row) left it.
+    After(usize),
+    /// Zero: a new game began since the seat last moved.
+    Zero,
+    /// As the sequence started: the seat has not moved in it.
+    Initial,
+}
+
+impl SeatAt {
+    fn row(&self) -> Option<usize> {
+        match self {
+            SeatAt::After(r) => Some(*r),
+            _ => None,
+        }
+    }
+}
+
+/// Where seat `seat` of env `e` stands before step `t0` of a sequence of
+/// `envs` envs whose rows' movers are `movers` (empty: one player, who
+/// moves at every row) and whose episodes start where `starts` says.
+fn seat_at(
+    starts: &[u8],
+    movers: &[u8],
+    envs: usize,
+    (t0, e, seat): (usize, usize, usize),
+) -> SeatAt {
+    for t in (0..t0).rev() {
+        let r = t * envs + e;
+        if movers.get(r).map_or(seat == 0, |&m| usize::from(m) == seat) {
+            return SeatAt::After(r);
+        }
+        if starts[r] != 0 {
+            return SeatAt::Zero;
+        }
+    }
+    SeatAt::Initial
+}
+
 /// The steps of a chunk of `s`'s sequences for `ppo.bptt = bptt`.
 fn chunk_len(s: &Sequences, bptt: usize) -> Result<usize, EngineError> {
     match bptt {
         0 => Ok(s.steps),
-        n if n < s.steps && s.seats.is_some() => Err(EngineError::Unsupported(format!(
-            "ppo.bptt = {n} on a game's sequences: a chunk would start from every seat's state, which the learner does not compute yet"
-        ))),
         n if n <= s.steps && s.steps.is_multiple_of(n) => Ok(n),
         n => Err(EngineError::State {
             what: "ppo.bptt",

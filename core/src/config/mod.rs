@@ -140,7 +140,7 @@ impl RunConfig {
             self.check_dqn(&spec)?;
         }
         if self.network.is_recurrent() {
-            self.check_recurrent(&spec)?;
+            self.check_recurrent()?;
         } else {
             self.check_memoryless()?;
         }
@@ -252,30 +252,15 @@ impl RunConfig {
     }
 
     /// What a recurrent core does not combine with: DQN's transitions drawn
-    /// one by one (a core reads whole env sequences), and (for now) in a
-    /// turn-based game, chunks of the rollout (each would start from every
-    /// seat's state, which the learner does not compute yet).
-    fn check_recurrent(&self, spec: &sebulba_envs::EnvSpec) -> Result<(), ConfigError> {
+    /// one by one (a core reads whole env sequences).
+    fn check_recurrent(&self) -> Result<(), ConfigError> {
         if self.run.algorithm == Algorithm::Dqn {
             return bad(
                 "network.core",
                 "`dqn` trains on single transitions drawn from its replay memory, a recurrent core on whole env sequences: use run.algorithm = \"ppo\" or network.core = \"none\"",
             );
         }
-        self.check_sequences()?;
-        if !spec.is_game() {
-            return Ok(());
-        }
-        if self.ppo.bptt > 0 && self.ppo.bptt < self.env.rollout_length {
-            return bad(
-                "ppo.bptt",
-                &format!(
-                    "`{}` is a turn-based game: a recurrent core trains on each env's whole rollout there (ppo.bptt = 0); chunks of a game's seats are not built yet",
-                    self.env.id
-                ),
-            );
-        }
-        Ok(())
+        self.check_sequences()
     }
 
     /// A network with memory's minibatches are env sequences: `ppo.bptt`

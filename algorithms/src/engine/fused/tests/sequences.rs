@@ -175,13 +175,9 @@ mod against_burn {
     }
 
     /// `n` samples as batches of `STEPS` steps of `ENVS` envs: episodes
-    /// starting inside, and a state per sequence.
-    fn sequence_data(case: &Case, n: usize, seed: u64) -> UpdateData {
-        game_data(case, n, seed, 1)
-    }
-
-    /// [`sequence_data`] of a game of `players` seats (more than 1): each
-    /// row's mover drawn at random, a state per seat of each sequence.
+    /// starting inside, and a state per sequence; for a game of `players`
+    /// seats (more than 1), each row's mover drawn at random (some moves by
+    /// others) and a state per seat of each sequence.
     fn game_data(case: &Case, n: usize, seed: u64, players: usize) -> UpdateData {
         let mut d = data(case, n, seed);
         let mut rng = StdRng::seed_from_u64(seed + 1);
@@ -382,10 +378,16 @@ mod against_burn {
     fn chunks_start_from_the_state_the_whole_sequence_reaches() {
         const LEN: usize = 4;
         let chunks = STEPS / LEN;
-        for case in cases() {
-            let data = sequence_data(&case, STEPS * ENVS * 2, 7);
+        let runs = cases().into_iter().flat_map(|c| [(c.clone(), 1), (c, 4)]);
+        for (case, players) in runs {
+            // A game's chunks start from every seat's state.
+            let data = game_data(&case, STEPS * ENVS * 2, 7, players);
             let m = model(&case, &data);
             let seqs = data.sequences.as_ref().unwrap();
+            let movers = |r: std::ops::Range<usize>| match &seqs.seats {
+                Some(g) => &g.movers[r],
+                None => &[][..],
+            };
             let d = data.obs_dim;
             let mut found = Vec::new();
             for threads in [0, 1] {
@@ -405,7 +407,7 @@ mod against_burn {
                         starts: &seqs.starts[rows.clone()],
                         state: &initial,
                         continues: &[],
-                        seats: None,
+                        seats: seqs.seats_of(movers(rows.clone())),
                     };
                     let want = t.values(&Steps::sequence(&obs, whole));
                     for c in 0..chunks {
@@ -413,13 +415,14 @@ mod against_burn {
                         let block = c * LEN * ENVS..(c + 1) * LEN * ENVS;
                         let first = (b * chunks + c) * ENVS;
                         let state = states.select(first..first + ENVS);
+                        let at = rows.start + block.start..rows.start + block.end;
                         let chunk = Sequence {
                             steps: LEN,
                             envs: ENVS,
-                            starts: &seqs.starts[rows.start + block.start..rows.start + block.end],
+                            starts: &seqs.starts[at.clone()],
                             state: &state,
                             continues: &[],
-                            seats: None,
+                            seats: seqs.seats_of(movers(at)),
                         };
                         let got = t.values(&Steps::sequence(
                             &obs[block.start * d..block.end * d],
@@ -428,7 +431,7 @@ mod against_burn {
                         let gap = max_diff(&got, &want[block]);
                         assert!(
                             gap < 1e-5,
-                            "{}, threads {threads}: chunk {c} {gap}",
+                            "{}, {players} players, threads {threads}: chunk {c} {gap}",
                             case.name
                         );
                     }
@@ -436,15 +439,21 @@ mod against_burn {
                 found.push(states);
             }
             let gap = max_diff(found[0].values(), found[1].values());
-            assert!(gap < 1e-5, "{}: burn's and fused states {gap}", case.name);
+            assert!(
+                gap < 1e-5,
+                "{} ({players} players): burn's and fused states {gap}",
+                case.name
+            );
         }
     }
 
     #[test]
     fn whole_updates_of_sequences_follow_the_burn_engine_and_cross_checkpoints() {
-        let settings = [(0, false), (4, false), (3, true)];
-        for (case, (bptt, refresh_states)) in cases().into_iter().cycle().zip(settings) {
-            let data = sequence_data(&case, STEPS * ENVS * 5, 5);
+        // (bptt, refresh_states, players): the last a game's four seats,
+        // with moves by others among them.
+        let settings = [(0, false, 1), (4, false, 1), (3, true, 1), (4, true, 4)];
+        for (case, (bptt, refresh_states, players)) in cases().into_iter().cycle().zip(settings) {
+            let data = game_data(&case, STEPS * ENVS * 5, 5, players);
             let m = model(&case, &data);
             let mut cfg = case.cfg.clone();
             (cfg.bptt, cfg.refresh_states) = (bptt, refresh_states);
