@@ -328,3 +328,25 @@ fn a_recurrent_runs_batches_carry_each_envs_state() {
         assert_eq!((e.reason, e.code), (m.reason, m.code), "{}", e.message);
     }
 }
+
+/// A game's batch with a network with memory carries every seat's state:
+/// Nim's two seats, so twice the network's width per env; one seat's width
+/// (what a run of one player sends) is refused naming the field.
+#[test]
+fn a_recurrent_games_batches_carry_every_seats_state() {
+    let s = sebulba_envs::env_spec("Nim-v0").unwrap();
+    let width = 6;
+    let recurrent = Expect {
+        state_width: width,
+        ..expect(&s)
+    };
+    let mut b = game_batch();
+    sebulba_testkit::set_initial_state(&mut b, 2, 2 * width);
+    let d = decode_batch(&b, &recurrent).expect("every seat's state");
+    assert_eq!(d.trajectory.initial_state.width(), 2 * width);
+    assert_eq!(d.trajectory.initial_state.envs(), 2);
+    sebulba_testkit::set_initial_state(&mut b, 2, width);
+    let e = decode_batch(&b, &recurrent).unwrap_err();
+    assert!(e.message.contains("`initial_state`"), "{}", e.message);
+    assert_eq!(e.reason, "shape", "{}", e.message);
+}
