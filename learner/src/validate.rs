@@ -18,8 +18,8 @@ use state::decode_initial_state;
 #[error("{message}")]
 pub struct Rejection {
     pub code: Code,
-    /// Counter key: `oversize`, `shape`, `non_finite`, `out_of_range`, `mask`,
-    /// `unknown_actor`, `version`, `restart`, `spec`.
+    /// Counter key: `oversize`, `trace_context`, `shape`, `non_finite`,
+    /// `out_of_range`, `mask`, `unknown_actor`, `version`, `restart`, `spec`.
     pub reason: &'static str,
     pub message: String,
 }
@@ -321,7 +321,8 @@ fn decode_returns(
     }
 }
 
-/// What is checked before a tensor is decoded: the size, T x E and the version.
+/// What is checked before a tensor is decoded: the size, the trace context,
+/// T x E and the version.
 fn check_envelope(b: &TrajectoryBatch, expect: &Expect<'_>) -> Result<(), Rejection> {
     let (size, limit) = (b.encoded_len(), expect.max_batch_bytes());
     if size > limit {
@@ -332,6 +333,13 @@ fn check_envelope(b: &TrajectoryBatch, expect: &Expect<'_>) -> Result<(), Reject
                 "the whole `message`: {size} bytes, over the {limit}-byte limit for {}x{} batches of {}",
                 expect.rollout_length, expect.envs_per_actor, expect.env.id
             ),
+        ));
+    }
+    if let Err(e) = sebulba_transport::trace::check_context_map(&b.trace_context) {
+        return Err(reject(
+            Code::InvalidArgument,
+            "trace_context",
+            format!("field `trace_context`: {e}"),
         ));
     }
     let (t, e) = (b.rollout_length as usize, b.envs_per_actor as usize);

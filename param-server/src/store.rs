@@ -198,6 +198,9 @@ impl Store {
     /// versions and reports). Returns the stored version.
     pub fn publish(&self, w: Weights) -> Result<u64, Status> {
         check_weights(&w.safetensors)?;
+        // Every follower and the evaluator read it as a trace's parent.
+        sebulba_transport::trace::check_context_map(&w.trace_context)
+            .map_err(|e| Status::invalid_argument(format!("field `trace_context`: {e}")))?;
         // A run id names a directory under a runs root: keep it safe as one.
         let safe = w
             .run_id

@@ -46,6 +46,42 @@ async fn garbage_or_non_finite_weights_are_refused() {
     assert!(svc.store.latest().is_none());
 }
 
+/// A publish's `trace_context` within W3C Trace Context's limits, or
+/// refused naming the field: followers and the evaluator parent their
+/// spans on it.
+#[tokio::test]
+async fn a_trace_context_past_w3c_limits_is_refused() {
+    let svc = Service {
+        store: Arc::new(Store::default()),
+        gate: Gate::default(),
+    };
+    let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    for (key, value) in [
+        ("padding", "x".repeat(100_000)),
+        ("traceparent", parent.repeat(3)),
+        ("tracestate", "k=".to_string() + &"v".repeat(600)),
+    ] {
+        let mut w = on("run-a", 1);
+        w.trace_context.insert(key.into(), value);
+        let e = svc.publish(Request::new(w)).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument, "{key}");
+        assert!(
+            e.message().contains("`trace_context`"),
+            "{key}: {}",
+            e.message()
+        );
+        assert!(
+            e.message().len() < 300,
+            "the value is not echoed: {}",
+            e.message()
+        );
+    }
+    assert!(svc.store.latest().is_none());
+    let mut w = on("run-a", 1);
+    w.trace_context.insert("traceparent".into(), parent.into());
+    assert!(svc.publish(Request::new(w)).await.is_ok());
+}
+
 #[tokio::test]
 async fn versions_only_move_forward_and_watchers_get_the_current_one_first() {
     let svc = Service {

@@ -211,6 +211,24 @@ fn envelope_and_tensor_rules() -> Vec<Malformation> {
             b.trace_context
                 .insert("padding".into(), "x".repeat(2 << 20));
         }),
+        // W3C Trace Context's limits, each well under the message's size.
+        rule("`trace_context`", "trace_context", Arg, |b, _| {
+            b.trace_context.insert("padding".into(), "x".repeat(1024));
+        }),
+        rule("`trace_context`", "trace_context", Arg, |b, _| {
+            let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+            b.trace_context
+                .insert("traceparent".into(), parent.repeat(2));
+        }),
+        rule("`trace_context`", "trace_context", Arg, |b, _| {
+            b.trace_context
+                .insert("tracestate".into(), format!("k={}", "v".repeat(600)));
+        }),
+        rule("`trace_context`", "trace_context", Arg, |b, _| {
+            let members: Vec<String> = (0..40).map(|i| format!("m{i}=1")).collect();
+            b.trace_context
+                .insert("tracestate".into(), members.join(","));
+        }),
         rule("`rollout_length`/`envs_per_actor`", "spec", Pre, |b, _| {
             b.envs_per_actor += 1
         }),

@@ -33,9 +33,57 @@ pub fn span_context(map: &HashMap<String, String>) -> Option<SpanContext> {
     sc.is_valid().then_some(sc)
 }
 
-/// Makes the span a child of the remote span named by `map` (if any).
+/// W3C Trace Context's limits on what a `trace_context` map may hold: its
+/// two headers only, `traceparent` as long as version 00 writes it (the
+/// one version defined), `tracestate` of at most 512 characters and 32
+/// list members.
+pub const TRACEPARENT_LEN: usize = 55;
+pub const TRACESTATE_LEN: usize = 512;
+pub const TRACESTATE_MEMBERS: usize = 32;
+
+/// Why a `trace_context` map is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TraceContextError {
+    #[error("key `{0}` is neither `traceparent` nor `tracestate`")]
+    UnknownKey(String),
+    #[error("`traceparent` of {0} bytes, over W3C's {TRACEPARENT_LEN}")]
+    LongParent(usize),
+    #[error("`tracestate` of {0} bytes, over W3C's {TRACESTATE_LEN}")]
+    LongState(usize),
+    #[error("`tracestate` of {0} list members, over W3C's {TRACESTATE_MEMBERS}")]
+    StateMembers(usize),
+}
+
+/// Checks `map` against W3C Trace Context's limits. A peer's map is read
+/// only through this (nothing past the limits reaches a propagator or a
+/// log); what [`context_map`] writes always passes.
+pub fn check_context_map(map: &HashMap<String, String>) -> Result<(), TraceContextError> {
+    for (key, value) in map {
+        match key.as_str() {
+            "traceparent" if value.len() > TRACEPARENT_LEN => {
+                return Err(TraceContextError::LongParent(value.len()));
+            }
+            "tracestate" if value.len() > TRACESTATE_LEN => {
+                return Err(TraceContextError::LongState(value.len()));
+            }
+            "tracestate" if value.split(',').count() > TRACESTATE_MEMBERS => {
+                return Err(TraceContextError::StateMembers(value.split(',').count()));
+            }
+            "traceparent" | "tracestate" => {}
+            other => {
+                // Named, but never echoed whole: a key may be megabytes.
+                let shown: String = other.chars().take(40).collect();
+                return Err(TraceContextError::UnknownKey(shown));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Makes the span a child of the remote span named by `map` (if any; a map
+/// past W3C's limits names none).
 pub fn set_parent_from_map(span: &Span, map: &HashMap<String, String>) {
-    if span.is_disabled() || map.is_empty() {
+    if span.is_disabled() || map.is_empty() || check_context_map(map).is_err() {
         return;
     }
     let cx = TraceContextPropagator::new().extract(map);
@@ -152,6 +200,46 @@ mod tests {
             let map = HashMap::from([("traceparent".to_string(), bad.to_string())]);
             assert!(span_context(&map).is_none(), "{bad} accepted");
         }
+    }
+
+    #[test]
+    fn maps_past_w3c_limits_are_refused_and_ours_pass() {
+        let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        assert_eq!(parent.len(), TRACEPARENT_LEN);
+        let map = |pairs: &[(&str, String)]| -> HashMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect()
+        };
+        let members = |n: usize| {
+            (0..n)
+                .map(|i| format!("v{i}=x"))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let good = map(&[("traceparent", parent.into()), ("tracestate", members(32))]);
+        assert_eq!(check_context_map(&good), Ok(()));
+        assert_eq!(check_context_map(&HashMap::new()), Ok(()));
+        let refused = [
+            (map(&[("padding", "x".repeat(1 << 20))]), "padding"),
+            (map(&[("traceparent", format!("{parent}-00"))]), "58 bytes"),
+            (
+                map(&[("tracestate", "k=".to_string() + &"v".repeat(511))]),
+                "513 bytes",
+            ),
+            (map(&[("tracestate", members(33))]), "33 list members"),
+        ];
+        for (m, said) in refused {
+            let e = check_context_map(&m).unwrap_err().to_string();
+            assert!(e.contains(said) && e.len() < 200, "{e}");
+        }
+        // What a sender writes: its span's context, always within them.
+        let cx = opentelemetry::Context::new().with_remote_span_context(remote());
+        let mut ours = HashMap::new();
+        TraceContextPropagator::new().inject_context(&cx, &mut ours);
+        assert!(!ours.is_empty());
+        assert_eq!(check_context_map(&ours), Ok(()));
     }
 
     #[test]
