@@ -8,7 +8,7 @@
 //! out again on the way back rather than kept: the Nature CNN's first layer
 //! has 400 windows of 256 floats per sample (105 MB for a minibatch of 256),
 //! which would go to memory and back three times; a chunk stays in the
-//! core's cache. On the AVX-512 path a convolution moving one pixel at a
+//! core's cache. On the AVX2 and AVX-512 paths a convolution moving one pixel at a
 //! time skips the windows where the direct kernel takes its shape
 //! ([`direct_conv`]: 16 to 256 input channels, at most 64 outputs, a
 //! window under 512 floats, as the IMPALA ResNet's): forward, its sums
@@ -81,6 +81,12 @@ impl Conv {
     /// Floats of one sample's output.
     pub fn out_len(&self) -> usize {
         self.out_h() * self.out_w() * self.c_out
+    }
+
+    /// Multiply-adds of one sample's forward pass (each window against
+    /// every output channel).
+    pub fn macs(&self) -> usize {
+        self.windows_per_sample() * self.patch() * self.c_out
     }
 
     /// Windows per sample (rows of [`im2col`]'s matrix).

@@ -39,7 +39,7 @@ fn shapes() -> Vec<Conv> {
         conv(5, 6, 2, 3, 3, 1, 1),
         conv(9, 7, 3, 2, 3, 3, 0),
         conv(4, 4, 5, 2, 1, 1, 0),
-        // The direct kernel's (on AVX-512): forward and back, a patch over
+        // The direct kernel's (on AVX2 and AVX-512): forward and back, a patch over
         // 256 floats (two slices), two panels of outputs with the way back
         // laid out, a 2x2 kernel padded by 1.
         conv(6, 5, 16, 16, 3, 1, 1),
@@ -299,18 +299,25 @@ fn direct_shapes() -> Vec<Conv> {
     ]
 }
 
-/// Whether the AVX-512 path can run here (said loudly when not).
-fn avx512(test: &str) -> bool {
-    crate::kernels::paths_to_test(test).contains(&Isa::Avx512)
+/// The paths with our blocks that can run here (one lacking is said loudly).
+fn block_paths(test: &str) -> Vec<Isa> {
+    let paths = crate::kernels::paths_to_test(test);
+    paths
+        .into_iter()
+        .filter(|&isa| isa != Isa::Scalar)
+        .collect()
 }
 
-/// On the AVX-512 path the direct kernel's forward pass gives the bits of
-/// the laid-out windows through our blocks.
+/// On the AVX2 and AVX-512 paths the direct kernel's forward pass gives the
+/// bits of the laid-out windows through our blocks.
 #[test]
 fn the_direct_kernel_keeps_the_windows_numbers() {
-    if !avx512("the_direct_kernel_keeps_the_windows_numbers") {
-        return;
+    for isa in block_paths("the_direct_kernel_keeps_the_windows_numbers") {
+        direct_forward_on(isa);
     }
+}
+
+fn direct_forward_on(isa: Isa) {
     let m = 3;
     for (i, c) in direct_shapes().into_iter().enumerate() {
         let (w, x) = (
@@ -322,32 +329,33 @@ fn the_direct_kernel_keeps_the_windows_numbers() {
         let rows = m * c.windows_per_sample();
         let mut want = vec![f32::NAN; m * c.out_len()];
         let (a, b) = (View::rows(&cols, c.patch()), View::rows(&w, c.c_out));
-        gemm_on(Isa::Avx512, rows, c.patch(), c.c_out, a, b, 0.0, &mut want);
+        gemm_on(isa, rows, c.patch(), c.c_out, a, b, 0.0, &mut want);
         let mut got = vec![f32::NAN; m * c.out_len()];
         let t = c.taps().expect("stride 1");
-        Direct::on(Isa::Avx512, t)
-            .expect("taken")
-            .conv(&x, m, &w, &mut got);
+        Direct::on(isa, t).expect("taken").conv(&x, m, &w, &mut got);
         let same = got
             .iter()
             .zip(&want)
             .all(|(g, w)| g.to_bits() == w.to_bits());
         assert!(
             same,
-            "{c:?}: the direct forward pass differs from the windows'"
+            "{isa:?} {c:?}: the direct forward pass differs from the windows'"
         );
     }
 }
 
-/// On the AVX-512 path the way back through the direct kernel (the flipped
-/// kernel over the output's gradient) gives the windows' gradients added
-/// back by `col2im`, to rounding; a way back with channels no slice holds
-/// whole is left to the windows.
+/// On the AVX2 and AVX-512 paths the way back through the direct kernel
+/// (the flipped kernel over the output's gradient) gives the windows'
+/// gradients added back by `col2im`, to rounding; a way back with channels
+/// no slice holds whole is left to the windows.
 #[test]
 fn the_direct_way_back_matches_the_windows() {
-    if !avx512("the_direct_way_back_matches_the_windows") {
-        return;
+    for isa in block_paths("the_direct_way_back_matches_the_windows") {
+        direct_backward_on(isa);
     }
+}
+
+fn direct_backward_on(isa: Isa) {
     let m = 3;
     for (i, c) in direct_shapes().into_iter().enumerate() {
         let t = c.taps().expect("stride 1");
@@ -356,13 +364,13 @@ fn the_direct_way_back_matches_the_windows() {
         let rows = m * c.windows_per_sample();
         let mut dcols = vec![0.0; rows * c.patch()];
         let (a, b) = (View::rows(&dy, c.c_out), View::transposed(&w, c.c_out));
-        gemm_on(Isa::Avx512, rows, c.c_out, c.patch(), a, b, 0.0, &mut dcols);
+        gemm_on(isa, rows, c.c_out, c.patch(), a, b, 0.0, &mut dcols);
         let mut want = vec![f32::NAN; m * c.in_len()];
         col2im(&c, &dcols, m, &mut want);
         let back = t
             .backward()
             .expect("a square kernel longer than its padding");
-        let Some(direct) = Direct::on(Isa::Avx512, back) else {
+        let Some(direct) = Direct::on(isa, back) else {
             // Only these read an output gradient of channels no slice holds whole.
             assert!(
                 [48, 8, 20].contains(&c.c_out),
@@ -376,7 +384,7 @@ fn the_direct_way_back_matches_the_windows() {
         direct.conv(&dy, m, &flipped, &mut got);
         for (j, (g, w)) in got.iter().zip(&want).enumerate() {
             let near = (g - w).abs() <= 1e-5 * (1.0 + w.abs());
-            assert!(near, "{c:?} dx at {j}: {g} vs {w}");
+            assert!(near, "{isa:?} {c:?} dx at {j}: {g} vs {w}");
         }
     }
 }

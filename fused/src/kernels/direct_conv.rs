@@ -1,6 +1,7 @@
 //! A stride-1 convolution on NHWC buffers summed where its input lies, with
-//! no windows laid out: each block of 12 output pixels by up to 32 channels
-//! is summed in AVX-512 registers tap by tap, each tap reading its pixels'
+//! no windows laid out: each block of output pixels by two registers of
+//! channels (12 x 32 on AVX-512, 6 x 16 on AVX2) is summed in registers tap
+//! by tap, each tap reading its pixels'
 //! `c_in` contiguous floats (a table of zeros where a tap falls in the
 //! padding). A convolution through `im2col` copies every input float `kh x
 //! kw` times first and, on the way back, adds every window's gradient back
@@ -17,8 +18,9 @@
 //! gradient with the kernel flipped and transposed ([`flip`]), in another
 //! order than `col2im`'s, so there the numbers change in the last bits.
 //!
-//! Taken on the AVX-512 path only, for the shapes that [`fits`] describes
-//! ([`Direct::new`]); the caller lays the windows out otherwise.
+//! Taken on the AVX2 and AVX-512 paths, for the shapes that [`fits`]
+//! describes ([`Direct::new`]); the caller lays the windows out otherwise.
+//! The two sets give the same bits (the same sums in the same order).
 
 /// A stride-1 convolution's shape as the kernel reads it: a `[h, w, c_in]`
 /// input per sample, `kh x kw` taps, `pad` zeros on every side, `c_out`
@@ -74,6 +76,7 @@ impl Taps {
 pub struct Direct {
     t: Taps,
     table: Vec<u32>,
+    isa: super::Isa,
 }
 
 impl Direct {
@@ -84,11 +87,13 @@ impl Direct {
     }
 
     /// [`Direct::new`] on the path `isa`; tests call it whatever the
-    /// active path: on AVX-512, for a shape that [`fits`].
+    /// active path: on a path with our blocks that this CPU has, for a
+    /// shape that [`fits`].
     pub fn on(isa: super::Isa, t: Taps) -> Option<Self> {
-        (isa == super::Isa::Avx512 && avx::available() && fits(&t)).then(|| Self {
+        (super::has_blocks(isa) && fits(&t)).then(|| Self {
             table: offsets(&t),
             t,
+            isa,
         })
     }
 
@@ -104,12 +109,19 @@ impl Direct {
                 && out.len() >= m * t.out_h() * t.out_w() * t.c_out,
             "direct convolution operands smaller than {t:?} for {m} samples"
         );
-        // SAFETY: AVX-512F is present (checked when made), the operands
-        // cover their shapes (asserted above), and every offset in the table
-        // lies inside a sample's input.
-        unsafe { avx::conv(t, &self.table, (x, m), w, out) };
+        let call = Call {
+            t,
+            table: &self.table,
+            x: (x, m),
+            w,
+            out,
+        };
+        // The path's set is present: checked when made.
+        super::with_simd(self.isa, call).expect("the direct kernel's set, checked when made");
     }
 }
+
+use super::simd::{Simd, WithSimd, load_reg, store_reg};
 
 /// The shapes whose windows our blocks would sum (so the bits are theirs):
 /// at most 64 outputs and a window under 512 floats (`small_gemm`'s
@@ -167,180 +179,217 @@ fn offsets(t: &Taps) -> Vec<u32> {
     table
 }
 
-#[cfg(target_arch = "x86_64")]
-mod avx {
-    use super::{NONE, SLICE, Taps};
-    use crate::kernels::small_gemm::avx::{LANES, mask};
-    use std::arch::x86_64::*;
+/// One convolution's operands: `x` holds `m` inputs, `w` the weights and
+/// `out` `m` outputs of `t` (checked by [`Direct::conv`]); `table` is
+/// [`offsets`]`(t)`.
+struct Call<'a> {
+    t: &'a Taps,
+    table: &'a [u32],
+    x: (&'a [f32], usize),
+    w: &'a [f32],
+    out: &'a mut [f32],
+}
 
-    /// Output pixels of a block (a block is one or two registers wide).
-    const MR: usize = 12;
-    /// What a tap in the padding reads: zeros, `c_in <= SLICE` of them.
-    static ZEROS: [f32; SLICE] = [0.0; SLICE];
+impl WithSimd for Call<'_> {
+    type Output = ();
 
-    pub fn available() -> bool {
-        std::is_x86_feature_detected!("avx512f")
-    }
-
-    /// Every block of the output, a 32-channel panel at a time.
-    ///
-    /// # Safety
-    /// AVX-512F present; `x` holds `m` inputs, `w` the weights and `out` `m`
-    /// outputs of `t`; `table` is [`super::offsets`]`(t)`.
-    #[target_feature(enable = "avx512f")]
-    pub unsafe fn conv(
-        t: &Taps,
-        table: &[u32],
-        (x, m): (&[f32], usize),
-        w: &[f32],
-        out: &mut [f32],
-    ) {
-        let (taps, pixels) = (t.kh * t.kw, t.out_h() * t.out_w());
-        let in_len = t.h * t.w * t.c_in;
-        let rows = m * pixels;
-        let past_end = table[pixels * taps..].as_ptr();
-        let mut j = 0;
-        while j < t.c_out {
-            let cols = (2 * LANES).min(t.c_out - j);
-            let mut i = 0;
-            while i < rows {
-                let valid = MR.min(rows - i);
-                let mut block = Block {
-                    base: [x.as_ptr(); MR],
-                    tab: [past_end; MR],
-                    valid,
-                    taps,
-                    c_in: t.c_in,
-                    w: w.as_ptr().wrapping_add(j),
-                    ldw: t.c_out,
-                    c: out.as_mut_ptr().wrapping_add(i * t.c_out + j),
-                    m0: mask(cols),
-                    m1: mask(cols.saturating_sub(LANES)),
-                };
-                for r in 0..valid {
-                    let (s, p) = ((i + r) / pixels, (i + r) % pixels);
-                    block.base[r] = x[s * in_len..].as_ptr();
-                    block.tab[r] = table[p * taps..].as_ptr();
-                }
-                // SAFETY: the block's rows and masked columns lie inside
-                // `out`, its taps inside `table` and their offsets inside a
-                // sample of `x`, as the caller guarantees.
-                unsafe {
-                    if cols > LANES {
-                        block.sum::<true>()
-                    } else {
-                        block.sum::<false>()
-                    }
-                }
-                i += valid;
-            }
-            j += cols;
-        }
-    }
-
-    /// One block of the output: `valid` pixels (the rest read zeros and
-    /// are not stored) by the columns in the masks.
-    struct Block {
-        /// Each pixel's sample input.
-        base: [*const f32; MR],
-        /// Each pixel's row of tap offsets.
-        tab: [*const u32; MR],
-        valid: usize,
-        taps: usize,
-        c_in: usize,
-        /// The block's first column of the weights' first row.
-        w: *const f32,
-        ldw: usize,
-        /// The block's first element of the output.
-        c: *mut f32,
-        m0: __mmask16,
-        m1: __mmask16,
-    }
-
-    impl Block {
-        /// The block's sums tap by tap, stored (then added to) at each
-        /// slice's end.
-        ///
-        /// # Safety
-        /// As [`conv`]'s, for this block.
-        #[inline(always)]
-        unsafe fn sum<const TWO: bool>(&self) {
-            unsafe {
-                let mut acc = [[_mm512_setzero_ps(); 2]; MR];
-                let mut add = false;
-                for tap in 0..self.taps {
-                    if tap > 0 && (tap * self.c_in).is_multiple_of(SLICE) {
-                        self.store::<TWO>(&mut acc, add);
-                        add = true;
-                    }
-                    let src: [*const f32; MR] = std::array::from_fn(|r| {
-                        let off = *self.tab[r].add(tap);
-                        if off == NONE {
-                            ZEROS.as_ptr()
-                        } else {
-                            self.base[r].add(off as usize)
-                        }
-                    });
-                    let wt = self.w.add(tap * self.c_in * self.ldw);
-                    for ci in 0..self.c_in {
-                        let bp = wt.add(ci * self.ldw);
-                        let b0 = _mm512_maskz_loadu_ps(self.m0, bp);
-                        let b1 = if TWO {
-                            _mm512_maskz_loadu_ps(self.m1, bp.add(LANES))
-                        } else {
-                            _mm512_setzero_ps()
-                        };
-                        for (acc, src) in acc.iter_mut().zip(&src) {
-                            let av = _mm512_set1_ps(*src.add(ci));
-                            acc[0] = _mm512_fmadd_ps(av, b0, acc[0]);
-                            if TWO {
-                                acc[1] = _mm512_fmadd_ps(av, b1, acc[1]);
-                            }
-                        }
-                    }
-                }
-                self.store::<TWO>(&mut acc, add);
-            }
-        }
-
-        /// The valid rows' sums stored, or added to what is stored, and
-        /// the sums zeroed for the next slice.
-        ///
-        /// # Safety
-        /// As [`conv`]'s, for this block.
-        #[inline(always)]
-        unsafe fn store<const TWO: bool>(&self, acc: &mut [[__m512; 2]; MR], add: bool) {
-            unsafe {
-                for (r, acc) in acc.iter_mut().enumerate().take(self.valid) {
-                    let cp = self.c.add(r * self.ldw);
-                    let (mut c0, mut c1) = (acc[0], acc[1]);
-                    if add {
-                        c0 = _mm512_add_ps(c0, _mm512_maskz_loadu_ps(self.m0, cp));
-                        if TWO {
-                            c1 = _mm512_add_ps(c1, _mm512_maskz_loadu_ps(self.m1, cp.add(LANES)));
-                        }
-                    }
-                    _mm512_mask_storeu_ps(cp, self.m0, c0);
-                    if TWO {
-                        _mm512_mask_storeu_ps(cp.add(LANES), self.m1, c1);
-                    }
-                }
-                *acc = [[_mm512_setzero_ps(); 2]; MR];
-            }
+    /// Every block of the output, a panel of two registers' channels at a
+    /// time.
+    unsafe fn run<S: Simd>(self) {
+        let Call {
+            t,
+            table,
+            x,
+            w,
+            out,
+        } = self;
+        // SAFETY: the CPU has the set (the caller's guarantee); the operands
+        // cover their shapes and every offset in the table lies inside a
+        // sample's input, as [`Direct::conv`] checked.
+        unsafe {
+            S::enabled(
+                #[inline(always)]
+                || conv_blocks::<S>(t, table, x, w, out),
+            )
         }
     }
 }
 
-#[cfg(not(target_arch = "x86_64"))]
-mod avx {
-    use super::Taps;
+/// [`Call`]'s convolution inside [`Simd::enabled`].
+///
+/// # Safety
+/// Inside [`Simd::enabled`], with [`Call`]'s operands.
+#[inline(always)]
+unsafe fn conv_blocks<S: Simd>(
+    t: &Taps,
+    table: &[u32],
+    (x, m): (&[f32], usize),
+    w: &[f32],
+    out: &mut [f32],
+) {
+    let (taps, pixels) = (t.kh * t.kw, t.out_h() * t.out_w());
+    let in_len = t.h * t.w * t.c_in;
+    let rows = m * pixels;
+    let past_end = table[pixels * taps..].as_ptr();
+    let mut j = 0;
+    while j < t.c_out {
+        let cols = (2 * S::LANES).min(t.c_out - j);
+        let mut i = 0;
+        while i < rows {
+            let valid = S::ROWS.min(rows - i);
+            // SAFETY: inside `enabled`.
+            let (m0, m1) = unsafe { (S::first(cols), S::first(cols.saturating_sub(S::LANES))) };
+            let mut block = Block::<S> {
+                base: [x.as_ptr(); MAX_ROWS],
+                tab: [past_end; MAX_ROWS],
+                valid,
+                taps,
+                c_in: t.c_in,
+                w: w.as_ptr().wrapping_add(j),
+                ldw: t.c_out,
+                c: out.as_mut_ptr().wrapping_add(i * t.c_out + j),
+                m0,
+                m1,
+            };
+            for r in 0..valid {
+                let (s, p) = ((i + r) / pixels, (i + r) % pixels);
+                block.base[r] = x[s * in_len..].as_ptr();
+                block.tab[r] = table[p * taps..].as_ptr();
+            }
+            // SAFETY: the block's rows and its columns lie inside `out`,
+            // its taps inside `table` and their offsets inside a sample of
+            // `x`, as the caller guarantees.
+            unsafe {
+                match (cols > S::LANES, cols % S::LANES == 0) {
+                    (true, true) => block.rows::<true, true>(),
+                    (true, false) => block.rows::<true, false>(),
+                    (false, true) => block.rows::<false, true>(),
+                    (false, false) => block.rows::<false, false>(),
+                }
+            }
+            i += valid;
+        }
+        j += cols;
+    }
+}
 
-    pub fn available() -> bool {
-        false
+/// The most output pixels of a block on any set ([`Simd::ROWS`]).
+const MAX_ROWS: usize = 12;
+/// What a tap in the padding reads: zeros, `c_in <= SLICE` of them.
+static ZEROS: [f32; SLICE] = [0.0; SLICE];
+
+/// One block of the output: `valid` pixels (the set's rows, of which the
+/// ones past the output read zeros and are not stored) by one register of
+/// channels (the lanes in `m0`) or two (all of the first, `m1` of the
+/// second).
+struct Block<S: Simd> {
+    /// Each pixel's sample input.
+    base: [*const f32; MAX_ROWS],
+    /// Each pixel's row of tap offsets.
+    tab: [*const u32; MAX_ROWS],
+    valid: usize,
+    taps: usize,
+    c_in: usize,
+    /// The block's first column of the weights' first row.
+    w: *const f32,
+    ldw: usize,
+    /// The block's first element of the output.
+    c: *mut f32,
+    m0: S::Mask,
+    m1: S::Mask,
+}
+
+impl<S: Simd> Block<S> {
+    /// [`Block::sum`] over the set's rows.
+    ///
+    /// # Safety
+    /// As [`Block::sum`]'s.
+    #[inline(always)]
+    unsafe fn rows<const TWO: bool, const FULL: bool>(&self) {
+        unsafe {
+            match S::ROWS {
+                12 => self.sum::<12, TWO, FULL>(),
+                6 => self.sum::<6, TWO, FULL>(),
+                rows => unreachable!("no direct convolution blocks of {rows} rows"),
+            }
+        }
     }
 
-    /// Never called: [`available`] is false.
-    pub unsafe fn conv(_: &Taps, _: &[u32], _: (&[f32], usize), _: &[f32], _: &mut [f32]) {
-        unreachable!("AVX-512 off x86-64")
+    /// The block's sums tap by tap, stored (then added to) at each
+    /// slice's end.
+    ///
+    /// # Safety
+    /// Inside [`Simd::enabled`]; as [`conv`]'s, for this block.
+    #[inline(always)]
+    unsafe fn sum<const R: usize, const TWO: bool, const FULL: bool>(&self) {
+        unsafe {
+            let mut acc = [[S::zero(); 2]; R];
+            let mut add = false;
+            for tap in 0..self.taps {
+                if tap > 0 && (tap * self.c_in).is_multiple_of(SLICE) {
+                    self.store::<R, TWO, FULL>(&mut acc, add);
+                    add = true;
+                }
+                let src: [*const f32; R] = std::array::from_fn(|r| {
+                    let off = *self.tab[r].add(tap);
+                    if off == NONE {
+                        ZEROS.as_ptr()
+                    } else {
+                        self.base[r].add(off as usize)
+                    }
+                });
+                let wt = self.w.add(tap * self.c_in * self.ldw);
+                for ci in 0..self.c_in {
+                    let bp = wt.add(ci * self.ldw);
+                    let (b0, b1) = if TWO {
+                        (S::load(bp), load_reg::<S, FULL>(self.m1, bp.add(S::LANES)))
+                    } else {
+                        (load_reg::<S, FULL>(self.m0, bp), S::zero())
+                    };
+                    for (acc, src) in acc.iter_mut().zip(&src) {
+                        let av = S::splat(*src.add(ci));
+                        acc[0] = S::fmadd(av, b0, acc[0]);
+                        if TWO {
+                            acc[1] = S::fmadd(av, b1, acc[1]);
+                        }
+                    }
+                }
+            }
+            self.store::<R, TWO, FULL>(&mut acc, add);
+        }
+    }
+
+    /// The valid rows' sums stored, or added to what is stored, and the
+    /// sums zeroed for the next slice.
+    ///
+    /// # Safety
+    /// As [`Block::sum`]'s.
+    #[inline(always)]
+    unsafe fn store<const R: usize, const TWO: bool, const FULL: bool>(
+        &self,
+        acc: &mut [[S::V; 2]; R],
+        add: bool,
+    ) {
+        unsafe {
+            for (r, acc) in acc.iter_mut().enumerate().take(self.valid) {
+                let cp = self.c.add(r * self.ldw);
+                let (mut c0, mut c1) = (acc[0], acc[1]);
+                if TWO {
+                    let cp1 = cp.add(S::LANES);
+                    if add {
+                        c0 = S::add(c0, S::load(cp));
+                        c1 = S::add(c1, load_reg::<S, FULL>(self.m1, cp1));
+                    }
+                    S::store(cp, c0);
+                    store_reg::<S, FULL>(self.m1, cp1, c1);
+                } else {
+                    if add {
+                        c0 = S::add(c0, load_reg::<S, FULL>(self.m0, cp));
+                    }
+                    store_reg::<S, FULL>(self.m0, cp, c0);
+                }
+            }
+            *acc = [[S::zero(); 2]; R];
+        }
     }
 }

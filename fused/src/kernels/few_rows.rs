@@ -4,10 +4,12 @@
 //! back), once per step. A general routine packs the whole right operand
 //! (256 KiB for an LSTM of 128) at every call, which costs several times
 //! the arithmetic; here the right operand is read once a call where it
-//! lies: on the AVX-512 path in our blocks (`small_gemm`), elsewhere row by
-//! row, every row of the left operand summed against it in the same pass.
+//! lies: on the AVX2 and AVX-512 paths in our blocks (`small_gemm`), on the
+//! portable one row by row, every row of the left operand summed against
+//! it in the same pass.
 
-use super::{Isa, active, small_gemm, wide_on};
+use super::simd::{Simd, WithSimd};
+use super::{Isa, active, small_gemm, wide_on, with_simd};
 
 /// The most rows these products are worth taking for: beyond, a general
 /// routine's packing is paid back.
@@ -19,10 +21,10 @@ pub fn rows_by(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], beta: f32, c:
     rows_by_on(active(), (m, k, n), a, b, beta, c);
 }
 
-/// [`rows_by`] on the instruction set `isa`: off the AVX-512 path, each
-/// `c[r, j]` summed over `k` in order, so the portable and AVX2 builds give
-/// the same bits.
-fn rows_by_on(
+/// [`rows_by`] on the instruction set `isa`. The blocks of AVX2 and
+/// AVX-512 give the same bits (each sum in the same order of fused
+/// multiply-adds); the portable loop multiplies and adds apart.
+pub fn rows_by_on(
     isa: Isa,
     (m, k, n): (usize, usize, usize),
     a: &[f32],
@@ -30,7 +32,14 @@ fn rows_by_on(
     beta: f32,
     c: &mut [f32],
 ) {
-    if isa == Isa::Avx512 && small_gemm::try_few_rows((m, k, n), a, b, beta, c) {
+    let blocks = Blocks {
+        shape: (m, k, n),
+        a,
+        b,
+        beta,
+        c: &mut *c,
+    };
+    if with_simd(isa, blocks) == Some(true) {
         return;
     }
     let c = &mut c[..m * n];
@@ -51,14 +60,31 @@ fn rows_by_on(
     );
 }
 
+/// The product in our blocks ([`small_gemm::try_few_rows`]).
+struct Blocks<'a> {
+    shape: (usize, usize, usize),
+    a: &'a [f32],
+    b: &'a [f32],
+    beta: f32,
+    c: &'a mut [f32],
+}
+
+impl WithSimd for Blocks<'_> {
+    type Output = bool;
+
+    unsafe fn run<S: Simd>(self) -> bool {
+        small_gemm::try_few_rows::<S>(self.shape, self.a, self.b, self.beta, self.c)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::kernels::{View, gemm_on};
 
     /// The product against matrixmultiply's on every instruction-set path
-    /// the CPU has, for row counts up to [`FEW_ROWS`], both betas; the
-    /// portable and AVX2 builds to the bit.
+    /// the CPU has, for row counts up to [`FEW_ROWS`], both betas; AVX2's
+    /// and AVX-512's blocks to the bit.
     #[test]
     fn few_rows_products_match_the_general_routine() {
         let value = |i: usize| ((i * 37 % 101) as f32 - 50.0) / 40.0;
@@ -76,8 +102,8 @@ mod tests {
                 let mut want = start.clone();
                 let (av, bv) = (View::rows(&a, k), View::rows(&b, n));
                 gemm_on(Isa::Scalar, m, k, n, av, bv, beta, &mut want);
-                let mut portable = Vec::new();
-                for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512] {
+                let mut blocks: Option<Vec<f32>> = None;
+                for isa in crate::kernels::paths_to_test("few_rows_products") {
                     let mut got = start.clone();
                     rows_by_on(isa, (m, k, n), &a, &b, beta, &mut got);
                     for (x, y) in got.iter().zip(&want) {
@@ -86,10 +112,11 @@ mod tests {
                             "{isa:?} {m}x{k}x{n}: {x} vs {y}"
                         );
                     }
-                    match isa {
-                        Isa::Scalar => portable = got,
-                        Isa::Avx2 => assert_eq!(got, portable, "{m}x{k}x{n}"),
-                        Isa::Avx512 => {}
+                    if isa != Isa::Scalar {
+                        match &blocks {
+                            Some(first) => assert_eq!(&got, first, "{isa:?} {m}x{k}x{n}"),
+                            None => blocks = Some(got),
+                        }
                     }
                 }
             }

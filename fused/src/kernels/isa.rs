@@ -15,7 +15,11 @@ pub const VARIABLE: &str = "SEBULBA_KERNELS";
 pub enum Isa {
     /// The portable build (SSE2 on x86-64) and matrixmultiply.
     Scalar,
-    /// Element-wise loops compiled for AVX2 with FMA; matrixmultiply.
+    /// Element-wise loops compiled for AVX2 with FMA; small products in
+    /// our AVX2 blocks (and, in matrixmultiply's slices, the longer ones
+    /// it would take with a narrow right operand), the rest in
+    /// matrixmultiply; stride-1 convolutions of the IMPALA ResNet's shapes
+    /// summed directly (`direct_conv`).
     Avx2,
     /// Element-wise loops compiled for AVX-512F; small products in our
     /// AVX-512 blocks (and, in matrixmultiply's slices, the longer ones it

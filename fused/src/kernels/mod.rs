@@ -1,8 +1,9 @@
 //! The two numeric kernels the fused engine is built on: a strided f32 matrix
-//! product (on the AVX-512 path our own for small operands, see `small_gemm`,
-//! and the `gemm` crate's for forward products with a long inner dimension,
-//! see `long_k`; otherwise matrixmultiply, the same routine burn's ndarray
-//! backend ends in) and
+//! product (on the AVX2 and AVX-512 paths our own register blocks for small
+//! operands, see `small_gemm`, written once over [`simd`] with each set in
+//! its own folder, `x86_64/`; on AVX-512 the `gemm` crate's for forward
+//! products with a long inner dimension, see `long_k`; otherwise
+//! matrixmultiply, the same routine burn's ndarray backend ends in) and
 //! an f32 tanh without a libm call per element, so loops over it vectorise
 //! (compiled for the chosen instruction set by [`wide`]; see [`isa`] for how
 //! the set is chosen). burn-ndarray evaluates tanh in f64 through libm, which
@@ -12,7 +13,13 @@ pub mod direct_conv;
 pub mod few_rows;
 mod isa;
 mod long_k;
+pub mod peak;
+mod simd;
 mod small_gemm;
+#[cfg(target_arch = "x86_64")]
+mod x86_64;
+
+use simd::{Simd, WithSimd};
 
 pub use isa::{Isa, KernelsError, active, select_from_env};
 
@@ -77,14 +84,80 @@ pub fn gemm_on(
     if m == 0 || n == 0 {
         return;
     }
-    if isa == Isa::Avx512
-        && (small_gemm::try_gemm(m, k, n, a, b, beta, c)
-            || long_k::try_gemm(m, k, n, a, b, beta, c)
-            || small_gemm::try_sliced(m, k, n, a, b, beta, c))
-    {
+    // The `gemm` crate picks its kernel from the CPU, so a forced AVX2 path
+    // leaves its products to matrixmultiply and keeps an AVX2 machine's sums.
+    let long_k = isa == Isa::Avx512;
+    let ours = Product {
+        shape: (m, k, n),
+        a,
+        b,
+        beta,
+        c: &mut *c,
+        long_k,
+    };
+    if with_simd(isa, ours) == Some(true) {
         return;
     }
     general(m, k, n, a, b, beta, c);
+}
+
+/// A product on the set a path names: small ones in our blocks, on
+/// AVX-512 row-major ones with a long inner dimension in the `gemm` crate's
+/// kernels, long ones with a narrow right operand in our blocks in
+/// matrixmultiply's slices; `false`, with `c` untouched, for the rest.
+struct Product<'a> {
+    shape: (usize, usize, usize),
+    a: View<'a>,
+    b: View<'a>,
+    beta: f32,
+    c: &'a mut [f32],
+    long_k: bool,
+}
+
+impl WithSimd for Product<'_> {
+    type Output = bool;
+
+    unsafe fn run<S: Simd>(self) -> bool {
+        let Product {
+            shape: (m, k, n),
+            a,
+            b,
+            beta,
+            c,
+            long_k,
+        } = self;
+        small_gemm::try_gemm::<S>(m, k, n, a, b, beta, c)
+            || (long_k && long_k::try_gemm(m, k, n, a, b, beta, c))
+            || small_gemm::try_sliced::<S>(m, k, n, a, b, beta, c)
+    }
+}
+
+/// Whether the path `isa` has our blocks (and with them the direct
+/// convolution) on this CPU.
+fn has_blocks(isa: Isa) -> bool {
+    struct Probe;
+    impl WithSimd for Probe {
+        type Output = ();
+        unsafe fn run<S: Simd>(self) {}
+    }
+    with_simd(isa, Probe).is_some()
+}
+
+/// `w` on the set of the path `isa`; `None` on the portable path or where
+/// the CPU lacks the set. The one place a path becomes a set.
+fn with_simd<W: WithSimd>(isa: Isa, w: W) -> Option<W::Output> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use x86_64::{avx2::Avx2, avx512::Avx512};
+        match isa {
+            // SAFETY: the CPU has the set, checked on the same line.
+            Isa::Avx2 if Avx2::available() => return Some(unsafe { w.run::<Avx2>() }),
+            Isa::Avx512 if Avx512::available() => return Some(unsafe { w.run::<Avx512>() }),
+            _ => {}
+        }
+    }
+    let _ = (isa, w);
+    None
 }
 
 /// matrixmultiply's product, for any operands; the caller has checked their
@@ -205,26 +278,14 @@ pub fn wide_on<R>(isa: Isa, f: impl FnOnce() -> R) -> R {
     {
         if isa == Isa::Avx512 && isa.supported() {
             // SAFETY: the CPU has AVX-512F (and so AVX2 and FMA), checked just above.
-            return unsafe { with_avx512(f) };
+            return unsafe { x86_64::avx512::Avx512::enabled(f) };
         }
         if isa == Isa::Avx2 && isa.supported() {
             // SAFETY: the CPU has AVX2 and FMA, checked just above.
-            return unsafe { with_avx2(f) };
+            return unsafe { x86_64::avx2::Avx2::enabled(f) };
         }
     }
     let _ = isa;
-    f()
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn with_avx512<R>(f: impl FnOnce() -> R) -> R {
-    f()
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn with_avx2<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
@@ -252,194 +313,4 @@ pub(crate) fn paths_to_test(test: &str) -> Vec<Isa> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tanh_matches_f64_tanh_everywhere() {
-        let mut worst = 0.0f64;
-        let mut x = -20.0f64;
-        while x <= 20.0 {
-            let got = tanh(x as f32) as f64;
-            let want = (x as f32 as f64).tanh();
-            worst = worst.max((got - want).abs());
-            x += 1.0 / 4096.0;
-        }
-        assert!(worst < 3e-7, "worst error {worst}");
-        // Small inputs keep their sign and size; the ends saturate exactly.
-        assert_eq!(tanh(0.0), 0.0);
-        assert!((tanh(1e-6) - 1e-6).abs() < 2e-7 && tanh(-1e-6) < 0.0);
-        assert_eq!(tanh(50.0), 1.0);
-        assert_eq!(tanh(-50.0), -1.0);
-        assert!(tanh(f32::NAN).is_nan());
-    }
-
-    /// tanh over a slice compiled on each path gives the scalar function's
-    /// bits, at every position of a slice of odd length; so do column sums.
-    #[test]
-    fn every_path_gives_the_scalar_bits_element_wise() {
-        let xs: Vec<f32> = (0..4099).map(|i| (i as f32 - 2049.5) * 0.0061).collect();
-        for isa in paths_to_test("every_path_gives_the_scalar_bits_element_wise") {
-            let mut ys = xs.clone();
-            wide_on(
-                isa,
-                #[inline(always)]
-                || ys.iter_mut().for_each(|v| *v = tanh(*v)),
-            );
-            for (x, y) in xs.iter().zip(&ys) {
-                assert_eq!(y.to_bits(), tanh(*x).to_bits(), "{isa:?}: tanh({x})");
-            }
-            let mut sums = vec![0.5f32; 17];
-            wide_on(
-                isa,
-                #[inline(always)]
-                || {
-                    for row in xs[..17 * 241].chunks_exact(17) {
-                        for (o, &v) in sums.iter_mut().zip(row) {
-                            *o += v;
-                        }
-                    }
-                },
-            );
-            let mut want = vec![0.5f32; 17];
-            for row in xs[..17 * 241].chunks_exact(17) {
-                for (o, &v) in want.iter_mut().zip(row) {
-                    *o += v;
-                }
-            }
-            assert_eq!(sums, want, "{isa:?}: column sums");
-        }
-    }
-
-    /// Every path's product of a layer-sized operand pair agrees with an f64
-    /// product to f32 rounding (the paths sum in different orders, so not
-    /// bit for bit), with and without accumulation and transposes.
-    /// Shapes for each product routine of the AVX-512 path: `k` 70 (our
-    /// blocks, or matrixmultiply with a transposed operand) and 600
-    /// (the `gemm` crate's when both operands are row-major).
-    #[test]
-    fn every_path_multiplies_like_f64() {
-        for (m, k, n) in [(37, 70, 45), (37, 600, 45)] {
-            multiplies_like_f64(m, k, n);
-        }
-    }
-
-    /// Two operands of `a_len` and `b_len` values, spread over a few units,
-    /// without a pattern a product could line up with.
-    fn operands(a_len: usize, b_len: usize) -> (Vec<f32>, Vec<f32>) {
-        let a = (0..a_len)
-            .map(|i| ((i * 7919) % 113) as f32 / 37.0 - 1.5)
-            .collect();
-        let b = (0..b_len)
-            .map(|i| ((i * 104_729) % 97) as f32 / 41.0 - 1.1)
-            .collect();
-        (a, b)
-    }
-
-    fn multiplies_like_f64(m: usize, k: usize, n: usize) {
-        let (a, b) = operands(m * k, k * n);
-        let c0: Vec<f32> = (0..m * n).map(|i| (i % 11) as f32 * 0.1).collect();
-        for isa in paths_to_test("every_path_multiplies_like_f64") {
-            for (b_t, beta) in [(false, 0.0), (true, 1.0), (false, 0.5)] {
-                let bt: Vec<f32> = (0..n * k).map(|i| b[(i % k) * n + i / k]).collect();
-                let bv = if b_t {
-                    View::transposed(&bt, k)
-                } else {
-                    View::rows(&b, n)
-                };
-                let mut c = c0.clone();
-                gemm_on(isa, m, k, n, View::rows(&a, k), bv, beta, &mut c);
-                for i in 0..m {
-                    for j in 0..n {
-                        let dot: f64 = (0..k)
-                            .map(|p| a[i * k + p] as f64 * b[p * n + j] as f64)
-                            .sum();
-                        let want = dot + beta as f64 * c0[i * n + j] as f64;
-                        let got = c[i * n + j] as f64;
-                        assert!(
-                            (got - want).abs() < 1e-4 * (1.0 + want.abs()),
-                            "{isa:?} b_t {b_t} beta {beta} at ({i},{j}): {got} vs {want}"
-                        );
-                    }
-                }
-            }
-        }
-    }
-
-    /// A weight gradient's product (`xᵀ dy` over a long inner dimension) and
-    /// a forward product through windows of 257 to 511 floats give
-    /// matrixmultiply's numbers to the bit on every path: on AVX-512 our
-    /// blocks sum them in matrixmultiply's slices of the inner dimension, so
-    /// runs keep their numbers.
-    #[test]
-    fn long_products_keep_matrixmultiplys_numbers() {
-        let gradients = [(36, 600, 16), (144, 513, 32), (7, 257, 45), (20, 1024, 1)];
-        let forwards = [(441, 288, 32), (13, 300, 64), (5, 511, 7)];
-        let shapes = gradients.map(|s| (s, true)).into_iter();
-        for ((m, k, n), transposed) in shapes.chain(forwards.map(|s| (s, false))) {
-            let (x, dy) = operands(k * m, k * n);
-            let a = if transposed {
-                View::transposed(&x, m)
-            } else {
-                View::rows(&x, k)
-            };
-            let b = View::rows(&dy, n);
-            for isa in paths_to_test("long_products_keep_matrixmultiplys_numbers") {
-                for beta in [0.0, 1.0] {
-                    let c0: Vec<f32> = (0..m * n).map(|i| (i % 11) as f32 * 0.1).collect();
-                    let (mut got, mut want) = (c0.clone(), c0);
-                    gemm_on(isa, m, k, n, a, b, beta, &mut got);
-                    general(m, k, n, a, b, beta, &mut want);
-                    assert!(
-                        got.iter()
-                            .zip(&want)
-                            .all(|(g, w)| g.to_bits() == w.to_bits()),
-                        "{isa:?} [{m}, {k}] x [{k}, {n}] beta {beta}"
-                    );
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn gemm_matches_a_naive_product_with_transposes() {
-        // a [2, 3], b [3, 2]; also a^T given as a [3, 2] row-major buffer.
-        let a = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
-        let b = [7.0, 8.0, 9.0, 10.0, 11.0, 12.0];
-        let mut c = [1.0f32; 4];
-        gemm(2, 3, 2, View::rows(&a, 3), View::rows(&b, 2), 1.0, &mut c);
-        // [1 2 3; 4 5 6] [7 8; 9 10; 11 12] = [58 64; 139 154], plus the 1s.
-        assert_eq!(c, [59.0, 65.0, 140.0, 155.0]);
-        // (a^T)^T b, with a^T stored row-major [3, 2]: same product.
-        let at = [1.0, 4.0, 2.0, 5.0, 3.0, 6.0];
-        let mut d = [0.0f32; 4];
-        gemm(
-            2,
-            3,
-            2,
-            View::transposed(&at, 2),
-            View::rows(&b, 2),
-            0.0,
-            &mut d,
-        );
-        assert_eq!(d, [58.0, 64.0, 139.0, 154.0]);
-        let mut s = [0.0f32; 3];
-        add_column_sums(&a, 3, &mut s);
-        assert_eq!(s, [5.0, 7.0, 9.0]);
-    }
-
-    #[test]
-    #[should_panic(expected = "gemm operands")]
-    fn gemm_refuses_short_operands() {
-        let mut c = [0.0f32; 4];
-        gemm(
-            2,
-            3,
-            2,
-            View::rows(&[0.0; 5], 3),
-            View::rows(&[0.0; 6], 2),
-            0.0,
-            &mut c,
-        );
-    }
-}
+mod tests;

@@ -1,30 +1,36 @@
 //! A matrix product for the fused engine's operands, which are small enough to
 //! stay in the first-level cache (a minibatch of ~128 rows through layers ~64
 //! wide). A general routine (matrixmultiply) copies both operands into packed
-//! panels at every call and works in 8-lane AVX2 registers; here each 12 x 32
-//! block of the result is summed in 24 AVX-512 registers straight from the
-//! operands where they lie: the left one through its strides (a broadcast per
-//! element), the right one by rows, which must then be contiguous, so a
-//! transposed right operand is first gathered into a copy (one pass over
-//! `k x n` elements, against `m x k x n` multiply-adds). Its measured speed
-//! against matrixmultiply is in `docs/performance.md`.
+//! panels at every call; here each block of the result, [`Simd::ROWS`] rows
+//! by two registers (12 x 32 on AVX-512, 6 x 16 on AVX2), is summed in
+//! registers straight from the operands where they lie: the left one through
+//! its strides (a broadcast per element), the right one by rows, which must
+//! then be contiguous, so a transposed right operand is first copied to rows
+//! (one pass over `k x n` elements, against `m x k x n` multiply-adds). Each
+//! element is summed over the inner dimension in order, one fused
+//! multiply-add per term, from zero, then added to what `c` held: the order
+//! matrixmultiply's FMA kernels sum in within one of their slices, and the
+//! same on every set. Its measured speed against matrixmultiply is in
+//! `docs/performance.md`.
 //!
-//! Used only on the AVX-512 path ([`super::Isa::Avx512`]) and where the right
-//! operand is small; [`super::gemm`] falls back to matrixmultiply everywhere else.
+//! Used on the AVX2 and AVX-512 paths where the right operand is small;
+//! [`super::gemm`] falls back to matrixmultiply everywhere else.
 
 use super::View;
+use super::simd::{Simd, load_reg, store_reg};
+use std::cell::RefCell;
 
 /// The largest right operand (`k * n` elements) taken here: 64 KiB, so one
-/// 32-column panel of it (at most 32 KiB for k <= 256) stays in L1 while every
-/// row block of the left operand passes over it.
+/// panel of it two registers wide (at most 32 KiB for k <= 256 on AVX-512)
+/// stays in L1 while every row block of the left operand passes over it.
 const MAX_RIGHT: usize = 16 * 1024;
 /// The longest inner dimension taken here (see [`MAX_RIGHT`]).
 const MAX_K: usize = 256;
 
 /// `c = a · b + beta · c` (`c` row-major `[m, n]`) when this routine applies
-/// (AVX-512F present, `beta` 0 or 1, a small right operand); `false`,
-/// with `c` untouched, otherwise. The caller has checked every operand's extent.
-pub(super) fn try_gemm(
+/// (the set present, `beta` 0 or 1, a small right operand); `false`, with
+/// `c` untouched, otherwise. The caller has checked every operand's extent.
+pub(super) fn try_gemm<S: Simd>(
     m: usize,
     k: usize,
     n: usize,
@@ -33,49 +39,41 @@ pub(super) fn try_gemm(
     beta: f32,
     c: &mut [f32],
 ) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        // A transposed right operand is gathered with 32-bit lane offsets.
-        let gatherable = b.cs == 1 || b.cs <= i32::MAX as usize / 16;
-        let beta_fits = beta == 0.0 || beta == 1.0;
-        let fits = k <= MAX_K && k * n <= MAX_RIGHT && beta_fits && gatherable;
-        if fits && avx::available() {
-            avx::gemm(m, k, n, a, b, beta == 1.0, c);
-            return true;
-        }
+    // A transposed right operand may be gathered with 32-bit lane offsets.
+    let gatherable = b.cs == 1 || b.cs <= i32::MAX as usize / S::LANES;
+    let beta_fits = beta == 0.0 || beta == 1.0;
+    let fits = k <= MAX_K && k * n <= MAX_RIGHT && beta_fits && gatherable;
+    if fits && S::available() {
+        gemm::<S>(m, k, n, a, b, beta == 1.0, c);
+        return true;
     }
-    let _ = (m, k, n, a, b, beta, c);
     false
 }
 
 /// `c = a · b + beta · c` for a few rows of `a` (`few_rows` calls it with
-/// at most 16) and a row-major `b` of any size, when
-/// AVX-512F is present and `beta` is 0 or 1: with one block of rows, each
-/// 32-column panel of `b` is read once, so its size does not matter (what
-/// [`MAX_RIGHT`] guards against is re-reading panels that left L1).
-pub(super) fn try_few_rows(
+/// at most 16) and a row-major `b` of any size, when the set is present and
+/// `beta` is 0 or 1: with one block of rows, each panel of `b` is read once
+/// per block, so its size does not matter (what [`MAX_RIGHT`] guards
+/// against is re-reading panels that left L1).
+pub(super) fn try_few_rows<S: Simd>(
     (m, k, n): (usize, usize, usize),
     a: &[f32],
     b: &[f32],
     beta: f32,
     c: &mut [f32],
 ) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let fits = beta == 0.0 || beta == 1.0;
-        if fits && avx::available() {
-            let (a, b) = (View::rows(&a[..m * k], k), View::rows(&b[..k * n], n));
-            avx::gemm(m, k, n, a, b, beta == 1.0, c);
-            return true;
-        }
+    let fits = beta == 0.0 || beta == 1.0;
+    if fits && S::available() {
+        let (a, b) = (View::rows(&a[..m * k], k), View::rows(&b[..k * n], n));
+        gemm::<S>(m, k, n, a, b, beta == 1.0, c);
+        return true;
     }
-    let _ = (m, k, n, a, b, beta, c);
     false
 }
 
 /// `c = a · b + beta · c` over a long inner dimension (`k > MAX_K`) with a
 /// narrow row-major right operand, in slices of [`MAX_K`] rows of `b`, when
-/// AVX-512F is present and `beta` is 0 or 1; `false`, with `c` untouched,
+/// the set is present and `beta` is 0 or 1; `false`, with `c` untouched,
 /// otherwise. These are the products matrixmultiply would take otherwise
 /// (a weight gradient `xᵀ dy`, a convolution's windows `[rows, patch]`
 /// against its weights with a patch of 257 to 511), and it packs both
@@ -85,7 +83,7 @@ pub(super) fn try_few_rows(
 /// and each slice's sums added into the result as it adds them: so this
 /// gives its numbers to the bit (the kernel tests compare the two). The
 /// caller has checked every operand's extent.
-pub(super) fn try_sliced(
+pub(super) fn try_sliced<S: Simd>(
     m: usize,
     k: usize,
     n: usize,
@@ -94,119 +92,86 @@ pub(super) fn try_sliced(
     beta: f32,
     c: &mut [f32],
 ) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let beta_fits = beta == 0.0 || beta == 1.0;
-        let sliceable = k > MAX_K && b.cs == 1 && n * MAX_K <= MAX_RIGHT;
-        if sliceable && beta_fits && avx::available() {
-            for (s, k0) in (0..k).step_by(MAX_K).enumerate() {
-                let a = View {
-                    data: &a.data[k0 * a.cs..],
-                    ..a
-                };
-                let b = View::rows(&b.data[k0 * b.rs..], b.rs);
-                let add = s > 0 || beta == 1.0;
-                avx::gemm(m, MAX_K.min(k - k0), n, a, b, add, c);
-            }
-            return true;
+    let beta_fits = beta == 0.0 || beta == 1.0;
+    let sliceable = k > MAX_K && b.cs == 1 && n * MAX_K <= MAX_RIGHT;
+    if sliceable && beta_fits && S::available() {
+        for (s, k0) in (0..k).step_by(MAX_K).enumerate() {
+            let a = View {
+                data: &a.data[k0 * a.cs..],
+                ..a
+            };
+            let b = View::rows(&b.data[k0 * b.rs..], b.rs);
+            let add = s > 0 || beta == 1.0;
+            gemm::<S>(m, MAX_K.min(k - k0), n, a, b, add, c);
         }
+        return true;
     }
-    let _ = (m, k, n, a, b, beta, c);
     false
 }
 
-#[cfg(target_arch = "x86_64")]
-pub(super) mod avx {
-    use super::View;
-    use std::arch::x86_64::*;
-    use std::cell::RefCell;
+thread_local! {
+    /// A transposed right operand, copied to contiguous rows.
+    static RIGHT: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
 
-    /// Rows of a result block.
-    const MR: usize = 12;
-    /// Lanes of a register; a block is one or two registers wide.
-    pub(in crate::kernels) const LANES: usize = 16;
-
-    thread_local! {
-        /// A transposed right operand, copied to contiguous rows.
-        static RIGHT: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+/// The product through blocks; `b` is copied to contiguous rows first
+/// unless it already has them. The set is present (the caller asked).
+fn gemm<S: Simd>(m: usize, k: usize, n: usize, a: View<'_>, b: View<'_>, add: bool, c: &mut [f32]) {
+    if b.cs == 1 {
+        // SAFETY: the set is present (the caller asked `available`); the
+        // caller checked that `a` covers [m, k], `b` [k, n] and `c` [m, n].
+        unsafe {
+            S::enabled(
+                #[inline(always)]
+                || blocks::<S>(m, k, n, a, b.data, b.rs, add, c),
+            )
+        };
+        return;
     }
+    RIGHT.with_borrow_mut(|right| {
+        right.resize(k * n, 0.0);
+        // SAFETY: as above; `right` holds exactly [k, n] row-major once
+        // copied, and the caller checked that `b.cs` may be gathered.
+        unsafe {
+            S::enabled(
+                #[inline(always)]
+                || {
+                    S::copy_rows(k, n, b, right);
+                    blocks::<S>(m, k, n, a, right, n, add, c)
+                },
+            )
+        };
+    });
+}
 
-    pub fn available() -> bool {
-        std::is_x86_feature_detected!("avx512f")
-    }
-
-    /// The product through 12 x 32 blocks; `b` is copied to contiguous rows
-    /// first unless it already has them.
-    pub fn gemm(m: usize, k: usize, n: usize, a: View<'_>, b: View<'_>, add: bool, c: &mut [f32]) {
-        if b.cs == 1 {
-            // SAFETY: AVX-512F is present (the caller asked `available`); the
-            // caller checked that `a` covers [m, k], `b` [k, n] and `c` [m, n].
-            unsafe { blocks(m, k, n, a, b.data, b.rs, add, c) };
-            return;
-        }
-        RIGHT.with_borrow_mut(|right| {
-            right.resize(k * n, 0.0);
-            // SAFETY: AVX-512F is present; `b` covers [k, n] (checked by the
-            // caller) and `right` holds k * n elements.
-            unsafe { transpose(k, n, b, right) };
-            // SAFETY: as above; `right` holds exactly [k, n] row-major.
-            unsafe { blocks(m, k, n, a, right, n, add, c) };
-        });
-    }
-
-    /// `out` (`[k, n]` row-major) = `b`, sixteen strided elements at a time
-    /// by a gather.
-    ///
-    /// # Safety
-    /// AVX-512F present; `b` covers `[k, n]`, `out` holds `k * n` elements,
-    /// and `15 * b.cs` fits an i32 (`try_gemm` checks).
-    #[target_feature(enable = "avx512f")]
-    unsafe fn transpose(k: usize, n: usize, b: View<'_>, out: &mut [f32]) {
-        let lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-        let offsets = _mm512_mullo_epi32(lanes, _mm512_set1_epi32(b.cs as i32));
-        for p in 0..k {
-            let mut j = 0;
-            while j < n {
-                let m = mask(n - j);
-                // SAFETY: lanes j..j + 16 under the mask are columns of row
-                // p, inside `b` and `out`.
-                unsafe {
-                    let src = b.data.as_ptr().add(p * b.rs + j * b.cs);
-                    let v =
-                        _mm512_mask_i32gather_ps::<4>(_mm512_setzero_ps(), m, offsets, src.cast());
-                    _mm512_mask_storeu_ps(out.as_mut_ptr().add(p * n + j), m, v);
-                }
-                j += LANES;
-            }
-        }
-    }
-
-    /// Every block of `c`, a 32-column panel at a time (the panel of `b` stays
-    /// in L1 while all row blocks pass over it).
-    ///
-    /// # Safety
-    /// AVX-512F present; `a` covers `[m, k]` through its strides, `b` holds
-    /// `[k, n]` with rows `rs` apart and contiguous columns, `c` holds `[m, n]`
-    /// row-major.
-    #[allow(clippy::too_many_arguments)]
-    #[target_feature(enable = "avx512f")]
-    unsafe fn blocks(
-        m: usize,
-        k: usize,
-        n: usize,
-        a: View<'_>,
-        b: &[f32],
-        rs: usize,
-        add: bool,
-        c: &mut [f32],
-    ) {
-        let mut j = 0;
-        while j < n {
-            let w = (2 * LANES).min(n - j);
-            let mut i = 0;
-            while i < m {
-                let rows = MR.min(m - i);
-                let block = Block {
+/// Every block of `c`, a panel two registers wide at a time (the panel of
+/// `b` stays in L1 while all row blocks pass over it).
+///
+/// # Safety
+/// Inside [`Simd::enabled`]; `a` covers `[m, k]` through its strides, `b`
+/// holds `[k, n]` with rows `rs` apart and contiguous columns, `c` holds
+/// `[m, n]` row-major.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn blocks<S: Simd>(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: View<'_>,
+    b: &[f32],
+    rs: usize,
+    add: bool,
+    c: &mut [f32],
+) {
+    let mut j = 0;
+    while j < n {
+        let w = (2 * S::LANES).min(n - j);
+        let mut i = 0;
+        while i < m {
+            let rows = S::ROWS.min(m - i);
+            // SAFETY: inside `enabled`, as the caller guarantees.
+            let block = unsafe {
+                Block::<S> {
                     k,
                     a: a.data.as_ptr().wrapping_add(i * a.rs),
                     ars: a.rs,
@@ -215,116 +180,115 @@ pub(super) mod avx {
                     brs: rs,
                     c: c.as_mut_ptr().wrapping_add(i * n + j),
                     ldc: n,
-                    m0: mask(w),
-                    m1: mask(w.saturating_sub(LANES)),
+                    m0: S::first(w),
+                    m1: S::first(w.saturating_sub(S::LANES)),
                     add,
-                };
-                // SAFETY: rows i..i + rows and columns j..j + w lie inside
-                // every operand, as the caller guarantees for the whole
-                // product, and the masks cover exactly those columns.
-                unsafe {
-                    match (rows, w > LANES) {
-                        (12, true) => block.sum::<12, true>(),
-                        (12, false) => block.sum::<12, false>(),
-                        (11, true) => block.sum::<11, true>(),
-                        (11, false) => block.sum::<11, false>(),
-                        (10, true) => block.sum::<10, true>(),
-                        (10, false) => block.sum::<10, false>(),
-                        (9, true) => block.sum::<9, true>(),
-                        (9, false) => block.sum::<9, false>(),
-                        (8, true) => block.sum::<8, true>(),
-                        (8, false) => block.sum::<8, false>(),
-                        (7, true) => block.sum::<7, true>(),
-                        (7, false) => block.sum::<7, false>(),
-                        (6, true) => block.sum::<6, true>(),
-                        (6, false) => block.sum::<6, false>(),
-                        (5, true) => block.sum::<5, true>(),
-                        (5, false) => block.sum::<5, false>(),
-                        (4, true) => block.sum::<4, true>(),
-                        (4, false) => block.sum::<4, false>(),
-                        (3, true) => block.sum::<3, true>(),
-                        (3, false) => block.sum::<3, false>(),
-                        (2, true) => block.sum::<2, true>(),
-                        (2, false) => block.sum::<2, false>(),
-                        (_, true) => block.sum::<1, true>(),
-                        (_, false) => block.sum::<1, false>(),
-                    }
                 }
-                i += rows;
-            }
-            j += w;
-        }
-    }
-
-    /// The first `w` (at most 16) lanes.
-    pub(in crate::kernels) fn mask(w: usize) -> __mmask16 {
-        if w >= LANES {
-            0xffff
-        } else {
-            ((1u32 << w) - 1) as __mmask16
-        }
-    }
-
-    /// One block of the result: `R` rows by the columns in the masks (the
-    /// second register's only when `TWO`).
-    struct Block {
-        k: usize,
-        /// The block's first row of the left operand.
-        a: *const f32,
-        ars: usize,
-        acs: usize,
-        /// The block's first column of the right operand's first row.
-        b: *const f32,
-        brs: usize,
-        /// The block's first element of the result.
-        c: *mut f32,
-        ldc: usize,
-        m0: __mmask16,
-        m1: __mmask16,
-        add: bool,
-    }
-
-    impl Block {
-        /// The block's sums over `k` in registers, then one (masked) store.
-        ///
-        /// # Safety
-        /// AVX-512F present; the block's `R` rows and masked columns lie
-        /// inside every operand.
-        #[inline(always)]
-        unsafe fn sum<const R: usize, const TWO: bool>(&self) {
+            };
+            // SAFETY: rows i..i + rows and columns j..j + w lie inside
+            // every operand, as the caller guarantees for the whole
+            // product, and the block reads and writes exactly those.
             unsafe {
-                let mut acc = [[_mm512_setzero_ps(); 2]; R];
-                let rows: [*const f32; R] = std::array::from_fn(|r| self.a.add(r * self.ars));
-                for p in 0..self.k {
-                    let bp = self.b.add(p * self.brs);
-                    let b0 = _mm512_maskz_loadu_ps(self.m0, bp);
-                    let b1 = if TWO {
-                        _mm512_maskz_loadu_ps(self.m1, bp.add(LANES))
-                    } else {
-                        _mm512_setzero_ps()
-                    };
-                    let off = p * self.acs;
-                    for (acc, row) in acc.iter_mut().zip(&rows) {
-                        let av = _mm512_set1_ps(*row.add(off));
-                        acc[0] = _mm512_fmadd_ps(av, b0, acc[0]);
-                        if TWO {
-                            acc[1] = _mm512_fmadd_ps(av, b1, acc[1]);
-                        }
+                match (w > S::LANES, w % S::LANES == 0) {
+                    (true, true) => block.rows::<true, true>(rows),
+                    (true, false) => block.rows::<true, false>(rows),
+                    (false, true) => block.rows::<false, true>(rows),
+                    (false, false) => block.rows::<false, false>(rows),
+                }
+            }
+            i += rows;
+        }
+        j += w;
+    }
+}
+
+/// One block of the result: `R` rows by one register (the first's lanes in
+/// `m0`) or two (all of the first, the second's lanes in `m1`).
+struct Block<S: Simd> {
+    k: usize,
+    /// The block's first row of the left operand.
+    a: *const f32,
+    ars: usize,
+    acs: usize,
+    /// The block's first column of the right operand's first row.
+    b: *const f32,
+    brs: usize,
+    /// The block's first element of the result.
+    c: *mut f32,
+    ldc: usize,
+    m0: S::Mask,
+    m1: S::Mask,
+    add: bool,
+}
+
+impl<S: Simd> Block<S> {
+    /// [`Block::sum`] for `rows` rows (at most [`Simd::ROWS`]).
+    ///
+    /// # Safety
+    /// As [`Block::sum`]'s.
+    #[inline(always)]
+    unsafe fn rows<const TWO: bool, const FULL: bool>(&self, rows: usize) {
+        unsafe {
+            match rows {
+                12 => self.sum::<12, TWO, FULL>(),
+                11 => self.sum::<11, TWO, FULL>(),
+                10 => self.sum::<10, TWO, FULL>(),
+                9 => self.sum::<9, TWO, FULL>(),
+                8 => self.sum::<8, TWO, FULL>(),
+                7 => self.sum::<7, TWO, FULL>(),
+                6 => self.sum::<6, TWO, FULL>(),
+                5 => self.sum::<5, TWO, FULL>(),
+                4 => self.sum::<4, TWO, FULL>(),
+                3 => self.sum::<3, TWO, FULL>(),
+                2 => self.sum::<2, TWO, FULL>(),
+                _ => self.sum::<1, TWO, FULL>(),
+            }
+        }
+    }
+
+    /// The block's sums over `k` in registers, then one store per register
+    /// (`FULL`: the last register is whole, no mask).
+    ///
+    /// # Safety
+    /// Inside [`Simd::enabled`]; the block's `R` rows and its columns lie
+    /// inside every operand.
+    #[inline(always)]
+    unsafe fn sum<const R: usize, const TWO: bool, const FULL: bool>(&self) {
+        unsafe {
+            let mut acc = [[S::zero(); 2]; R];
+            let rows: [*const f32; R] = std::array::from_fn(|r| self.a.add(r * self.ars));
+            for p in 0..self.k {
+                let bp = self.b.add(p * self.brs);
+                let (b0, b1) = if TWO {
+                    (S::load(bp), load_reg::<S, FULL>(self.m1, bp.add(S::LANES)))
+                } else {
+                    (load_reg::<S, FULL>(self.m0, bp), S::zero())
+                };
+                let off = p * self.acs;
+                for (acc, row) in acc.iter_mut().zip(&rows) {
+                    let av = S::splat(*row.add(off));
+                    acc[0] = S::fmadd(av, b0, acc[0]);
+                    if TWO {
+                        acc[1] = S::fmadd(av, b1, acc[1]);
                     }
                 }
-                for (r, acc) in acc.iter().enumerate() {
-                    let cp = self.c.add(r * self.ldc);
-                    let (mut c0, mut c1) = (acc[0], acc[1]);
+            }
+            for (r, acc) in acc.iter().enumerate() {
+                let cp = self.c.add(r * self.ldc);
+                let (mut c0, mut c1) = (acc[0], acc[1]);
+                if TWO {
+                    let cp1 = cp.add(S::LANES);
                     if self.add {
-                        c0 = _mm512_add_ps(c0, _mm512_maskz_loadu_ps(self.m0, cp));
-                        if TWO {
-                            c1 = _mm512_add_ps(c1, _mm512_maskz_loadu_ps(self.m1, cp.add(LANES)));
-                        }
+                        c0 = S::add(c0, S::load(cp));
+                        c1 = S::add(c1, load_reg::<S, FULL>(self.m1, cp1));
                     }
-                    _mm512_mask_storeu_ps(cp, self.m0, c0);
-                    if TWO {
-                        _mm512_mask_storeu_ps(cp.add(LANES), self.m1, c1);
+                    S::store(cp, c0);
+                    store_reg::<S, FULL>(self.m1, cp1, c1);
+                } else {
+                    if self.add {
+                        c0 = S::add(c0, load_reg::<S, FULL>(self.m0, cp));
                     }
+                    store_reg::<S, FULL>(self.m0, cp, c0);
                 }
             }
         }
@@ -344,14 +308,28 @@ mod tests {
 
     /// Every block shape (full and partial rows and columns), both layouts
     /// of either operand, with and without accumulation, against a naive
-    /// triple loop in f64. The inputs are quarter-integers and the sums short,
-    /// so every partial sum is exact in f32 and the results must be equal.
+    /// triple loop in f64, on every set this CPU has. The inputs are
+    /// quarter-integers and the sums short, so every partial sum is exact
+    /// in f32 and the results must be equal.
     #[test]
     fn blocks_match_a_naive_product_for_every_shape_and_layout() {
-        let paths = super::super::paths_to_test("blocks_match_a_naive_product");
-        if !paths.contains(&super::super::Isa::Avx512) {
-            return;
+        let paths = crate::kernels::paths_to_test("blocks_match_a_naive_product");
+        #[cfg(target_arch = "x86_64")]
+        {
+            use crate::kernels::Isa;
+            use crate::kernels::x86_64::{avx2::Avx2, avx512::Avx512};
+            if paths.contains(&Isa::Avx2) {
+                match_naive::<Avx2>();
+            }
+            if paths.contains(&Isa::Avx512) {
+                match_naive::<Avx512>();
+            }
         }
+        let _ = paths;
+    }
+
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    fn match_naive<S: Simd>() {
         for (m, k, n) in [
             (1, 1, 1),
             (6, 4, 16),
@@ -362,6 +340,9 @@ mod tests {
             (12, 0, 9),
             (5, 33, 40),
             (64, 128, 64),
+            (9, 5, 8),
+            (3, 7, 24),
+            (25, 9, 48),
         ] {
             for (a_t, b_t, beta) in [
                 (false, false, 0.0),
@@ -380,9 +361,15 @@ mod tests {
                 } else {
                     View::rows(&b, n)
                 };
+                // The result sits in a longer buffer, so a store past its
+                // end would show.
                 let mut c = c0.clone();
-                #[cfg(target_arch = "x86_64")]
-                assert!(try_gemm(m, k, n, av, bv, beta, &mut c), "not taken");
+                c.extend([7.5; 40]);
+                assert!(try_gemm::<S>(m, k, n, av, bv, beta, &mut c), "not taken");
+                assert!(
+                    c[m * n..].iter().all(|&v| v == 7.5),
+                    "[{m},{k},{n}]: wrote past the end"
+                );
                 for i in 0..m {
                     for j in 0..n {
                         let dot: f64 = (0..k)
@@ -393,7 +380,11 @@ mod tests {
                             .sum();
                         let want = dot + beta as f64 * c0[i * n + j] as f64;
                         let got = c[i * n + j] as f64;
-                        assert_eq!(got, want, "[{m},{k},{n}] a_t {a_t} b_t {b_t} at ({i},{j})");
+                        let lanes = S::LANES;
+                        assert_eq!(
+                            got, want,
+                            "{lanes} lanes [{m},{k},{n}] a_t {a_t} b_t {b_t} at ({i},{j})"
+                        );
                     }
                 }
             }
@@ -403,14 +394,16 @@ mod tests {
     /// Sizes past the L1-resident range and other betas are left to the
     /// general routine, untouched.
     #[test]
+    #[cfg(target_arch = "x86_64")]
     fn large_or_scaled_products_are_declined() {
+        use crate::kernels::x86_64::avx2::Avx2 as S;
         let (a, b) = (vec![1.0; 300 * 2], vec![1.0; 300 * 2]);
         let mut c = vec![5.0; 4];
         let (av, bv) = (View::rows(&a, 300), View::rows(&b, 2));
-        assert!(!try_gemm(2, 300, 2, av, bv, 0.0, &mut c));
+        assert!(!try_gemm::<S>(2, 300, 2, av, bv, 0.0, &mut c));
         let bv = View::rows(&b[..4], 2);
         let av = View::rows(&a[..4], 2);
-        assert!(!try_gemm(2, 2, 2, av, bv, 0.5, &mut c));
+        assert!(!try_gemm::<S>(2, 2, 2, av, bv, 0.5, &mut c));
         assert_eq!(c, [5.0; 4]);
     }
 }
