@@ -105,6 +105,7 @@ fn every_benchmark_line_prints_and_writes_its_figures() {
         le["engine"], "fused",
         "auto picks the fused engine on one cpu: {le}"
     );
+    the_learners_flops_are_set_beside_its_peak(&le);
     let burn = bench(
         &dir,
         "learner-burn",
@@ -201,6 +202,87 @@ fn every_benchmark_line_prints_and_writes_its_figures() {
         serde_json::from_str(first_eval.lines().next().expect("an eval line")).expect("json");
     assert_eq!(local["target_return"], 0.0);
     assert_eq!(local["steps_to_target"], first["env_steps"], "{local}");
+}
+
+/// CartPole's default network (two torsos of 64 and 64 on 4 inputs, heads
+/// of 2 and 1): the forward products 2 x (4 x 64 + 64 x 64) + 64 x 3 =
+/// 8,896 multiply-adds, each again for its weights and, but for the first
+/// layers, for its input: 2 x (3 x 8,896 - 2 x 256) flops a sample. The
+/// GFLOP/s are those times the sample-gradients a second, and the fraction
+/// is over the peak of the path the update ran on.
+fn the_learners_flops_are_set_beside_its_peak(le: &serde_json::Value) {
+    assert_eq!(le["gradient_flops_per_sample"], 2 * (3 * 8_896 - 2 * 256));
+    let gflops = measured(le, "gflops");
+    let sgps = measured(le, "sample_grads_per_second");
+    assert!(
+        (gflops - 52_352.0 * sgps / 1e9).abs() < 1e-6 * gflops,
+        "{le}"
+    );
+    let kernels = le["kernels"].as_str().expect("the kernels' path");
+    if kernels == "scalar" {
+        assert!(le["peak"].is_null(), "no FMA on the portable path: {le}");
+        return;
+    }
+    let peak = &le["peak"];
+    assert_eq!(peak["kernels"], kernels, "{le}");
+    assert_eq!(peak["cores"], le["threads"], "{le}");
+    let (lanes, units) = (measured(peak, "lanes"), measured(peak, "fma_units"));
+    let want = lanes * units * 2.0 * measured(peak, "ghz") * measured(peak, "cores");
+    assert!(
+        (measured(peak, "gflops") - want).abs() < 1e-9 * want,
+        "{le}"
+    );
+    measured(peak, "fma_loop_gflops");
+    let fraction = measured(le, "fraction_of_peak");
+    assert!((fraction - gflops / want).abs() < 1e-9, "{le}");
+}
+
+/// `bench kernels`: each product of the presets on every path this CPU
+/// has, matrixmultiply first; every path's figure beside it and beside its
+/// peak.
+#[test]
+fn every_kernel_path_is_timed_beside_matrixmultiply() {
+    let dir = run_dir("bench-kernels");
+    let r = bench(
+        &dir,
+        "kernels",
+        &["kernels", "--seconds", "0.02", "--only", "mlp64"],
+    );
+    let products = r["products"].as_array().expect("products");
+    let names: Vec<&str> = products
+        .iter()
+        .map(|p| p["shape"]["name"].as_str().expect("a name"))
+        .collect();
+    assert_eq!(
+        names,
+        ["mlp64 forward", "mlp64 input grad", "mlp64 weight grad"]
+    );
+    let peaks = r["peaks"].as_array().expect("peaks");
+    for p in products {
+        let paths = p["paths"].as_array().expect("paths");
+        assert_eq!(paths[0]["kernels"], "scalar", "{p}");
+        assert_eq!(paths[0]["speedup"], 1.0, "{p}");
+        for f in paths {
+            let g = measured(f, "gflops");
+            let base = measured(&paths[0], "gflops");
+            assert!((measured(f, "speedup") - g / base).abs() < 1e-9, "{p}");
+            let peak = peaks.iter().find(|q| q["kernels"] == f["kernels"]);
+            match peak {
+                Some(q) => {
+                    let want = g / measured(q, "gflops");
+                    assert!((measured(f, "fraction_of_peak") - want).abs() < 1e-9);
+                }
+                None => assert!(f["fraction_of_peak"].is_null(), "{p}"),
+            }
+        }
+    }
+    let bad = bin()
+        .args(["bench", "kernels", "--seconds", "0"])
+        .output()
+        .expect("sebulba bench kernels");
+    assert!(!bad.status.success());
+    let text = String::from_utf8_lossy(&bad.stderr);
+    assert!(text.contains("--seconds must be positive"), "{text}");
 }
 
 /// `bench rules`: Big Two's fixed players against each other, as the

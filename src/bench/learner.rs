@@ -10,9 +10,10 @@ use sebulba_core::config::RunConfig;
 use sebulba_core::model::ModelSpec;
 use sebulba_core::policy::PolicyState;
 use sebulba_envs::{ActionSpace, ObsDtype, Observations, env_spec_with};
+use sebulba_fused::kernels::{self, peak::Peak};
 use sebulba_learner::batch::BatchActions;
 use serde::Serialize;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct LearnerBench {
@@ -40,7 +41,22 @@ pub struct LearnerBench {
     pub samples_per_second: f64,
     /// Sample-gradient evaluations per second: samples/s x epochs.
     pub sample_grads_per_second: f64,
+    /// The fused kernels' instruction-set path (`SEBULBA_KERNELS`).
+    pub kernels: String,
+    /// Floating-point operations of one sample's gradient in the
+    /// network's matrix products (`Layout::gradient_flops`).
+    pub gradient_flops_per_sample: usize,
+    /// Those operations a second: flops per sample x sample-gradients/s.
+    pub gflops: f64,
+    /// The path's peak on the cores the update ran on (CPU learners on a
+    /// path with FMA).
+    pub peak: Option<Peak>,
+    /// `gflops` over the peak's.
+    pub fraction_of_peak: Option<f64>,
 }
+
+/// How long the peak's clock and FMA loops run on each core.
+const PEAK_TIME: Duration = Duration::from_millis(400);
 
 /// Times `updates` full PPO updates (after one warm-up) of `samples` samples
 /// ([`synthetic_update`]) on the run's learner devices and engine.
@@ -64,6 +80,14 @@ pub fn bench_learner(
     }
     let seconds = t0.elapsed().as_secs_f64();
     let sps = (samples * updates) as f64 / seconds.max(1e-9);
+    let grads_per_second = sps * cfg.ppo.epochs as f64;
+    let flops = sebulba_fused::net::Layout::new(&spec.arch()).gradient_flops();
+    let gflops = flops as f64 * grads_per_second / 1e9;
+    let on_cpu = cfg.learner.devices.iter().all(|d| d == "cpu");
+    let isa = kernels::active();
+    let peak = on_cpu
+        .then(|| kernels::peak::measure(isa, trainer.threads(), PEAK_TIME))
+        .flatten();
     Ok(LearnerBench {
         env_id: cfg.env.id.clone(),
         image,
@@ -83,7 +107,12 @@ pub fn bench_learner(
         updates,
         seconds,
         samples_per_second: sps,
-        sample_grads_per_second: sps * cfg.ppo.epochs as f64,
+        sample_grads_per_second: grads_per_second,
+        kernels: isa.name().to_string(),
+        gradient_flops_per_sample: flops,
+        gflops,
+        fraction_of_peak: peak.as_ref().map(|p| gflops / p.gflops),
+        peak,
     })
 }
 

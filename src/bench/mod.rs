@@ -6,6 +6,7 @@
 pub mod agree;
 pub mod envs;
 pub mod games;
+pub mod kernels;
 pub mod learner;
 pub mod local;
 pub mod transport;
@@ -51,6 +52,7 @@ pub async fn run(cmd: BenchCommand, shutdown: CancellationToken) -> anyhow::Resu
             emit_json(&r, args.json.as_deref())
         }
         BenchCommand::Local(args) => local::bench_local(*args, shutdown).await,
+        BenchCommand::Kernels(args) => bench_kernels(args),
         BenchCommand::Rules(args) => {
             let rows = games::bench_rules(&args.env, args.games, args.seed)?;
             for r in &rows {
@@ -109,6 +111,12 @@ pub async fn run(cmd: BenchCommand, shutdown: CancellationToken) -> anyhow::Resu
     }
 }
 
+fn bench_kernels(args: cli::BenchKernelsArgs) -> anyhow::Result<()> {
+    let r = kernels::bench_kernels(args.seconds, args.only.as_deref())?;
+    kernels::print(&r);
+    emit_json(&r, args.json.as_deref())
+}
+
 /// A benchmark's output is its product: figures on stdout (not a service log).
 fn bench_learner(args: cli::BenchLearnerArgs) -> anyhow::Result<()> {
     let config = args.config.resolve()?;
@@ -131,6 +139,26 @@ fn bench_learner(args: cli::BenchLearnerArgs) -> anyhow::Result<()> {
         r.samples_per_second,
         r.sample_grads_per_second
     );
+    print!(
+        "  {:.1} GFLOP/s in the products ({:.2} MFLOP a sample-gradient, kernels {})",
+        r.gflops,
+        r.gradient_flops_per_sample as f64 / 1e6,
+        r.kernels
+    );
+    match (&r.peak, r.fraction_of_peak) {
+        (Some(p), Some(f)) => println!(
+            "; peak {:.1} GFLOP/s on {} core{} ({} lanes x {} FMA units x 2 x {:.2} GHz; an FMA loop reached {:.1}): {:.1}% of peak",
+            p.gflops,
+            p.cores,
+            if p.cores == 1 { "" } else { "s" },
+            p.lanes,
+            p.fma_units,
+            p.ghz,
+            p.fma_loop_gflops,
+            100.0 * f
+        ),
+        _ => println!("; no peak for this path or device"),
+    }
     emit_json(&r, args.json.as_deref())
 }
 

@@ -27,6 +27,10 @@ pub enum BenchCommand {
     Rules(BenchRulesArgs),
     /// Trajectory batches encoded, sent over loopback gRPC, decoded and validated.
     Transport(BenchTransportArgs),
+    /// The fused engine's matrix products at the presets' shapes on every
+    /// kernel path this CPU has, beside matrixmultiply: GFLOP/s on one
+    /// core and the fraction of the path's peak.
+    Kernels(BenchKernelsArgs),
     /// The end-to-end local run: env steps/s as a fraction of the env source
     /// alone (measured first), where the actors' time went, how busy the
     /// learner was, wall time, final evaluation and peak memory.
@@ -45,6 +49,18 @@ pub struct BenchLocalArgs {
     /// source, envs per actor and actors, random actions); 0 skips it.
     #[arg(long, default_value_t = 5.0)]
     pub env_seconds: f64,
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchKernelsArgs {
+    /// Seconds per product and path.
+    #[arg(long, default_value_t = 0.3)]
+    pub seconds: f64,
+    /// Only the products whose name contains this (`nature`, `mlp`).
+    #[arg(long)]
+    pub only: Option<String>,
     #[arg(long)]
     pub json: Option<PathBuf>,
 }

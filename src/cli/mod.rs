@@ -10,7 +10,7 @@ use std::path::PathBuf;
 mod bench;
 mod security;
 mod tools;
-pub use bench::{BenchAgreeArgs, BenchCommand, BenchLearnerArgs, BenchLocalArgs};
+pub use bench::{BenchAgreeArgs, BenchCommand, BenchKernelsArgs, BenchLearnerArgs, BenchLocalArgs};
 pub use security::SecurityArgs;
 pub use tools::{CertsArgs, HealthArgs, PlotArgs, StatusArgs, SweepArgs};
 

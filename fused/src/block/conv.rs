@@ -53,6 +53,10 @@ impl Pass for ConvBlock {
         Shape::Image([c.out_h(), c.out_w(), c.c_out])
     }
 
+    fn macs(&self) -> usize {
+        self.at.conv.macs()
+    }
+
     fn group(&self) -> Option<&'static str> {
         Some("conv")
     }

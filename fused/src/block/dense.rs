@@ -40,6 +40,10 @@ impl Pass for DenseBlock {
         Shape::Flat(self.at.d_out)
     }
 
+    fn macs(&self) -> usize {
+        self.at.d_in * self.at.d_out
+    }
+
     fn group(&self) -> Option<&'static str> {
         Some("layers")
     }

@@ -57,6 +57,11 @@ impl BlockAt {
         self.pass().input()
     }
 
+    /// Multiply-adds of its forward pass per sample.
+    pub fn macs(&self) -> usize {
+        self.pass().macs()
+    }
+
     /// What it writes per sample.
     pub fn output(&self) -> Shape {
         self.pass().output()
@@ -165,6 +170,11 @@ impl Torso {
     /// Floats per env its blocks carry from step to step.
     pub fn state_width(&self) -> usize {
         self.blocks.iter().map(BlockAt::state_width).sum()
+    }
+
+    /// Multiply-adds of its forward pass per sample.
+    pub fn macs(&self) -> usize {
+        self.blocks.iter().map(BlockAt::macs).sum()
     }
 
     /// Whether its first block is a dense layer reading the observations
@@ -328,6 +338,11 @@ pub(crate) trait Pass {
     fn input(&self) -> Shape;
     /// What it writes per sample.
     fn output(&self) -> Shape;
+    /// Multiply-adds of its forward pass per sample (its matrix products;
+    /// the element-wise work is not counted).
+    fn macs(&self) -> usize {
+        0
+    }
     /// Floats per sample it keeps besides its output for the way back.
     fn inner_len(&self) -> usize {
         0

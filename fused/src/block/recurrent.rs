@@ -178,6 +178,11 @@ impl Pass for RecurrentBlock {
         Shape::Flat(self.size())
     }
 
+    fn macs(&self) -> usize {
+        let a = &self.at;
+        (a.d_in + a.size) * a.gates * a.size
+    }
+
     fn inner_len(&self) -> usize {
         match self.cell {
             Cell::Lstm => lstm::INNER * self.size(),

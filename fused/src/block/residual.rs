@@ -149,6 +149,10 @@ impl Pass for Residual {
         self.input()
     }
 
+    fn macs(&self) -> usize {
+        self.conv0.conv.macs() + self.conv1.conv.macs()
+    }
+
     fn inner_len(&self) -> usize {
         2 * self.len()
     }

@@ -119,6 +119,28 @@ impl Layout {
             .unwrap_or(1)
     }
 
+    /// Multiply-adds of one sample's forward pass: every torso block's
+    /// matrix products, then the heads'. A game's sparse first layer and
+    /// masked head do less (`sparse_input`, `sparse_head`); this counts
+    /// them dense.
+    pub fn forward_macs(&self) -> usize {
+        let torsos: usize = self.torsos().map(Torso::macs).sum();
+        torsos + self.policy.d_in * self.policy.d_out + self.value.d_in * self.value.d_out
+    }
+
+    /// Floating-point operations of one sample's gradient, two per
+    /// multiply-add: the forward products, then each again for its
+    /// weights' gradient and for its input's, but for a torso's first
+    /// block, whose input (the observations) wants no gradient.
+    pub fn gradient_flops(&self) -> usize {
+        let first: usize = self
+            .torsos()
+            .filter_map(|t| t.blocks.first())
+            .map(|b| b.macs())
+            .sum();
+        2 * (3 * self.forward_macs() - first)
+    }
+
     /// Floats per sample a forward pass keeps: every block's output and
     /// inner activations, the heads' outputs.
     pub fn floats_per_sample(&self) -> usize {
@@ -130,3 +152,6 @@ impl Layout {
         kept + self.obs_dim + self.head_dim + 1
     }
 }
+
+#[cfg(test)]
+mod tests;
