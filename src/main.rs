@@ -108,6 +108,7 @@ async fn run_learner(args: cli::LearnerArgs, shutdown: CancellationToken) -> any
         // Deterministic runs are `sebulba local`'s: it knows its actors.
         deterministic_actors: Vec::new(),
         evaluator_in_process: false,
+        actor_processes: None,
     };
     let summary = sebulba_learner::run(listener, opts, shutdown).await?;
     info!(run_dir = %run_dir.display(), env_steps = summary.env_steps, final_eval = sebulba_learner::summary::shown(summary.final_eval_return_mean), "summary written");

@@ -121,6 +121,8 @@ fn a_run_under_random_faults_finishes_with_nothing_lost() {
             ("SEBULBA_TOTAL_STEPS", total_steps.to_string()),
             ("SEBULBA_SEED", seed.to_string()),
             ("SEBULBA_METRICS_HOLD_SECS", "0".into()),
+            // Every departed actor folds at once: the bound under churn.
+            ("SEBULBA_SET", "learner.departed_actors_kept=0".into()),
         ],
     };
     let runs = RunsVolume::open(&format!("{project}_runs"), &tag, &format!("{project}-runs"));
@@ -256,6 +258,17 @@ fn a_run_under_random_faults_finishes_with_nothing_lost() {
         "{segments} segments: 1 + {stops} stops at least, 1 + {learner_restarts} learner starts at most"
     );
     assert_accounted(&summary);
+    // With learner.departed_actors_kept = 0, a killed actor's entry folds
+    // (its stream breaks at the learner), as do a restarted learner's
+    // predecessor's actors.
+    let folded = summary["actors_folded"].as_u64().expect("actors_folded");
+    let apart = summary["batches_per_actor"]
+        .as_object()
+        .map_or(0, |m| m.len());
+    eprintln!("{folded} departed actors folded, {apart} kept apart");
+    if done.get(&Fault::KillActor).is_some_and(|&n| n > 0) {
+        assert!(folded > 0, "actors killed, nothing folded: {summary}");
+    }
     assert_eq!(
         summary["batches"]["rejected"], 0,
         "honest batches refused: {:#}",

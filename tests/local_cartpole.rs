@@ -123,4 +123,20 @@ fn bad_configuration_is_refused_with_the_key_named() {
         .expect("run sebulba");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("NoSuchEnv-v0"));
+    // SEBULBA_SET (a container's `--set`, one key a line; blank lines are
+    // nothing) is read and checked the same way.
+    let out = bin()
+        .args(["local", "--env", "CartPole-v1"])
+        .env(
+            "SEBULBA_SET",
+            "\nrun.seed=3\nlearner.departed_actors_kept=-1\n",
+        )
+        .output()
+        .expect("run sebulba");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("learner.departed_actors_kept"),
+        "stderr: {err}"
+    );
 }

@@ -12,6 +12,16 @@ pub fn rss_bytes() -> Option<u64> {
     status_kib("VmRSS:").map(|k| k * 1024)
 }
 
+/// Current and peak resident set size of process `pid` (`VmRSS`,
+/// `VmHWM`), in bytes; None once it has exited or where the OS does not say.
+pub fn rss_of(pid: u32) -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    Some((
+        field_kib(&status, "VmRSS:")? * 1024,
+        field_kib(&status, "VmHWM:")? * 1024,
+    ))
+}
+
 /// What the allocator holds: bytes handed out and in use, and bytes freed
 /// but kept (not returned to the kernel, still resident if touched).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +50,10 @@ pub fn heap() -> Option<Heap> {
 }
 
 fn status_kib(key: &str) -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    field_kib(&std::fs::read_to_string("/proc/self/status").ok()?, key)
+}
+
+fn field_kib(status: &str, key: &str) -> Option<u64> {
     status
         .lines()
         .find_map(|l| l.strip_prefix(key))
@@ -88,6 +101,9 @@ mod tests {
         let now = rss_bytes().expect("VmRSS on Linux");
         let peak = peak_rss_bytes().expect("VmHWM on Linux");
         assert!(peak >= now, "peak {peak} < current {now}");
+        // The same figures through the pid, as a parent reads its children.
+        let (rss, hwm) = rss_of(std::process::id()).expect("/proc/PID/status");
+        assert!(rss >= before + (32 << 20) && hwm >= rss, "{rss} {hwm}");
         assert!(
             now >= before + (32 << 20),
             "a 64 MiB block is resident: {before} -> {now}"

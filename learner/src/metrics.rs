@@ -14,10 +14,6 @@ pub fn describe() {
         "Trajectory batches by outcome (received = used + dropped_stale + dropped_shutdown + rejected + queued)"
     );
     describe_counter!(
-        "sebulba_learner_actor_batches_total",
-        "Trajectory batches per actor, by outcome"
-    );
-    describe_counter!(
         "sebulba_learner_batches_rejected_total",
         "Refused batches by reason (the field or rule that failed)"
     );

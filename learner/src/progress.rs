@@ -53,7 +53,7 @@ impl ProgressTask {
 
     /// Env steps trained on per actor name so far.
     fn per_name_steps(&self) -> BTreeMap<String, u64> {
-        per_name_steps(&self.shared.accounting.snapshot().1)
+        per_name_steps(&self.shared.accounting.snapshot().per_actor)
     }
 
     /// Logs one line; returns what the next line's per-actor rates start from.

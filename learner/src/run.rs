@@ -50,6 +50,9 @@ pub struct LearnerOptions {
     /// The evaluator runs in this process (`sebulba local`): its CPU time is
     /// part of this process's, for the summary's `eval_cpu`.
     pub evaluator_in_process: bool,
+    /// `sebulba local`'s actor child processes, as their supervisor keeps
+    /// them: the summary adds their memory and says which were given up.
+    pub actor_processes: Option<Arc<crate::processes::ActorProcesses>>,
 }
 
 /// How long a learner stopped while it waits for the final evaluation waits
@@ -138,6 +141,7 @@ pub async fn run(
         clock,
         devices: &device_choice,
         cpu,
+        processes: opts.actor_processes.as_deref(),
     };
     let summary = write_summary(&run_dir, &ended, &shared)?;
     stop_server(&shared, &server_stop, server).await;
@@ -179,7 +183,10 @@ async fn accept_held_versions(shared: &Shared, publisher: &Publisher, resume: Op
 fn restore(shared: &Shared, resume: Option<&Checkpoint>) -> RunClock {
     match resume {
         Some(ck) => {
-            shared.accounting.restore(&ck.meta.accounting);
+            shared.accounting.restore(
+                &ck.meta.accounting,
+                shared.config.learner.departed_actors_kept,
+            );
             shared.evals.restore(ck.meta.evals.clone());
             RunClock::new(ck.meta.wall_seconds, ck.meta.segments.saturating_add(1))
         }
@@ -240,11 +247,16 @@ fn peak_rss(outcome: &LoopOutcome) -> Option<u64> {
     }
 }
 
-fn memory_report(outcome: &LoopOutcome, shared: &Shared) -> MemoryReport {
+fn memory_report(
+    outcome: &LoopOutcome,
+    shared: &Shared,
+    children: Option<&crate::processes::ProcessesReport>,
+) -> MemoryReport {
     let limit = batch_limit(shared) as u64;
     let m = &outcome.memory;
     MemoryReport {
         rss_mib: m.rss.map(mib),
+        children_rss_mib: children.map(|c| c.rss_mib),
         heap_in_use_mib: m.heap.map(|h| mib(h.in_use)),
         heap_free_mib: m.heap.map(|h| mib(h.free)),
         engine_mib: mib(m.engine),
@@ -266,11 +278,11 @@ async fn serve(
     let gate = security.gate();
     // The run's own limit, checked on the length prefix before a byte is read.
     let limit = batch_limit(shared);
-    let service = LearnerService {
+    let service = Arc::new(LearnerService {
         shared: shared.clone(),
         queue,
         gate: gate.clone(),
-    };
+    });
     let reflection = sebulba_transport::grpc::reflection()?;
     let health = sebulba_transport::grpc::health(&["sebulba.v1.Learner"]).await;
     let local = listener
@@ -280,11 +292,13 @@ async fn serve(
     let server = builder
         .add_service(health)
         .add_service(InterceptedService::new(reflection, gate.any_class()))
-        .add_service(
-            LearnerServer::new(service)
+        .add_service(crate::route::TrajectoryRoute::new(
+            LearnerServer::from_arc(service.clone())
                 .max_decoding_message_size(limit)
                 .max_encoding_message_size(MAX_MESSAGE_BYTES),
-        )
+            service,
+            limit,
+        ))
         .serve_with_incoming_shutdown(
             sebulba_transport::grpc::incoming(listener),
             stop.clone().cancelled_owned(),
@@ -384,6 +398,8 @@ struct Ended<'a> {
     clock: RunClock,
     devices: &'a DeviceChoice,
     cpu: EvalCpu,
+    /// A local run's actor processes.
+    processes: Option<&'a crate::processes::ActorProcesses>,
 }
 
 /// The summary of a run that `ended` so; its evaluations (final, best,
@@ -414,14 +430,17 @@ fn summarize(ended: &Ended<'_>, shared: &Shared) -> Summary {
         clock,
         devices,
         cpu,
+        processes,
     } = *ended;
+    let processes = processes.map(|p| (p.report(), p.failure()));
+    let own_peak = peak_rss(outcome).map(mib);
     let cfg = &shared.config;
     let wall = clock.wall_seconds();
     let scores = shared.evals.scores();
     let final_score = scores.of_version(outcome.final_version);
     let final_eval = final_score.as_ref().map(|s| s.return_mean);
     let (best, latest) = (scores.best.as_ref(), scores.latest.as_ref());
-    let (batches, batches_per_actor) = shared.accounting.snapshot();
+    let batches = shared.accounting.snapshot();
     let (train_return_mean, train_episodes) = shared.train_returns.mean();
     Summary {
         run_id: shared.run_id.clone(),
@@ -450,11 +469,18 @@ fn summarize(ended: &Ended<'_>, shared: &Shared) -> Summary {
         train_return_mean,
         train_episodes,
         eval_cpu: cpu,
-        batches,
-        batches_per_actor,
-        stopped_by_error: outcome.failure.clone(),
-        peak_rss_mib: peak_rss(outcome).map(mib),
-        memory: memory_report(outcome, shared),
+        batches: batches.total,
+        batches_per_actor: batches.per_actor,
+        actors_folded: batches.departed.actors,
+        batches_departed: batches.departed.batches,
+        stopped_by_error: outcome
+            .failure
+            .clone()
+            .or_else(|| processes.as_ref().and_then(|(_, why)| why.clone())),
+        peak_rss_mib: own_peak.map(|p| p + processes.as_ref().map_or(0.0, |(r, _)| r.peak_rss_mib)),
+        process_peak_rss_mib: own_peak,
+        memory: memory_report(outcome, shared, processes.as_ref().map(|(r, _)| r)),
+        actor_processes: processes.map(|(r, _)| r),
         kernels: sebulba_fused::kernels::active().name(),
         engine: if cfg.learner.engine.use_fused(&devices.devices, &cfg.network) {
             "fused"

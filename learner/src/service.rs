@@ -167,27 +167,29 @@ impl LearnerService {
     /// do not decode, a message over the run's size limit, a transport error)
     /// ends with a non-OK status at once, ahead of any acks still owed for its
     /// queued batches, which are trained on all the same.
-    async fn serve_stream(
+    pub(crate) async fn serve_stream(
         shared: Arc<Shared>,
         queue: mpsc::Sender<DecodedBatch>,
-        mut incoming: Streaming<TrajectoryBatch>,
+        mut incoming: impl Stream<Item = Result<TrajectoryBatch, Status>> + Unpin,
         ack_tx: AckSender,
     ) {
         let mut owner = StreamOwner::new(shared.actors.new_stream());
         Self::read_stream(&shared, &queue, &mut incoming, &ack_tx, &mut owner).await;
-        owner.release(&shared.actors);
+        let forgotten = owner.release(&shared.actors);
+        shared.accounting.fold(&forgotten);
     }
 
     async fn read_stream(
         shared: &Shared,
         queue: &mpsc::Sender<DecodedBatch>,
-        incoming: &mut Streaming<TrajectoryBatch>,
+        incoming: &mut (impl Stream<Item = Result<TrajectoryBatch, Status>> + Unpin),
         ack_tx: &AckSender,
         owner: &mut StreamOwner,
     ) {
+        use tokio_stream::StreamExt;
         loop {
             let next = tokio::select! {
-                m = incoming.message() => m,
+                m = incoming.next() => m.transpose(),
                 () = shared.streams_end.cancelled() => {
                     if !shared.is_finished() {
                         let why = Status::unavailable(
@@ -292,6 +294,9 @@ impl Learner for LearnerService {
 
     type StreamTrajectoriesStream = Pin<Box<dyn Stream<Item = Result<Ack, Status>> + Send>>;
 
+    /// tonic's path, where the service is mounted bare; a learner serves
+    /// this method through [`crate::route`], which reads each batch into an
+    /// allocation of its own.
     async fn stream_trajectories(
         &self,
         request: Request<Streaming<TrajectoryBatch>>,
@@ -410,7 +415,8 @@ mod tests {
         let mut impostor = StreamOwner::new(svc.shared.actors.new_stream());
         let ack = ingest!(batch(&id, 99), &mut impostor).unwrap();
         assert_eq!(ack.code, Code::PermissionDenied as i32, "{ack:?}");
-        let (c, per) = svc.shared.accounting.snapshot();
+        let snap = svc.shared.accounting.snapshot();
+        let (c, per) = (&snap.total, &snap.per_actor);
         assert_eq!((c.received, c.rejected, c.queued), (7, 6, 1));
         assert_eq!(per["<unknown>"].rejected_by_reason["unknown_actor"], 1);
         assert_eq!(per["<unknown>"].rejected_by_reason["actor_taken"], 1);
@@ -424,7 +430,7 @@ mod tests {
             .store(true, std::sync::atomic::Ordering::Release);
         let ack = ingest!(batch(&id, 2), &mut owner).unwrap();
         assert!(ack.run_finished && !ack.accepted);
-        assert_eq!(svc.shared.accounting.snapshot().0.dropped_shutdown, 1);
+        assert_eq!(svc.shared.accounting.total().dropped_shutdown, 1);
         // And a Join after the run says so in a field, not an error.
         let late = join().await.unwrap().into_inner();
         assert!(late.run_finished && late.spec.is_none() && late.actor_id.is_empty());
@@ -451,6 +457,6 @@ mod tests {
         assert!(!ack.accepted && !ack.run_finished, "{ack:?}");
         let e = svc.join(join_req(PROTOCOL_VERSION)).await.unwrap_err();
         assert_eq!(e.code(), Code::Unavailable, "retryable: {e:?}");
-        assert!(svc.shared.accounting.snapshot().0.balanced());
+        assert!(svc.shared.accounting.snapshot().balanced());
     }
 }

@@ -58,7 +58,8 @@ pub struct Shared {
     /// more batches are taken, but the run is not over; actors wait for the
     /// learner to come back.
     pub stopping: AtomicBool,
-    pub accounting: Accounting,
+    /// Shared with the metrics endpoint, which renders its per-actor series.
+    pub accounting: std::sync::Arc<Accounting>,
     /// The best and newest evaluations read from the param-server.
     pub evals: crate::evals::EvalBook,
     /// The last finished training episodes' returns.
@@ -77,6 +78,9 @@ pub struct Shared {
 impl Shared {
     pub fn new(config: RunConfig, env: EnvSpec, run_id: String) -> Self {
         crate::metrics::describe();
+        let accounting = std::sync::Arc::new(Accounting::default());
+        sebulba_transport::metrics::render_also("learner_actor_batches", accounting.clone());
+        let kept = config.learner.departed_actors_kept;
         Self {
             config,
             run_id,
@@ -85,11 +89,11 @@ impl Shared {
             restarting: AtomicBool::new(false),
             finished: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
-            accounting: Accounting::default(),
+            accounting,
             evals: Default::default(),
             train_returns: Default::default(),
             streams_end: Default::default(),
-            actors: Actors::default(),
+            actors: Actors::new(kept),
             deterministic: None,
         }
     }

@@ -76,9 +76,12 @@ impl StreamOwner {
         }
     }
 
-    pub fn release(&self, actors: &Actors) {
-        if let Some(actor) = &self.actor {
-            actors.release(actor, self.stream);
+    /// The stream ended; returns the actors forgotten now
+    /// ([`Actors::release`]).
+    pub fn release(&self, actors: &Actors) -> Vec<String> {
+        match &self.actor {
+            Some(actor) => actors.release(actor, self.stream),
+            None => Vec::new(),
         }
     }
 }

@@ -50,16 +50,31 @@ pub struct Summary {
     /// What evaluation cost in CPU time, beside the whole run's.
     pub eval_cpu: EvalCpu,
     pub batches: BatchCounts,
+    /// Each actor's counts: the live ones and the last
+    /// `learner.departed_actors_kept` to leave...
     pub batches_per_actor: BTreeMap<String, BatchCounts>,
+    /// ... and the departed actors before them, folded into one entry
+    /// (`actors_folded` of them). The identity holds for each entry, and the
+    /// entries add up to `batches`.
+    pub actors_folded: u64,
+    pub batches_departed: BatchCounts,
     /// Why the run stopped before its budget, when it could not go on.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stopped_by_error: Option<String>,
-    /// Peak resident memory of the learner's process (in local mode: every
-    /// role in it, not actor child processes), MiB; None where the OS does
-    /// not say.
+    /// Peak resident memory of the run, MiB: the learner's process (in local
+    /// mode every role in it) plus, in a local run with actor processes,
+    /// each child slot's peak (`actor_processes.peak_rss_mib`); None where
+    /// the OS does not say.
     pub peak_rss_mib: Option<f64>,
+    /// The learner's process alone, MiB.
+    pub process_peak_rss_mib: Option<f64>,
     /// Where the learner's process memory goes as training ends.
     pub memory: MemoryReport,
+    /// A local run's actor child processes: each slot's processes,
+    /// restarts, memory and last failure, and the slots given up; absent
+    /// where the actors are threads or other hosts' processes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub actor_processes: Option<crate::processes::ProcessesReport>,
     /// The fused kernels' instruction-set path (`SEBULBA_KERNELS`): runs give
     /// the same bits across machines only on the same path.
     pub kernels: &'static str,
@@ -115,6 +130,10 @@ impl EvalCpu {
 pub struct MemoryReport {
     /// Resident now (the whole process); None where the OS does not say.
     pub rss_mib: Option<f64>,
+    /// Resident now in a local run's actor child processes, all together
+    /// (absent for other runs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub children_rss_mib: Option<f64>,
     /// The allocator's account (glibc): bytes in use, and bytes freed but
     /// kept for reuse; None off glibc.
     pub heap_in_use_mib: Option<f64>,

@@ -121,8 +121,14 @@ pub struct ConfigArgs {
     /// TOML run file (sections as in the run directory's config.toml).
     #[arg(long, env = "SEBULBA_CONFIG")]
     pub config: Option<PathBuf>,
-    /// Override one key, e.g. `--set ppo.learning_rate=3e-4` (repeatable).
-    #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
+    /// Override one key, e.g. `--set ppo.learning_rate=3e-4` (repeatable;
+    /// `SEBULBA_SET` holds one per line, as a container's environment does).
+    #[arg(
+        long = "set",
+        value_name = "SECTION.KEY=VALUE",
+        env = "SEBULBA_SET",
+        value_delimiter = '\n'
+    )]
     pub set: Vec<String>,
     /// Run directory (default: runs/<run name>, or runs/<env>-seed<seed>-<unix
     /// time>). A directory with a checkpoint is resumed; one with another run's
@@ -166,7 +172,8 @@ impl ConfigArgs {
                 .collect();
             sets.push(format!("learner.devices=[{}]", quoted.join(",")));
         }
-        sets.extend(self.set.iter().cloned());
+        // Blank lines of `SEBULBA_SET` (or the variable set empty) say nothing.
+        sets.extend(self.set.iter().filter(|s| !s.trim().is_empty()).cloned());
         RunConfig::resolve(self.env.as_deref(), self.config.as_deref(), &sets)
             .context("invalid run configuration")
     }

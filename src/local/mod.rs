@@ -3,6 +3,7 @@
 //! child processes ([`children`], `run.local_actors_as`).
 
 mod children;
+mod process;
 
 use crate::cli::LocalArgs;
 use crate::progress;
@@ -57,17 +58,18 @@ pub async fn run(
         ps_stop: &ps_stop,
     };
     let mut tasks = spawn_roles(&peers, ps_listener, &config, &run_dir);
-    if as_processes {
-        let child_args = children::ChildArgs {
-            learner_url: learner_url.clone(),
-            ps_url: ps_url.clone(),
-            send_queue: config.actor.send_queue,
-            security: args.security.to_env(),
-        };
-        spawn_actor_processes(&mut tasks, child_args, actors, roles.clone());
+    // The learner stops on a signal, or when the actor processes cannot go on.
+    let learner_stop = shutdown.child_token();
+    let actor_processes = if as_processes {
+        let env = args.security.to_env();
+        let stop = &learner_stop;
+        Some(spawn_actor_processes(
+            &mut tasks, &peers, &config, actors, env, stop,
+        ))
     } else {
         spawn_actor_threads(&mut tasks, &peers, &config, actors);
-    }
+        None
+    };
 
     let deterministic_actors = if config.run.deterministic {
         (0..actors).map(actor_name).collect()
@@ -86,13 +88,30 @@ pub async fn run(
         run_name,
         deterministic_actors,
         evaluator_in_process: true,
+        actor_processes: actor_processes.clone(),
     };
-    let result = sebulba_learner::run(learner_listener, opts, shutdown.clone()).await;
+    let result = sebulba_learner::run(learner_listener, opts, learner_stop).await;
     roles.cancel();
     ps_stop.cancel();
     let _ = progress.await;
     drain(&mut tasks).await;
     let summary = result.context("learner")?;
+    finished(summary, run_dir, actor_processes.as_deref())
+}
+
+/// How the run ended: an error when its actor processes ended it, else
+/// the summary, logged.
+fn finished(
+    summary: sebulba_learner::summary::Summary,
+    run_dir: std::path::PathBuf,
+    actor_processes: Option<&sebulba_learner::processes::ActorProcesses>,
+) -> anyhow::Result<(sebulba_learner::summary::Summary, std::path::PathBuf)> {
+    if let Some(why) = actor_processes.and_then(|t| t.failure()) {
+        anyhow::bail!(
+            "{why} (summary: {})",
+            run_dir.join("summary.json").display()
+        );
+    }
     info!(
         run_dir = %run_dir.display(),
         env_steps = summary.env_steps,
@@ -182,23 +201,48 @@ fn spawn_actor_threads(
 }
 
 /// `actors` actor processes, watched from a thread of their own until they
-/// finish or `roles` stops them.
+/// finish or the roles stop; a child given up may end the run through
+/// `learner_stop` (`run.on_actor_give_up`). Returns their table, which the
+/// learner's summary reads.
 fn spawn_actor_processes(
     tasks: &mut Roles,
-    args: children::ChildArgs,
+    p: &Peers<'_>,
+    config: &sebulba_core::config::RunConfig,
     actors: usize,
-    roles: CancellationToken,
-) {
+    security: Vec<(&'static str, std::ffi::OsString)>,
+    learner_stop: &CancellationToken,
+) -> Arc<sebulba_learner::processes::ActorProcesses> {
+    let args = children::ChildArgs {
+        learner_url: p.learner_url.to_string(),
+        ps_url: p.ps_url.to_string(),
+        send_queue: config.actor.send_queue,
+        security,
+    };
+    let table = Arc::new(sebulba_learner::processes::ActorProcesses::new(
+        config.run.on_actor_give_up,
+        config.run.actor_restarts,
+    ));
+    let supervision = children::Supervision {
+        args,
+        table: table.clone(),
+        end_run: learner_stop.clone(),
+    };
     let names: Vec<String> = (0..actors).map(actor_name).collect();
+    let roles = p.roles.clone();
     tasks.spawn_blocking(move || {
-        let records = children::supervise(args, &names, roles);
-        let restarts: u32 = records.iter().map(|r| r.restarts).sum();
+        children::supervise(&supervision, &names, &roles);
+        let report = supervision.table.report();
+        let restarts: u32 = report.children.iter().map(|r| r.restarts).sum();
         info!(
-            processes = records.len(),
-            restarts, "actor processes stopped"
+            processes = report.children.len(),
+            restarts,
+            given_up = report.given_up.len(),
+            peak_rss_mib = format!("{:.1}", report.peak_rss_mib),
+            "actor processes stopped"
         );
         Ok(())
     });
+    table
 }
 
 /// The name of local actor `i` (its lane in a deterministic run).

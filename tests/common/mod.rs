@@ -191,15 +191,36 @@ pub fn assert_accounted(summary: &serde_json::Value) {
     for (actor, c) in per {
         check(c, actor);
     }
-    let sum: u64 = per
-        .values()
-        .map(|c| c["received"].as_u64().unwrap_or(0))
-        .sum();
-    assert_eq!(
-        sum,
-        summary["batches"]["received"].as_u64().unwrap_or(0),
-        "per-actor counts do not add up"
-    );
+    // The departed actors folded together (`learner.departed_actors_kept`).
+    let departed = &summary["batches_departed"];
+    check(departed, "departed");
+    let folded = summary["actors_folded"].as_u64().expect("actors_folded");
+    if folded == 0 {
+        assert_eq!(
+            departed["received"].as_u64(),
+            Some(0),
+            "nothing folded, nothing departed: {summary}"
+        );
+    }
+    for k in [
+        "received",
+        "used",
+        "dropped_stale",
+        "dropped_shutdown",
+        "rejected",
+        "env_steps_used",
+    ] {
+        let sum: u64 = per
+            .values()
+            .chain(std::iter::once(departed))
+            .map(|c| c[k].as_u64().unwrap_or(0))
+            .sum();
+        assert_eq!(
+            sum,
+            summary["batches"][k].as_u64().unwrap_or(0),
+            "per-actor and departed `{k}` do not add up to the run's"
+        );
+    }
 }
 
 /// The run's curves as a user draws them: one `metrics.jsonl` line per

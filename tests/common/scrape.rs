@@ -45,6 +45,12 @@ impl Scrape {
 
     /// The value of `name` with exactly `labels`.
     pub fn value(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        self.lookup(name, labels)
+            .unwrap_or_else(|| panic!("no series {name} {labels:?} in the scrape"))
+    }
+
+    /// The same, None when the series is not (yet) there.
+    pub fn lookup(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
         let key = key(
             name,
             labels
@@ -52,10 +58,7 @@ impl Scrape {
                 .map(|&(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
         );
-        *self
-            .samples
-            .get(&key)
-            .unwrap_or_else(|| panic!("no series {key} in the scrape"))
+        self.samples.get(&key).copied()
     }
 
     /// The sum of `name` over every label set.

@@ -24,6 +24,51 @@ const SECONDS: &[f64] = &[
 ];
 const LAG: &[f64] = &[0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 16.0, 32.0];
 
+/// Series a role renders itself at each scrape, in Prometheus's text format:
+/// tables whose rows come and go (the `metrics` facade cannot drop a series
+/// once recorded, so a row's series would outlive it).
+pub trait Rendered: Send + Sync {
+    fn render(&self, out: &mut String);
+}
+
+type Sources = std::collections::BTreeMap<&'static str, std::sync::Arc<dyn Rendered>>;
+
+/// The sources [`serve`]'s endpoint appends, by name: the newest under a
+/// name replaces the one before (a learner's table stays on the endpoint
+/// after the learner ends, for the last scrape, until another replaces it).
+static RENDERED: std::sync::Mutex<Sources> = std::sync::Mutex::new(Sources::new());
+
+/// Appends `source`'s series to every scrape, in place of `name`'s before.
+pub fn render_also(name: &'static str, source: std::sync::Arc<dyn Rendered>) {
+    RENDERED
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(name, source);
+}
+
+/// The rendered sources' series.
+fn rendered() -> String {
+    let sources: Vec<_> = RENDERED
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .values()
+        .cloned()
+        .collect();
+    let mut out = String::new();
+    for source in sources {
+        source.render(&mut out);
+    }
+    out
+}
+
+/// `value` escaped for a label in the text format (backslash, quote, newline).
+pub fn label_value(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
 /// Installs the recorder and serves it at `addr` (port 0 picks one) from the
 /// current tokio runtime; returns the address bound. Fails when the address
 /// is malformed or taken, or a recorder is already installed.
@@ -62,7 +107,7 @@ pub async fn serve(addr: &str) -> Result<SocketAddr, MetricsError> {
                 let text_format = "text/plain; version=0.0.4; charset=utf-8";
                 (
                     [(axum::http::header::CONTENT_TYPE, text_format)],
-                    h.render(),
+                    h.render() + &rendered(),
                 )
             }
         }),
@@ -73,4 +118,34 @@ pub async fn serve(addr: &str) -> Result<SocketAddr, MetricsError> {
         }
     });
     Ok(bound)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Fixed(&'static str);
+    impl Rendered for Fixed {
+        fn render(&self, out: &mut String) {
+            out.push_str(self.0);
+        }
+    }
+
+    #[test]
+    fn a_rendered_source_is_scraped_until_another_takes_its_name() {
+        render_also("test", std::sync::Arc::new(Fixed("x_total 1\n")));
+        assert!(rendered().contains("x_total 1\n"));
+        render_also("test", std::sync::Arc::new(Fixed("x_total 2\n")));
+        let text = rendered();
+        assert!(
+            text.contains("x_total 2\n") && !text.contains("x_total 1\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn label_values_are_escaped_as_the_text_format_asks() {
+        assert_eq!(label_value("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
+        assert_eq!(label_value("local-0#3.00ff"), "local-0#3.00ff");
+    }
 }

@@ -46,6 +46,8 @@ impl RunConfig {
                 seed: 1,
                 local_actors: 2,
                 local_actors_as: ActorHosting::Auto,
+                actor_restarts: 10,
+                on_actor_give_up: OnActorGiveUp::Stop,
                 deterministic: false,
                 forced_lag: 0,
                 algorithm: Algorithm::Ppo,
@@ -61,6 +63,7 @@ impl RunConfig {
                 checkpoint_interval: 10,
                 engine: LearnerEngine::Auto,
                 threads: 0,
+                departed_actors_kept: 256,
             },
             actor: ActorConfig { send_queue: 1 },
             eval: EvalConfig {

@@ -64,6 +64,7 @@ pub const RANGES: &[Range] = &[
     int("run.time_limit_secs", 0.0, 1e9),
     int("run.local_actors", 1.0, 256.0),
     int("run.forced_lag", 0.0, 64.0),
+    int("run.actor_restarts", 0.0, 1000.0),
     int("network.hidden", 1.0, 8192.0),
     int("network.conv.channels", 1.0, 1024.0),
     int("network.conv.kernel", 1.0, 32.0),
@@ -96,6 +97,7 @@ pub const RANGES: &[Range] = &[
     int("learner.final_eval_timeout_secs", 0.0, 86_400.0),
     int("learner.checkpoint_interval", 0.0, 1e9),
     int("learner.threads", 0.0, 256.0),
+    int("learner.departed_actors_kept", 0.0, 1e6),
     int("actor.send_queue", 1.0, 64.0),
     int("eval.interval", 1.0, 1e6),
     int("eval.episodes", 1.0, 10_000.0),
@@ -214,6 +216,7 @@ pub fn check(c: &RunConfig) -> Result<(), ConfigError> {
     int("run.time_limit_secs", c.run.time_limit_secs)?;
     int("run.local_actors", c.run.local_actors as u64)?;
     int("run.forced_lag", c.run.forced_lag)?;
+    int("run.actor_restarts", u64::from(c.run.actor_restarts))?;
     int("network.core_size", n.core_size as u64)?;
     real("network.obs_clip", n.obs_clip)?;
     real("network.min_std", n.min_std)?;
@@ -239,6 +242,10 @@ pub fn check(c: &RunConfig) -> Result<(), ConfigError> {
     int("learner.final_eval_timeout_secs", l.final_eval_timeout_secs)?;
     int("learner.checkpoint_interval", l.checkpoint_interval)?;
     int("learner.threads", l.threads as u64)?;
+    int(
+        "learner.departed_actors_kept",
+        l.departed_actors_kept as u64,
+    )?;
     int("actor.send_queue", c.actor.send_queue as u64)?;
     int("eval.interval", c.eval.interval)?;
     int("eval.episodes", c.eval.episodes as u64)?;

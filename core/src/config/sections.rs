@@ -54,6 +54,16 @@ pub struct RunSection {
     /// their envs in C++ threads outside the GIL).
     #[serde(default)]
     pub local_actors_as: ActorHosting,
+    /// Times `sebulba local` starts an actor child process again after it
+    /// dies, before it gives the slot up (default 10).
+    #[serde(default = "default_actor_restarts")]
+    pub actor_restarts: u32,
+    /// What a local run does when it gives an actor child process up:
+    /// `stop` (default) ends the run with an error naming the child and its
+    /// last failure; `continue` goes on with the others (and stops only when
+    /// none is left). `summary.json` records either (`actor_processes`).
+    #[serde(default)]
+    pub on_actor_give_up: OnActorGiveUp,
     /// A deterministic run: `sebulba local` repeats bit for bit for its seed
     /// (default false). Every update takes one batch per actor lane in a fixed
     /// order, each acted with the version the update starts from (lag 0), and
@@ -93,6 +103,22 @@ impl ActorHosting {
             ActorHosting::Auto => env_id.starts_with("gym:") || env_id.starts_with("py:"),
         }
     }
+}
+
+fn default_actor_restarts() -> u32 {
+    10
+}
+
+/// What `sebulba local` does when it gives an actor process up
+/// (`run.on_actor_give_up`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnActorGiveUp {
+    /// End the run with an error naming the child and its last failure.
+    #[default]
+    Stop,
+    /// Go on with the other actors; stop only when every one is given up.
+    Continue,
 }
 
 /// The learning algorithm of a run.
@@ -332,6 +358,16 @@ pub struct LearnerConfig {
     /// cores counts as the cores. The burn engine ignores it.
     #[serde(default)]
     pub threads: usize,
+    /// Departed actors (their stream ended) whose batch counts stay apart in
+    /// `summary.json`'s `batches_per_actor`; beyond this many, the earliest
+    /// to leave fold into one `batches_departed` entry (default 256), so the
+    /// learner's tables stay bounded however many actors come and go.
+    #[serde(default = "default_departed_actors_kept")]
+    pub departed_actors_kept: usize,
+}
+
+fn default_departed_actors_kept() -> usize {
+    256
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -218,7 +218,7 @@ mod tests {
         assert_eq!(versions, [8, 9]);
         assert_eq!(taken.stale_returns, [-7.0, -8.0]);
         assert_eq!(env_steps, 4, "only batches trained on count");
-        let (total, _) = shared.accounting.snapshot();
+        let total = shared.accounting.total();
         assert_eq!(total.dropped_stale, 1);
         assert!(total.balanced());
     }

@@ -51,7 +51,7 @@ impl MetricsLine {
         stats: UpdateStats,
         shared: &Shared,
     ) -> Self {
-        let (counts, _) = shared.accounting.snapshot();
+        let counts = shared.accounting.total();
         let lengths: Vec<f64> = prepared.episode_lengths.iter().map(|&l| l as f64).collect();
         Self {
             update: at.updates,
