@@ -119,12 +119,9 @@ impl Actors {
     }
 
     /// Actors in the table (joined and not forgotten).
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.table().slots.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// Registers a joining actor named `name` (in `lane` of a deterministic

@@ -60,7 +60,7 @@ pub struct ActorTime {
 }
 
 impl ActorTime {
-    pub fn add(&mut self, t: &ActorTime) {
+    fn add(&mut self, t: &ActorTime) {
         self.wall_seconds += t.wall_seconds;
         self.env_seconds += t.env_seconds;
         self.inference_seconds += t.inference_seconds;
