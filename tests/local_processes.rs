@@ -68,18 +68,6 @@ fn local_with(dir: &Path, run: &Path, steps: u64, sets: &[&str]) -> Proc {
     Proc::spawn("local", cmd, dir)
 }
 
-/// The resident size of `pid`, bytes (0 when gone).
-fn resident(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-        })
-        .map_or(0, |kib| kib * 1024)
-}
-
 fn sigkill(pid: u32) {
     let _ = std::process::Command::new("kill")
         .args(["-KILL", &pid.to_string()])
@@ -245,7 +233,9 @@ fn a_child_given_up_ends_the_run_naming_it_and_its_last_failure() {
     let again = wait_for_new_child(&mut p, &kids);
     // Killed once it runs (past its exec), as a crash would find it.
     let deadline = Instant::now() + Duration::from_secs(60);
-    while !p.log_text().contains(&format!("pid={again}")) || resident(again) < 2 << 20 {
+    while !p.log_text().contains(&format!("pid={again}"))
+        || sebulba_core::memory::rss_of(again).map_or(0, |(rss, _)| rss) < 2 << 20
+    {
         assert!(
             Instant::now() < deadline,
             "{again} never ran:\n{}",

@@ -21,15 +21,9 @@ use tokio_stream::wrappers::ReceiverStream;
 
 /// Resident size of `pid` in MiB (`VmRSS`, and the peak `VmHWM`).
 fn rss_mib(pid: u32) -> (f64, f64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc/PID/status");
-    let kib = |key: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
-            .unwrap_or_else(|| panic!("{key} in {status}"))
-    };
-    (kib("VmRSS:") / 1024.0, kib("VmHWM:") / 1024.0)
+    let (rss, peak) = sebulba_core::memory::rss_of(pid).expect("/proc/PID/status");
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    (mib(rss), mib(peak))
 }
 
 fn cartpole(actor: &str, sequence: u64, t: usize, e: usize) -> TrajectoryBatch {
