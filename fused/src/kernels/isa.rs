@@ -13,20 +13,22 @@ pub const VARIABLE: &str = "SEBULBA_KERNELS";
 /// An instruction-set path of the kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Isa {
-    /// The portable build (SSE2 on x86-64) and matrixmultiply.
+    /// The portable build (SSE2 on x86-64) and matrixmultiply (which picks
+    /// its own kernel from the CPU, AVX-512 ones included).
     Scalar,
-    /// Element-wise loops compiled for AVX2 with FMA; small products in
-    /// our AVX2 blocks (and, in matrixmultiply's slices, the longer ones
-    /// it would take with a narrow right operand), the rest in
-    /// matrixmultiply; stride-1 convolutions of the IMPALA ResNet's shapes
-    /// summed directly (`direct_conv`).
+    /// Element-wise loops compiled for AVX2 with FMA; every product in our
+    /// AVX2 blocks (the larger ones packed, `tiled`, in matrixmultiply's
+    /// slices of the inner dimension); stride-1 convolutions of the IMPALA
+    /// ResNet's shapes summed directly (`direct_conv`). Nothing wider runs
+    /// on it, so forced on an AVX-512 CPU it stands in for an AVX2 one.
     Avx2,
     /// Element-wise loops compiled for AVX-512F; small products in our
     /// AVX-512 blocks (and, in matrixmultiply's slices, the longer ones it
     /// would take with a narrow right operand), row-major ones with a long
     /// inner dimension in the `gemm` crate's AVX-512 kernels, the rest in
-    /// matrixmultiply; stride-1 convolutions of the IMPALA ResNet's shapes
-    /// summed directly (`direct_conv`).
+    /// matrixmultiply's AVX-512 kernels (measured the faster choice there);
+    /// stride-1 convolutions of the IMPALA ResNet's shapes summed directly
+    /// (`direct_conv`).
     Avx512,
 }
 

@@ -1,8 +1,10 @@
 //! The two numeric kernels the fused engine is built on: a strided f32 matrix
-//! product (on the AVX2 and AVX-512 paths our own register blocks for small
-//! operands, see `small_gemm`, written once over [`simd`] with each set in
-//! its own folder, `x86_64/`; on AVX-512 the `gemm` crate's for forward
-//! products with a long inner dimension, see `long_k`; otherwise
+//! product (on the AVX2 and AVX-512 paths our own register blocks, see
+//! `small_gemm`, written once over [`simd`] with each set in its own folder,
+//! `x86_64/`: every product on AVX2, the larger ones packed, see `tiled`;
+//! on AVX-512 the small ones, the `gemm` crate's for forward products with
+//! a long inner dimension, see `long_k`, and matrixmultiply's AVX-512
+//! kernels for the rest, the faster choice there; on the portable path
 //! matrixmultiply, the same routine burn's ndarray backend ends in) and
 //! an f32 tanh without a libm call per element, so loops over it vectorise
 //! (compiled for the chosen instruction set by [`wide`]; see [`isa`] for how
@@ -16,6 +18,7 @@ mod long_k;
 pub mod peak;
 mod simd;
 mod small_gemm;
+mod tiled;
 #[cfg(target_arch = "x86_64")]
 mod x86_64;
 
@@ -84,16 +87,19 @@ pub fn gemm_on(
     if m == 0 || n == 0 {
         return;
     }
-    // The `gemm` crate picks its kernel from the CPU, so a forced AVX2 path
-    // leaves its products to matrixmultiply and keeps an AVX2 machine's sums.
-    let long_k = isa == Isa::Avx512;
+    // The `gemm` crate and matrixmultiply pick their kernels from the CPU,
+    // AVX-512 ones on an AVX-512 CPU: the AVX-512 path takes them where they
+    // are the faster choice, and the AVX2 path keeps every product in its
+    // own blocks, so that forced on an AVX-512 CPU it runs what an AVX2 one
+    // would.
     let ours = Product {
         shape: (m, k, n),
         a,
         b,
         beta,
         c: &mut *c,
-        long_k,
+        long_k: isa == Isa::Avx512,
+        tiled: isa == Isa::Avx2,
     };
     if with_simd(isa, ours) == Some(true) {
         return;
@@ -104,7 +110,9 @@ pub fn gemm_on(
 /// A product on the set a path names: small ones in our blocks, on
 /// AVX-512 row-major ones with a long inner dimension in the `gemm` crate's
 /// kernels, long ones with a narrow right operand in our blocks in
-/// matrixmultiply's slices; `false`, with `c` untouched, for the rest.
+/// matrixmultiply's slices, and on AVX2 the rest in our blocks tiled for
+/// the caches; `false`, with `c` untouched, for the rest (matrixmultiply's,
+/// and on AVX2 only a `beta` other than 0 and 1, which no caller passes).
 struct Product<'a> {
     shape: (usize, usize, usize),
     a: View<'a>,
@@ -112,6 +120,7 @@ struct Product<'a> {
     beta: f32,
     c: &'a mut [f32],
     long_k: bool,
+    tiled: bool,
 }
 
 impl WithSimd for Product<'_> {
@@ -125,10 +134,12 @@ impl WithSimd for Product<'_> {
             beta,
             c,
             long_k,
+            tiled,
         } = self;
         small_gemm::try_gemm::<S>(m, k, n, a, b, beta, c)
             || (long_k && long_k::try_gemm(m, k, n, a, b, beta, c))
             || small_gemm::try_sliced::<S>(m, k, n, a, b, beta, c)
+            || (tiled && tiled::try_tiled::<S>(m, k, n, a, b, beta, c))
     }
 }
 

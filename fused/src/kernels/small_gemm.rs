@@ -14,7 +14,7 @@
 //! `docs/performance.md`.
 //!
 //! Used on the AVX2 and AVX-512 paths where the right operand is small;
-//! [`super::gemm`] falls back to matrixmultiply everywhere else.
+//! on AVX2 [`super::tiled`] packs the larger ones for the same blocks.
 
 use super::View;
 use super::simd::{Simd, load_reg, store_reg};
@@ -25,7 +25,7 @@ use std::cell::RefCell;
 /// stays in L1 while every row block of the left operand passes over it.
 const MAX_RIGHT: usize = 16 * 1024;
 /// The longest inner dimension taken here (see [`MAX_RIGHT`]).
-const MAX_K: usize = 256;
+pub(super) const MAX_K: usize = 256;
 
 /// `c = a · b + beta · c` (`c` row-major `[m, n]`) when this routine applies
 /// (the set present, `beta` 0 or 1, a small right operand); `false`, with
@@ -123,7 +123,7 @@ fn gemm<S: Simd>(m: usize, k: usize, n: usize, a: View<'_>, b: View<'_>, add: bo
         unsafe {
             S::enabled(
                 #[inline(always)]
-                || blocks::<S>(m, k, n, a, b.data, b.rs, add, c),
+                || blocks::<S>((m, k, n), a, b.data, b.rs, (c, n), add),
             )
         };
         return;
@@ -137,7 +137,7 @@ fn gemm<S: Simd>(m: usize, k: usize, n: usize, a: View<'_>, b: View<'_>, add: bo
                 #[inline(always)]
                 || {
                     S::copy_rows(k, n, b, right);
-                    blocks::<S>(m, k, n, a, right, n, add, c)
+                    blocks::<S>((m, k, n), a, right, n, (c, n), add)
                 },
             )
         };
@@ -150,18 +150,15 @@ fn gemm<S: Simd>(m: usize, k: usize, n: usize, a: View<'_>, b: View<'_>, add: bo
 /// # Safety
 /// Inside [`Simd::enabled`]; `a` covers `[m, k]` through its strides, `b`
 /// holds `[k, n]` with rows `rs` apart and contiguous columns, `c` holds
-/// `[m, n]` row-major.
-#[allow(clippy::too_many_arguments)]
+/// `[m, n]` with rows `ldc` apart.
 #[inline(always)]
 unsafe fn blocks<S: Simd>(
-    m: usize,
-    k: usize,
-    n: usize,
+    (m, k, n): (usize, usize, usize),
     a: View<'_>,
     b: &[f32],
     rs: usize,
+    (c, ldc): (&mut [f32], usize),
     add: bool,
-    c: &mut [f32],
 ) {
     let mut j = 0;
     while j < n {
@@ -178,8 +175,8 @@ unsafe fn blocks<S: Simd>(
                     acs: a.cs,
                     b: b.as_ptr().wrapping_add(j),
                     brs: rs,
-                    c: c.as_mut_ptr().wrapping_add(i * n + j),
-                    ldc: n,
+                    c: c.as_mut_ptr().wrapping_add(i * ldc + j),
+                    ldc,
                     m0: S::first(w),
                     m1: S::first(w.saturating_sub(S::LANES)),
                     add,
@@ -188,14 +185,7 @@ unsafe fn blocks<S: Simd>(
             // SAFETY: rows i..i + rows and columns j..j + w lie inside
             // every operand, as the caller guarantees for the whole
             // product, and the block reads and writes exactly those.
-            unsafe {
-                match (w > S::LANES, w % S::LANES == 0) {
-                    (true, true) => block.rows::<true, true>(rows),
-                    (true, false) => block.rows::<true, false>(rows),
-                    (false, true) => block.rows::<false, true>(rows),
-                    (false, false) => block.rows::<false, false>(rows),
-                }
-            }
+            unsafe { block.run(w, rows) };
             i += rows;
         }
         j += w;
@@ -204,24 +194,40 @@ unsafe fn blocks<S: Simd>(
 
 /// One block of the result: `R` rows by one register (the first's lanes in
 /// `m0`) or two (all of the first, the second's lanes in `m1`).
-struct Block<S: Simd> {
-    k: usize,
+pub(super) struct Block<S: Simd> {
+    pub k: usize,
     /// The block's first row of the left operand.
-    a: *const f32,
-    ars: usize,
-    acs: usize,
+    pub a: *const f32,
+    pub ars: usize,
+    pub acs: usize,
     /// The block's first column of the right operand's first row.
-    b: *const f32,
-    brs: usize,
+    pub b: *const f32,
+    pub brs: usize,
     /// The block's first element of the result.
-    c: *mut f32,
-    ldc: usize,
-    m0: S::Mask,
-    m1: S::Mask,
-    add: bool,
+    pub c: *mut f32,
+    pub ldc: usize,
+    pub m0: S::Mask,
+    pub m1: S::Mask,
+    pub add: bool,
 }
 
 impl<S: Simd> Block<S> {
+    /// The block for `rows` rows and `w` columns (`m0` and `m1` made for `w`).
+    ///
+    /// # Safety
+    /// As [`Block::sum`]'s.
+    #[inline(always)]
+    pub(super) unsafe fn run(&self, w: usize, rows: usize) {
+        unsafe {
+            match (w > S::LANES, w.is_multiple_of(S::LANES)) {
+                (true, true) => self.rows::<true, true>(rows),
+                (true, false) => self.rows::<true, false>(rows),
+                (false, true) => self.rows::<false, true>(rows),
+                (false, false) => self.rows::<false, false>(rows),
+            }
+        }
+    }
+
     /// [`Block::sum`] for `rows` rows (at most [`Simd::ROWS`]).
     ///
     /// # Safety

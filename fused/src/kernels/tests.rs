@@ -113,24 +113,32 @@ fn multiplies_like_f64(m: usize, k: usize, n: usize) {
     }
 }
 
-/// A weight gradient's product (`xᵀ dy` over a long inner dimension) and
-/// a forward product through windows of 257 to 511 floats give
-/// matrixmultiply's numbers to the bit on every path: on AVX-512 our
-/// blocks sum them in matrixmultiply's slices of the inner dimension, so
-/// runs keep their numbers.
+/// Every product our blocks take past the small ones gives matrixmultiply's
+/// numbers to the bit on every path, since the blocks sum in its slices of
+/// the inner dimension: a weight gradient (`xᵀ dy` over a long inner
+/// dimension), a forward product through windows of 257 to 511 floats, an
+/// input gradient through a wide transposed weight (`dy Wᵀ`), and wide
+/// right operands that take several slabs and chunks of rows.
 #[test]
 fn long_products_keep_matrixmultiplys_numbers() {
     let gradients = [(36, 600, 16), (144, 513, 32), (7, 257, 45), (20, 1024, 1)];
-    let forwards = [(441, 288, 32), (13, 300, 64), (5, 511, 7)];
-    let shapes = gradients.map(|s| (s, true)).into_iter();
-    for ((m, k, n), transposed) in shapes.chain(forwards.map(|s| (s, false))) {
-        let (x, dy) = operands(k * m, k * n);
-        let a = if transposed {
+    let forwards = [(441, 288, 32), (13, 300, 64), (5, 511, 7), (200, 64, 600)];
+    let input_gradients = [(40, 512, 300), (130, 96, 520), (3, 700, 257)];
+    let shapes = (gradients.map(|s| (s, true, false)).into_iter())
+        .chain(forwards.map(|s| (s, false, false)))
+        .chain(input_gradients.map(|s| (s, false, true)));
+    for ((m, k, n), a_t, b_t) in shapes {
+        let (x, y) = operands(k * m, k * n);
+        let a = if a_t {
             View::transposed(&x, m)
         } else {
             View::rows(&x, k)
         };
-        let b = View::rows(&dy, n);
+        let b = if b_t {
+            View::transposed(&y, k)
+        } else {
+            View::rows(&y, n)
+        };
         for isa in paths_to_test("long_products_keep_matrixmultiplys_numbers") {
             for beta in [0.0, 1.0] {
                 let c0: Vec<f32> = (0..m * n).map(|i| (i % 11) as f32 * 0.1).collect();
@@ -141,7 +149,7 @@ fn long_products_keep_matrixmultiplys_numbers() {
                     got.iter()
                         .zip(&want)
                         .all(|(g, w)| g.to_bits() == w.to_bits()),
-                    "{isa:?} [{m}, {k}] x [{k}, {n}] beta {beta}"
+                    "{isa:?} [{m}, {k}] x [{k}, {n}] a_t {a_t} b_t {b_t} beta {beta}"
                 );
             }
         }
