@@ -4,7 +4,8 @@
 //! AVX-512 ones on an AVX-512 CPU: with these, `SEBULBA_KERNELS=avx2` there
 //! runs no wider instruction than an AVX2 machine would, and so stands in
 //! for one. The AVX-512 path leaves them to matrixmultiply's AVX-512
-//! kernels, which measured 5-8% faster over whole Nature CNN updates.
+//! kernels, which measured 6-9% faster over whole Nature CNN and MinAtar
+//! updates.
 //!
 //! The same register blocks, with the right operand packed the way
 //! matrixmultiply and BLIS pack it: a slab ([`SLAB_COLS`] columns of one
@@ -14,8 +15,9 @@
 //! (16 KiB on AVX2, 32 on AVX-512) stays in L1 while the row blocks of a
 //! chunk of [`CHUNK_BLOCKS`] pass from L2. The left operand is read in
 //! place where its rows are contiguous, each row a stream, and packed where
-//! it is transposed (a weight gradient's `xᵀ`, whose terms lie a row of `x`
-//! apart): measured on the presets' shapes, each choice was the faster one.
+//! it is a transpose whose terms lie more than [`NEAR`] floats apart (a
+//! dense layer's weight gradient, `xᵀ`): measured on the presets' shapes,
+//! each choice was the faster one.
 //!
 //! The inner dimension goes in slices of [`MAX_K`], matrixmultiply's own
 //! blocking of it for f32 (its `kc`): each slice summed in order, one fused
