@@ -4,12 +4,14 @@
 //! over threads ([`super::shard`]).
 
 use super::shard::{Part, Shard, StepInputs};
+use super::team::Team;
 use crate::data::{LossTerms, Minibatch, StepStats};
 use sebulba_core::distribution::ActionDist;
 use sebulba_core::model::ModelSpec;
 use sebulba_fused::adam::clip_grads;
 use sebulba_fused::net::{self, Layout};
 use sebulba_fused::{ObsNorm, Seats, Sequence, TrainState};
+use std::sync::{Mutex, PoisonError};
 
 /// The fewest minibatch rows worth a thread of their own: below this the
 /// hand-over costs more than the rows' arithmetic saves.
@@ -26,39 +28,27 @@ pub struct Fused {
     /// One per thread; the first one's gradient is the step's (the others'
     /// are added into it).
     shards: Vec<Shard>,
-    /// The threads beyond the caller's (`None`: one thread).
-    pool: Option<rayon::ThreadPool>,
+    /// The caller's thread and the engine's own that a step is spread over.
+    team: Team,
 }
 
 impl Fused {
     /// An engine with zero parameters and no Adam state (load them with
     /// [`Fused::load`]), stepping Adam with epsilon `adam_eps`. A minibatch
     /// step is spread over up to `threads` threads (the caller's and
-    /// `threads - 1` of a pool of its own); if the pool cannot be made it
-    /// runs on one, and says so.
+    /// `threads - 1` of its own, see [`Team`]); if threads cannot be made it
+    /// runs on fewer, and says so.
     pub fn new(spec: &ModelSpec, threads: usize, adam_eps: f64) -> Self {
         let layout = Layout::new(&spec.arch());
-        let pool = (threads > 1)
-            .then(|| {
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(threads - 1)
-                    .thread_name(|i| format!("learner-shard-{}", i + 1))
-                    .build()
-                    .inspect_err(|e| {
-                        tracing::warn!(threads, error = %e, "no threads for the fused engine: one thread steps")
-                    })
-                    .ok()
-            })
-            .flatten();
-        let threads = pool.as_ref().map_or(1, |p| p.current_num_threads() + 1);
+        let team = Team::new(threads.saturating_sub(1), "learner-shard");
         Self {
-            shards: (0..threads).map(|_| Shard::new(&layout)).collect(),
+            shards: (0..team.threads()).map(|_| Shard::new(&layout)).collect(),
             state: TrainState::new(vec![0.0; layout.len]),
             layout,
             dist: spec.dist(),
             adam_eps: adam_eps as f32,
             norm: None,
-            pool,
+            team,
         }
     }
 
@@ -77,7 +67,7 @@ impl Fused {
 
     /// Threads a minibatch step may use.
     pub fn threads(&self) -> usize {
-        self.shards.len()
+        self.team.threads()
     }
 
     pub fn params(&self) -> &[f32] {
@@ -347,17 +337,15 @@ impl Fused {
             mb,
             inv_m,
         };
+        // Each shard's buffers behind a lock of its own: shard `i` is taken
+        // once, by the thread that claimed part `i`, so no lock ever waits.
+        let shards: Vec<Mutex<&mut Shard>> = self.shards[..n].iter_mut().map(Mutex::new).collect();
+        self.team.run(n, &|i| {
+            let mut shard = shards[i].lock().unwrap_or_else(PoisonError::into_inner);
+            shard.run(&shared, rows(i));
+        });
+        drop(shards);
         let (first, rest) = self.shards[..n].split_at_mut(1);
-        match &self.pool {
-            Some(pool) if n > 1 => pool.in_place_scope(|scope| {
-                for (s, shard) in rest.iter_mut().enumerate() {
-                    let shared = &shared;
-                    scope.spawn(move |_| shard.run(shared, rows(s + 1)));
-                }
-                first[0].run(&shared, rows(0));
-            }),
-            _ => first[0].run(&shared, rows(0)),
-        }
         let mut sums = first[0].sums;
         for shard in rest.iter() {
             sums.add(&shard.sums);

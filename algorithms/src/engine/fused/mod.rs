@@ -18,6 +18,7 @@
 mod cpu;
 mod heads;
 mod shard;
+mod team;
 
 pub use cpu::{Fused, MIN_SHARD_ROWS};
 
