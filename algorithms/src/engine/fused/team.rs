@@ -133,15 +133,18 @@ impl Team {
             let _guard = s.lock.lock().unwrap_or_else(PoisonError::into_inner);
             s.wake.notify_all();
         }
-        let mine = catch_unwind(AssertUnwindSafe(|| {
-            while let Some(i) = claim(s, number * STEP) {
-                job(i);
-                s.done.fetch_add(1, Ordering::Release);
+        // A panic in one of the caller's shards is kept until every shard
+        // is done: the workers may still be reading `job`.
+        let mut mine = None;
+        while let Some(i) = claim(s, number * STEP) {
+            if let Err(p) = catch_unwind(AssertUnwindSafe(|| job(i))) {
+                mine.get_or_insert(p);
             }
-        }));
+            s.done.fetch_add(1, Ordering::Release);
+        }
         let start = Instant::now();
         let mut spins = 0u32;
-        while mine.is_ok() && s.done.load(Ordering::Acquire) < shards {
+        while s.done.load(Ordering::Acquire) < shards {
             // Spin while the workers finish their shards; past [`SPIN`],
             // yield in case one lost its core.
             spins = spins.wrapping_add(1);
@@ -152,7 +155,8 @@ impl Team {
             }
         }
         *s.job.lock().unwrap_or_else(PoisonError::into_inner) = None;
-        if let Err(p) = mine {
+        if let Some(p) = mine {
+            s.panicked.store(false, Ordering::Relaxed);
             std::panic::resume_unwind(p);
         }
         if s.panicked.swap(false, Ordering::Relaxed) {

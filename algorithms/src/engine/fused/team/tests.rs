@@ -53,18 +53,27 @@ fn workers_take_shards() {
     );
 }
 
-/// A panic in any shard reaches the caller once, and the next step runs.
+/// A panic in any shard reaches the caller once, after every other shard
+/// of its step has run (a worker may still be reading the step's job when
+/// the caller's own shard panics), and the next step runs.
 #[test]
 fn a_shards_panic_reaches_the_caller_and_the_team_goes_on() {
     let team = Team::new(2, "test-shard");
     for bad in 0..3 {
+        let finished = AtomicU32::new(0);
         let caught = std::panic::catch_unwind(AssertUnwindSafe(|| {
             team.run(3, &|i| {
-                std::thread::sleep(Duration::from_millis(2));
+                std::thread::sleep(Duration::from_millis(if i == bad { 1 } else { 5 }));
                 assert!(i != bad, "shard {i} fails");
+                finished.fetch_add(1, Ordering::Relaxed);
             })
         }));
         assert!(caught.is_err(), "shard {bad}'s panic was lost");
+        assert_eq!(
+            finished.load(Ordering::Relaxed),
+            2,
+            "shard {bad}'s panic left others running"
+        );
         let ran = AtomicU32::new(0);
         team.run(3, &|_| {
             ran.fetch_add(1, Ordering::Relaxed);
