@@ -4,11 +4,12 @@
 use sebulba_core::model::ModelSpec;
 
 /// The multiply-adds of a minibatch's forward pass from which `learner.threads
-/// = 0` splits it over every core: below it the hand-over between threads
-/// (tens of microseconds a step) eats what a second core saves, and in local
-/// mode the actors want that core. CartPole's CleanRL settings (128 rows of a
-/// 64x64 network, 1.2M) run faster on one thread end to end; Big Two's
-/// preset (512 rows of 256x256, 380M) gains from two.
+/// = 0` splits it over every core. The hand-over between the engine's
+/// threads is about a microsecond since they spin (`fused::team`), and
+/// CartPole's CleanRL-shaped update (128 rows of a 64x64 network, 1.2M) runs
+/// 1.1-1.5x faster on two threads alone; but in local mode the actors want
+/// the second core, and end to end on two cores it only breaks even. Big
+/// Two's preset (512 rows of 256x256, 380M) gains from two.
 pub const AUTO_SPLIT_MACS: usize = 8_000_000;
 
 /// Threads for the fused engine when `learner.threads` is 0: every core this
