@@ -214,10 +214,11 @@ impl Checkpoint {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn sample() -> Checkpoint {
+    /// A checkpoint with every part set.
+    pub(crate) fn sample() -> Checkpoint {
         let cfg = sebulba_core::config::RunConfig::preset("Pendulum-v1").expect("preset");
         let mut obs = RunningMeanStd::new(3);
         obs.update(&[0.1, 0.2, 0.3, 1.0, 2.0, 3.0]);

@@ -333,6 +333,7 @@ fn spawn_loop(
         ctx,
         pending_publish: None,
         held: Default::default(),
+        checkpoints: Default::default(),
     };
     let (done_tx, done_rx) = oneshot::channel();
     std::thread::Builder::new()

@@ -4,6 +4,7 @@
 //! runtime, while the next update trains: [`outbox`]), write a checkpoint when
 //! due and a metrics line ([`record`]).
 
+mod checkpointing;
 mod collect;
 mod memory;
 mod outbox;
@@ -12,10 +13,11 @@ mod record;
 
 use crate::accounting::Outcome;
 use crate::batch::{BatchOrigin, DecodedBatch};
-use crate::checkpoint::{Checkpoint, Meta};
+use crate::checkpoint::Checkpoint;
 use crate::error::LearnerError;
 use crate::publish::Publisher;
 use crate::state::{LiveProgress, Shared};
+pub use checkpointing::CheckpointWriter;
 pub use memory::LoopMemory;
 use record::{MetricsLine, Progress};
 use sebulba_algorithms::prepare::{Normalizers, Prepared};
@@ -29,7 +31,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, error, info, info_span, warn};
+use tracing::{error, info, info_span, warn};
 
 /// The update loop: the trainer on the learner's backend, and everything
 /// else it works with.
@@ -40,6 +42,8 @@ pub struct UpdateLoop {
     pub pending_publish: Option<tokio::task::JoinHandle<Result<u64, LearnerError>>>,
     /// With a forced lag (`run.forced_lag`): versions made, not yet published.
     pub held: std::collections::VecDeque<Weights>,
+    /// Checkpoints, written on a thread of their own.
+    pub checkpoints: CheckpointWriter,
 }
 
 /// What the update loop works with besides the trainer, whatever the backend.
@@ -221,6 +225,7 @@ impl UpdateLoop {
             // Stopped from outside (SIGTERM): keep the latest state for `--resume`.
             self.checkpoint_if(at, |every, u| u > 0 && !u.is_multiple_of(every));
         }
+        self.checkpoints.flush();
         if completed && at.env_steps < shared.config.run.total_steps {
             info!(
                 env_steps = at.env_steps,
@@ -402,51 +407,6 @@ impl UpdateLoop {
             self.deterministic_evaluation(at.version);
         }
         Ok(())
-    }
-
-    /// Writes `checkpoint.bin` when checkpoints are on and `due(interval,
-    /// updates)` says so. A failure (a full disk) is logged and training goes
-    /// on: the previous checkpoint stays intact, and the next interval tries
-    /// again.
-    fn checkpoint_if(&mut self, at: Progress, due: impl Fn(u64, u64) -> bool) {
-        let every = self.ctx.shared.config.learner.checkpoint_interval;
-        if every == 0 || !due(every, at.updates) {
-            return;
-        }
-        let span = info_span!("checkpoint", updates = at.updates);
-        let _entered = span.enter();
-        match self.write_checkpoint(at) {
-            Ok(()) => debug!(
-                updates = at.updates,
-                version = at.version,
-                env_steps = at.env_steps,
-                "checkpoint written"
-            ),
-            Err(e) => error!(updates = at.updates, "checkpoint not written: {e}"),
-        }
-    }
-
-    fn write_checkpoint(&mut self, at: Progress) -> Result<(), LearnerError> {
-        let trainer = self.trainer.checkpoint_state()?;
-        let c = &self.ctx.shared.config;
-        let ck = Checkpoint {
-            meta: Meta {
-                run_id: self.ctx.shared.run_id.clone(),
-                version: at.version,
-                env_steps: at.env_steps,
-                updates: at.updates,
-                env_id: c.env.id.clone(),
-                network: c.network.clone(),
-                obs_stats: self.ctx.normalizers.obs.clone(),
-                reward_scale: self.ctx.normalizers.rewards.clone(),
-                wall_seconds: self.ctx.clock.wall_seconds(),
-                segments: self.ctx.clock.segment,
-                accounting: self.ctx.shared.accounting.saved(),
-                evals: self.ctx.shared.evals.scores(),
-            },
-            trainer,
-        };
-        Ok(ck.write(&self.ctx.run_dir)?)
     }
 }
 
