@@ -69,11 +69,13 @@ fn over(
         .clone()
         .map(|j| z[j] as f64)
         .fold(f64::NEG_INFINITY, f64::max);
+    let mut sum = 0.0;
+    // Without masked actions the masked term is zero: its exponential is
+    // skipped (one in three of a two-action row's).
     if masked > 0 {
         max = max.max(MASKED_LOGIT as f64);
+        sum = masked as f64 * (MASKED_LOGIT as f64 - max).exp();
     }
-    let masked_term = (MASKED_LOGIT as f64 - max).exp();
-    let mut sum = masked as f64 * masked_term;
     for j in allowed.clone() {
         // e^(logit - max), for now.
         d_logp[j] = (z[j] as f64 - max).exp();
