@@ -23,6 +23,11 @@ struct BenchLocal {
     env_steps: u64,
     wall_seconds: f64,
     env_steps_per_second: f64,
+    /// The learner's clock at its last update: the run up to the step budget,
+    /// without the final evaluation and the shutdown after it (what a peer's
+    /// timed training loop, its evaluation apart, compares with).
+    training_seconds: Option<f64>,
+    training_steps_per_second: Option<f64>,
     updates: u64,
     final_eval_return_mean: Option<f64>,
     peak_rss_mib: Option<f64>,
@@ -97,12 +102,18 @@ pub async fn bench_local(args: BenchLocalArgs, shutdown: CancellationToken) -> a
     let fraction_of_env_only = env_only
         .as_ref()
         .map(|r| s.steps_per_second / r.steps_per_second);
+    let learner = LearnerTimes::read(&run_dir.join("metrics.jsonl"))?;
+    let training_seconds = learner.as_ref().map(|t| t.last_update_wall);
     let r = BenchLocal {
         command,
         env_id: s.env_id.clone(),
         env_steps: s.env_steps,
         wall_seconds: s.wall_seconds,
         env_steps_per_second: s.steps_per_second,
+        training_seconds,
+        training_steps_per_second: training_seconds
+            .filter(|&t| t > 0.0)
+            .map(|t| s.env_steps as f64 / t),
         updates: s.updates,
         final_eval_return_mean: s.final_eval_return_mean,
         peak_rss_mib: s.peak_rss_mib,
@@ -111,7 +122,9 @@ pub async fn bench_local(args: BenchLocalArgs, shutdown: CancellationToken) -> a
         env_only,
         fraction_of_env_only,
         actor_shares: Shares::of(&s.batches.actor_time),
-        learner_busy: learner_busy(&run_dir.join("metrics.jsonl"), s.wall_seconds)?,
+        learner_busy: learner
+            .filter(|_| s.wall_seconds > 0.0)
+            .map(|t| t.busy / s.wall_seconds),
     };
     print_lines(&r);
     super::emit_json(&r, args.json.as_deref())
@@ -133,6 +146,11 @@ fn print_lines(r: &BenchLocal) {
             _ => String::new(),
         }
     );
+    if let (Some(sps), Some(t)) = (r.training_steps_per_second, r.training_seconds) {
+        println!(
+            "training alone: {sps:.0} env steps/s ({t:.2} s to the last update; the rest of the wall time is the final evaluation and shutdown)"
+        );
+    }
     if let Some(f) = r.fraction_of_env_only {
         println!("end to end is {:.0}% of the env-only limit", 100.0 * f);
     }
@@ -149,19 +167,32 @@ fn print_lines(r: &BenchLocal) {
     );
 }
 
-/// The learner's update time (`update_seconds` of every line of
-/// `metrics.jsonl`) as a share of the run's wall time.
-fn learner_busy(metrics: &Path, wall_seconds: f64) -> anyhow::Result<Option<f64>> {
-    if wall_seconds <= 0.0 || !metrics.exists() {
-        return Ok(None);
+/// What the learner's `metrics.jsonl` says of its time.
+struct LearnerTimes {
+    /// `update_seconds` of every line, summed: how long the learner was busy.
+    busy: f64,
+    /// `wall_seconds` of the last line: the run's clock at its last update.
+    last_update_wall: f64,
+}
+
+impl LearnerTimes {
+    /// `None` when the run wrote no metrics.
+    fn read(metrics: &Path) -> anyhow::Result<Option<Self>> {
+        if !metrics.exists() {
+            return Ok(None);
+        }
+        let mut t = LearnerTimes {
+            busy: 0.0,
+            last_update_wall: 0.0,
+        };
+        sebulba_runfiles::files::each_json_line(metrics, |_, v| {
+            t.busy += v["update_seconds"].as_f64().unwrap_or(0.0);
+            t.last_update_wall = v["wall_seconds"].as_f64().unwrap_or(t.last_update_wall);
+            Ok(())
+        })
+        .with_context(|| format!("reading {}", metrics.display()))?;
+        Ok(Some(t))
     }
-    let mut busy = 0.0;
-    sebulba_runfiles::files::each_json_line(metrics, |_, v| {
-        busy += v["update_seconds"].as_f64().unwrap_or(0.0);
-        Ok(())
-    })
-    .with_context(|| format!("reading {}", metrics.display()))?;
-    Ok(Some(busy / wall_seconds))
 }
 
 /// Env steps of the first line of `eval.jsonl` with `return_mean >= target`.

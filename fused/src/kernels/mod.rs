@@ -227,11 +227,24 @@ pub fn add_bias_then(out: &mut [f32], bias: &[f32], f: impl Fn(f32) -> f32) {
 /// Beyond `|x| = 8`, tanh is within 2.3e-7 of ±1, and is ±1.
 const TANH_LIMIT: f32 = 8.0;
 /// `tanh(x) ~ x P(x²) / Q(x²)` on `[0, 8]`, the coefficients from the highest
-/// power of `x²` down: our own minimax fit in f64 (iteratively reweighted
-/// least squares on the linearised error, `P(0) = Q(0) = 1` so small inputs
-/// keep their size), 7.5e-9 from tanh before f32 rounding.
-const TANH_P: [f32; 5] = [1.522_341_5e-8, 2.189_037_7e-5, 3.571_362_9e-3, 0.134_443_09, 1.0];
-const TANH_Q: [f32; 5] = [8.519_828_6e-7, 3.410_890_6e-4, 2.616_357_4e-2, 0.467_776_36, 1.0];
+/// power of `x²` down: our own minimax fit in f64 (`scripts/fit-tanh.py`:
+/// iteratively reweighted least squares on the linearised error, `P(0) =
+/// Q(0) = 1` so small inputs keep their size), 7.5e-9 from tanh before f32
+/// rounding, 2.9e-7 after it.
+const TANH_P: [f32; 5] = [
+    1.523_013_4e-8,
+    2.189_768_7e-5,
+    3.571_882_4e-3,
+    0.134_447_65,
+    1.0,
+];
+const TANH_Q: [f32; 5] = [
+    8.523_369_4e-7,
+    3.411_692_2e-4,
+    2.616_561e-2,
+    0.467_780_92,
+    1.0,
+];
 
 /// A polynomial in `u` from its highest coefficient down, a fused
 /// multiply-add a term (`mul_add`, rounded once on every path, so every
