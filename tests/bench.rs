@@ -188,6 +188,20 @@ fn every_benchmark_line_prints_and_writes_its_figures() {
         "the learner's update time within the run's: {busy}"
     );
     assert!(local["env_steps"].as_u64().unwrap_or(0) >= 6000, "{local}");
+    // Training alone ends at the last update, before the final evaluation
+    // and the shutdown that the whole run's wall time includes.
+    let (training, wall) = (
+        measured(&local, "training_seconds"),
+        measured(&local, "wall_seconds"),
+    );
+    assert!(
+        training <= wall,
+        "training {training} s within the run's {wall} s"
+    );
+    assert!(
+        measured(&local, "training_steps_per_second") >= measured(&local, "env_steps_per_second"),
+        "{local}"
+    );
     assert!(
         local["command"]
             .as_str()
