@@ -30,24 +30,32 @@ use std::time::{Duration, Instant};
 /// how long the caller spins for the workers' shards before it yields.
 const SPIN: Duration = Duration::from_micros(100);
 
-/// [`Shared::step`]'s unit: the count of shards claimed sits below it.
-const STEP: u64 = 1 << 16;
+/// [`Shared::step`]'s fields: the step's number in the high 32 bits, its
+/// shard count in the next 16, the shards claimed so far in the low 16.
+const NUMBER_SHIFT: u32 = 32;
+const SHARDS_SHIFT: u32 = 16;
+const FIELD: u64 = (1 << 16) - 1;
+
+/// The step's number in a [`Shared::step`] word.
+fn number(word: u64) -> u64 {
+    word >> NUMBER_SHIFT
+}
 
 /// A step's work: `job(i)` runs shard `i`.
 type Job<'a> = dyn Fn(usize) + Sync + 'a;
 
 /// What the caller and the workers share.
 struct Shared {
-    /// The step: its number (bumped once per step) times [`STEP`] plus the
-    /// shards claimed so far, in one word so that a claim names its step (a
-    /// worker slow to see one step cannot take a shard of the next).
+    /// The step: its number (bumped once per step), its shard count and the
+    /// shards claimed so far, in one word so that a claim names its step and
+    /// reads the count of that step (a worker slow to see one step can take
+    /// no shard of the next, nor count the last step's shards against the
+    /// next one's count and run one twice).
     step: AtomicU64,
     /// The step's job, its lifetime erased: set before `step` is bumped and
     /// only read by the workers taking part, who are all done with it before
     /// [`Team::run`] returns.
     job: Mutex<Option<&'static Job<'static>>>,
-    /// This step's shard count (set before `step` is bumped).
-    shards: AtomicUsize,
     /// This step's shards done.
     done: AtomicUsize,
     /// Whether a worker's shard panicked this step.
@@ -73,7 +81,6 @@ impl Team {
         let shared = Arc::new(Shared {
             step: AtomicU64::new(0),
             job: Mutex::new(None),
-            shards: AtomicUsize::new(0),
             done: AtomicUsize::new(0),
             panicked: AtomicBool::new(false),
             parked: AtomicUsize::new(0),
@@ -110,9 +117,8 @@ impl Team {
     /// (an actor, in local mode) holds up at most the one shard it took.
     pub fn run(&self, shards: usize, job: &Job<'_>) {
         assert!(
-            (1..STEP as usize).contains(&shards),
-            "{shards} shards: 1 to {} in a step",
-            STEP - 1
+            (1..=FIELD as usize).contains(&shards),
+            "{shards} shards: 1 to {FIELD} in a step"
         );
         if shards == 1 || self.handles.is_empty() {
             (0..shards).for_each(job);
@@ -126,9 +132,9 @@ impl Team {
         let erased = unsafe { std::mem::transmute::<&Job<'_>, &'static Job<'static>>(job) };
         *s.job.lock().unwrap_or_else(PoisonError::into_inner) = Some(erased);
         s.done.store(0, Ordering::Relaxed);
-        let number = s.step.load(Ordering::Relaxed) / STEP + 1;
-        s.shards.store(shards, Ordering::Relaxed);
-        s.step.store(number * STEP, Ordering::SeqCst);
+        let next = (number(s.step.load(Ordering::Relaxed)) + 1) & u64::from(u32::MAX);
+        let word = (next << NUMBER_SHIFT) | ((shards as u64) << SHARDS_SHIFT);
+        s.step.store(word, Ordering::SeqCst);
         if s.parked.load(Ordering::SeqCst) > 0 {
             let _guard = s.lock.lock().unwrap_or_else(PoisonError::into_inner);
             s.wake.notify_all();
@@ -136,7 +142,7 @@ impl Team {
         // A panic in one of the caller's shards is kept until every shard
         // is done: the workers may still be reading `job`.
         let mut mine = None;
-        while let Some(i) = claim(s, number * STEP) {
+        while let Some(i) = claim(s, next) {
             if let Err(p) = catch_unwind(AssertUnwindSafe(|| job(i))) {
                 mine.get_or_insert(p);
             }
@@ -165,21 +171,21 @@ impl Team {
     }
 }
 
-/// The next unclaimed shard of the step `step` (its number times [`STEP`]),
-/// or `None` when it has none left or is over.
+/// The next unclaimed shard of the step numbered `step`, or `None` when it
+/// has none left or is over. The count compared with is the one in the
+/// same word, so it is that step's.
 fn claim(s: &Shared, step: u64) -> Option<usize> {
     let mut cur = s.step.load(Ordering::Acquire);
-    // Read after `step`: a step seen is one whose count is visible.
-    let shards = s.shards.load(Ordering::Relaxed) as u64;
     loop {
-        if cur / STEP != step / STEP || cur % STEP >= shards {
+        let (claimed, shards) = (cur & FIELD, (cur >> SHARDS_SHIFT) & FIELD);
+        if number(cur) != step || claimed >= shards {
             return None;
         }
         match s
             .step
             .compare_exchange_weak(cur, cur + 1, Ordering::AcqRel, Ordering::Acquire)
         {
-            Ok(_) => return Some((cur % STEP) as usize),
+            Ok(_) => return Some(claimed as usize),
             Err(now) => cur = now,
         }
     }
@@ -206,7 +212,7 @@ fn work(s: &Shared) {
         let Some(step) = next_step(s, seen) else {
             return;
         };
-        seen = step / STEP * STEP;
+        seen = number(step);
         while let Some(i) = claim(s, seen) {
             let job = *s.job.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some(job) = job
@@ -219,14 +225,14 @@ fn work(s: &Shared) {
     }
 }
 
-/// The first step after `seen`, spinning for [`SPIN`] then parked; `None`
-/// when the team is dropped.
+/// The first step after the one numbered `seen` (its word), spinning for
+/// [`SPIN`] then parked; `None` when the team is dropped.
 fn next_step(s: &Shared, seen: u64) -> Option<u64> {
     let start = Instant::now();
     let mut spins = 0u32;
     loop {
         let step = s.step.load(Ordering::Acquire);
-        if step / STEP != seen / STEP {
+        if number(step) != seen {
             return Some(step);
         }
         if s.stop.load(Ordering::Relaxed) {
@@ -242,7 +248,7 @@ fn next_step(s: &Shared, seen: u64) -> Option<u64> {
     s.parked.fetch_add(1, Ordering::SeqCst);
     loop {
         let step = s.step.load(Ordering::SeqCst);
-        let new = step / STEP != seen / STEP;
+        let new = number(step) != seen;
         if new || s.stop.load(Ordering::SeqCst) {
             s.parked.fetch_sub(1, Ordering::SeqCst);
             return new.then_some(step);
