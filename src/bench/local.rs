@@ -103,7 +103,11 @@ pub async fn bench_local(args: BenchLocalArgs, shutdown: CancellationToken) -> a
         .as_ref()
         .map(|r| s.steps_per_second / r.steps_per_second);
     let learner = LearnerTimes::read(&run_dir.join("metrics.jsonl"))?;
-    let training_seconds = learner.as_ref().map(|t| t.last_update_wall);
+    // A run that made no update has no training time.
+    let training_seconds = learner
+        .as_ref()
+        .map(|t| t.last_update_wall)
+        .filter(|&t| t > 0.0);
     let r = BenchLocal {
         command,
         env_id: s.env_id.clone(),
@@ -111,9 +115,7 @@ pub async fn bench_local(args: BenchLocalArgs, shutdown: CancellationToken) -> a
         wall_seconds: s.wall_seconds,
         env_steps_per_second: s.steps_per_second,
         training_seconds,
-        training_steps_per_second: training_seconds
-            .filter(|&t| t > 0.0)
-            .map(|t| s.env_steps as f64 / t),
+        training_steps_per_second: training_seconds.map(|t| s.env_steps as f64 / t),
         updates: s.updates,
         final_eval_return_mean: s.final_eval_return_mean,
         peak_rss_mib: s.peak_rss_mib,
