@@ -5,6 +5,7 @@
 mod bench;
 mod certs;
 mod cli;
+mod export;
 mod local;
 mod plot;
 mod progress;
@@ -192,6 +193,7 @@ async fn run_command(cli: Cli, shutdown: CancellationToken) -> anyhow::Result<()
         Command::Certs(args) => certs::write(&args.out, &args.names),
         Command::Status(args) => status::run(args).await,
         Command::Plot(args) => plot::run(&args),
+        Command::Export(args) => export::run(&args),
         Command::Sweep(args) => tokio::task::block_in_place(|| sweep::run(&args, &shutdown)),
     }
 }

@@ -111,14 +111,17 @@ impl Cell {
 
 /// A recurrent core of `size` hidden units after a torso's other blocks
 /// (`network.core`, `network.core_size`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Core {
     pub cell: Cell,
     pub size: usize,
 }
 
-/// One block of a torso, input side first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// One block of a torso, input side first. Serialised tagged by `kind`
+/// (`{"kind": "dense", "width": 64}`): how an export describes the network
+/// to another framework (`sebulba export`'s `network.json`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Block {
     /// A convolution, then the network's activation when `activate`.
     Conv { layer: ConvLayer, activate: bool },

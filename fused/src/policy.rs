@@ -87,6 +87,28 @@ impl FusedPolicy {
         head
     }
 
+    /// [`FusedPolicy::step`] without masks, with the value head too: the
+    /// policy-head outputs `[envs * head_dim]` and the values `[envs]` (what
+    /// an exported network is checked against).
+    pub fn step_evaluated(&self, obs: &[f32], state: &mut PolicyState) -> (Vec<f32>, Vec<f32>) {
+        assert_eq!(
+            state.width(),
+            self.state_width,
+            "a state of another network"
+        );
+        let n = state.envs();
+        let mut b = self.buffers(obs, n);
+        let work = &mut b.work;
+        if self.state_width > 0 {
+            work.set_sequence(n, &[], state.values(), None);
+        }
+        net::forward(&self.layout, &self.params, work);
+        if self.state_width > 0 {
+            net::final_state(&self.layout, work, state.values_mut());
+        }
+        (work.head.clone(), work.value[..n].to_vec())
+    }
+
     /// Policy-head outputs `[n * head_dim]` for `n` observations `[n *
     /// obs_dim]`, each read on its own (a network with memory reads each as
     /// an episode's first step).

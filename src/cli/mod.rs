@@ -12,7 +12,9 @@ mod security;
 mod tools;
 pub use bench::{BenchAgreeArgs, BenchCommand, BenchKernelsArgs, BenchLearnerArgs, BenchLocalArgs};
 pub use security::SecurityArgs;
-pub use tools::{CertsArgs, HealthArgs, PlotArgs, StatusArgs, SweepArgs};
+pub use tools::{
+    CertsArgs, ExportArgs, ExportFormat, HealthArgs, PlotArgs, StatusArgs, SweepArgs, WhichWeights,
+};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -74,6 +76,10 @@ pub enum Command {
     /// one table of final returns (median, lowest, highest, steps to a
     /// target) and one plot.
     Sweep(SweepArgs),
+    /// A run's weights for other tools: `--format torch` writes a directory
+    /// PyTorch loads as an `nn.Module` without sebulba, with a check of its
+    /// outputs against sebulba's.
+    Export(ExportArgs),
 }
 
 impl Command {
@@ -91,7 +97,8 @@ impl Command {
             | Command::Certs(_)
             | Command::Status(_)
             | Command::Plot(_)
-            | Command::Sweep(_) => None,
+            | Command::Sweep(_)
+            | Command::Export(_) => None,
         }
     }
 

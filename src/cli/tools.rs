@@ -1,5 +1,5 @@
 //! The arguments of the commands that are tools rather than services: a
-//! health check, certificates, a run's status, learning curves.
+//! health check, certificates, a run's status, learning curves, export.
 
 use super::SecurityArgs;
 use clap::Args;
@@ -45,6 +45,36 @@ pub struct PlotArgs {
     /// is given (repeatable; default: the env and the keys that differ).
     #[arg(long)]
     pub label: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// A run directory, or a weights file sebulba published (`*.safetensors`).
+    pub path: PathBuf,
+    /// What to write: `torch`, a directory PyTorch loads without sebulba
+    /// (`model.safetensors` in PyTorch's layouts, `network.json`,
+    /// `sebulba_policy.py`, and `check.safetensors` with sebulba's own
+    /// outputs for a few observations).
+    #[arg(long, value_enum, default_value = "torch")]
+    pub format: ExportFormat,
+    /// Which of a run directory's weights: `final` or `best`.
+    #[arg(long, value_enum, default_value = "final")]
+    pub weights: WhichWeights,
+    /// Where to write (default `<run dir>/export-<format>`, or beside the
+    /// weights file).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExportFormat {
+    Torch,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WhichWeights {
+    Final,
+    Best,
 }
 
 #[derive(Args, Debug)]

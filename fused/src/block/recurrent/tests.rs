@@ -413,11 +413,22 @@ fn acting_step_by_step_is_the_sequence() {
         let policy = FusedPolicy::new(&a, p.clone(), None).unwrap();
         let mut state =
             PolicyState::from_values(layout.state_width, envs, c.state.clone()).unwrap();
+        // With the value head too (what an export is checked against).
+        let mut evaluated = state.clone();
         for t in 0..steps {
             let rows = t * envs..(t + 1) * envs;
             state.reset_ended(c.starts[rows.clone()].iter().map(|&s| s != 0));
+            evaluated.reset_ended(c.starts[rows.clone()].iter().map(|&s| s != 0));
             let obs = &c.obs[rows.start * OBS..rows.end * OBS];
             let head = policy.step(obs, &mut state, None);
+            let (head_too, values) = policy.step_evaluated(obs, &mut evaluated);
+            assert_eq!(head, head_too, "{cell:?} step {t}");
+            for (e, (a, b)) in values.iter().zip(&work.value[rows.clone()]).enumerate() {
+                assert!(
+                    (a - b).abs() < 1e-6,
+                    "{cell:?} step {t} value of env {e}: {a} vs {b}"
+                );
+            }
             for (k, (a, b)) in head
                 .iter()
                 .zip(&work.head[rows.start * HEADS..])
@@ -435,6 +446,11 @@ fn acting_step_by_step_is_the_sequence() {
                 "{cell:?} shared {shared}: state {k}: {a} vs {b}"
             );
         }
+        assert_eq!(
+            state.values(),
+            evaluated.values(),
+            "{cell:?} shared {shared}"
+        );
     }
 }
 

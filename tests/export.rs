@@ -1,0 +1,204 @@
+//! `sebulba export --format torch` the way a user runs it: a short local
+//! run of each network kind (an MLP with two torsos, one shared torso with
+//! an observation normaliser, MinAtar's convolutions, the IMPALA ResNet,
+//! an LSTM and a GRU core, a box action space), exported, then loaded by
+//! PyTorch from the exported directory alone (`sebulba_policy.py`), whose
+//! outputs must be sebulba's for the same observations, state carried from
+//! step to step (`python sebulba_policy.py DIR`). Files that are not a
+//! run's weights are refused, naming what is wrong.
+
+mod common;
+use common::*;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A short local run of `env` with `sets`, exported; the export directory.
+fn exported(name: &str, env: &str, sets: &[&str]) -> PathBuf {
+    let mut args = vec!["--env", env, "--seed", "1", "--total-steps", "4096"];
+    for s in sets {
+        args.extend(["--set", s]);
+    }
+    let run = run_local(name, &args);
+    let out = bin()
+        .arg("export")
+        .arg(&run)
+        .output()
+        .expect("running sebulba export");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "export failed: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dir = run.join("export-torch");
+    for f in [
+        "model.safetensors",
+        "network.json",
+        "sebulba_policy.py",
+        "check.safetensors",
+    ] {
+        assert!(dir.join(f).is_file(), "no {f} in {}: {text}", dir.display());
+    }
+    dir
+}
+
+/// `python sebulba_policy.py DIR` in the tools venv: its differences from
+/// sebulba's outputs (None where torch is missing outside CI, said so).
+fn torch_check(dir: &Path) -> Option<serde_json::Value> {
+    let python = tools_python_or_skip("torch")?;
+    let out = Command::new(python)
+        .arg(dir.join("sebulba_policy.py"))
+        .arg(dir)
+        .output()
+        .expect("running sebulba_policy.py");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the exported module's outputs are not sebulba's: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).expect("its JSON line");
+    eprintln!("{}: {v}", dir.display());
+    assert!(
+        v["scale"].as_f64().expect("scale") > 1e-3,
+        "outputs near zero: {v}"
+    );
+    Some(v)
+}
+
+/// Python with the exported directory importable: runs `code` and returns
+/// its last line.
+fn torch_run(dir: &Path, code: &str) -> Option<String> {
+    let python = tools_python_or_skip("torch")?;
+    let script = format!(
+        "import sys, torch\nsys.path.insert(0, {:?})\nimport sebulba_policy\npolicy = sebulba_policy.load({:?})\n{code}",
+        dir.display().to_string(),
+        dir.display().to_string()
+    );
+    let out = Command::new(python)
+        .arg("-c")
+        .arg(script)
+        .output()
+        .expect("running python");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    Some(text.lines().last().unwrap_or_default().to_string())
+}
+
+#[test]
+fn mlps_with_two_torsos_or_one_shared_and_normalised_load_into_torch() {
+    let dir = exported("export-mlp", "CartPole-v1", &[]);
+    torch_check(&dir);
+    // The module's state dict is exactly the exported file's (strict load),
+    // and the mode of the distribution is an action of the space.
+    let line = torch_run(
+        &dir,
+        "head, value, state = policy(torch.zeros(4, 4))\n\
+         print(len(policy.state_dict()), policy.act(head).tolist(), tuple(value.shape), tuple(state.shape))",
+    );
+    if let Some(line) = line {
+        let actions = act_of(&line);
+        assert_eq!(line, format!("12 {actions} (4,) (4, 0)"));
+    }
+    let dir = exported(
+        "export-shared",
+        "CartPole-v1",
+        &[
+            "network.shared_torso=true",
+            "network.obs_norm=true",
+            "network.activation=relu",
+        ],
+    );
+    torch_check(&dir);
+}
+
+/// The action list printed in `line` (whatever the policy chose), checked
+/// to hold CartPole's actions only.
+fn act_of(line: &str) -> String {
+    let start = line.find('[').expect("a list");
+    let end = line.find(']').expect("a list");
+    let list = &line[start..=end];
+    assert!(
+        list[1..list.len() - 1]
+            .split(", ")
+            .all(|a| a == "0" || a == "1"),
+        "not CartPole's actions: {line}"
+    );
+    list.to_string()
+}
+
+#[test]
+fn convolutions_and_the_impala_resnet_load_into_torch() {
+    torch_check(&exported("export-minatar", "MinAtar/Breakout-v1", &[]));
+    torch_check(&exported(
+        "export-impala",
+        "MinAtar/Breakout-v1",
+        &[
+            "network.conv=[]",
+            "network.stacks=[{channels=8},{channels=8,blocks=1}]",
+            "network.hidden=[32]",
+        ],
+    ));
+}
+
+#[test]
+fn lstm_and_gru_cores_carry_their_state_in_torch() {
+    torch_check(&exported("export-lstm", "CartPoleNoVel-v1", &[]));
+    torch_check(&exported(
+        "export-gru",
+        "CartPoleNoVel-v1",
+        &["network.core=gru", "network.core_size=32"],
+    ));
+}
+
+#[test]
+fn a_box_action_space_exports_its_means_and_stds() {
+    let dir = exported("export-box", "Pendulum-v1", &[]);
+    torch_check(&dir);
+    // Pendulum's torque lies in [-2, 2]: the mode is squashed into it.
+    if let Some(line) = torch_run(
+        &dir,
+        "head, value, _ = policy(torch.randn(8, 3) * 5)\n\
+         a = policy.act(head)\n\
+         print(tuple(head.shape), tuple(a.shape), bool((a.abs() <= 2).all()))",
+    ) {
+        assert_eq!(line, "(8, 2) (8, 1) True");
+    }
+}
+
+#[test]
+fn what_is_not_a_runs_weights_is_refused_by_name() {
+    let dir = run_dir("export-refused");
+    let refused = |path: &Path| {
+        let out = bin().arg("export").arg(path).output().expect("export");
+        assert!(!out.status.success(), "{} was exported", path.display());
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let err = refused(&dir);
+    assert!(err.contains("no final.safetensors"), "{err}");
+    let file = dir.join("random.safetensors");
+    std::fs::write(&file, b"not a safetensors file").expect("write");
+    let err = refused(&file);
+    assert!(err.contains("not a safetensors file"), "{err}");
+    // A valid safetensors file that no sebulba run wrote.
+    let bytes = {
+        let data = [0u8; 8];
+        let view =
+            safetensors::tensor::TensorView::new(safetensors::tensor::Dtype::F32, vec![2], &data)
+                .expect("view");
+        safetensors::serialize([("w", view)], None).expect("serialize")
+    };
+    std::fs::write(&file, bytes).expect("write");
+    let err = refused(&file);
+    assert!(err.contains("sebulba.model_spec"), "{err}");
+    let err = refused(&dir.join("missing.safetensors"));
+    assert!(
+        err.contains("neither a run directory nor a weights file"),
+        "{err}"
+    );
+}
