@@ -1,11 +1,12 @@
-//! `sebulba export --format torch` the way a user runs it: a short local
-//! run of each network kind (an MLP with two torsos, one shared torso with
-//! an observation normaliser, MinAtar's convolutions, the IMPALA ResNet,
-//! an LSTM and a GRU core, a box action space), exported, then loaded by
-//! PyTorch from the exported directory alone (`sebulba_policy.py`), whose
+//! `sebulba export` the way a user runs it: a short local run of each
+//! network kind (an MLP with two torsos, one shared torso with an
+//! observation normaliser, MinAtar's convolutions, the IMPALA ResNet, an
+//! LSTM and a GRU core, a box action space), exported as `torch` and as
+//! `onnx`, then loaded by PyTorch from the exported directory alone
+//! (`sebulba_policy.py`) and run by onnxruntime (`check_onnx.py`), whose
 //! outputs must be sebulba's for the same observations, state carried from
-//! step to step (`python sebulba_policy.py DIR`). Files that are not a
-//! run's weights are refused, naming what is wrong.
+//! step to step. Files that are not a run's weights are refused, naming
+//! what is wrong.
 
 mod common;
 use common::*;
@@ -13,34 +14,73 @@ use common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// A short local run of `env` with `sets`, exported; the export directory.
-fn exported(name: &str, env: &str, sets: &[&str]) -> PathBuf {
+/// A short local run of `env` with `sets`, exported as `torch` and as
+/// `onnx`; the two export directories.
+fn exported(name: &str, env: &str, sets: &[&str]) -> (PathBuf, PathBuf) {
     let mut args = vec!["--env", env, "--seed", "1", "--total-steps", "4096"];
     for s in sets {
         args.extend(["--set", s]);
     }
     let run = run_local(name, &args);
-    let out = bin()
-        .arg("export")
-        .arg(&run)
+    let dirs = [
+        (
+            "torch",
+            &["model.safetensors", "network.json", "sebulba_policy.py"][..],
+        ),
+        ("onnx", &["policy.onnx", "check_onnx.py"][..]),
+    ]
+    .map(|(format, files)| {
+        let out = bin()
+            .args(["export", "--format", format])
+            .arg(&run)
+            .output()
+            .expect("running sebulba export");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "export failed: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let dir = run.join(format!("export-{format}"));
+        for f in files.iter().chain(&["check.safetensors"]) {
+            assert!(dir.join(f).is_file(), "no {f} in {}: {text}", dir.display());
+        }
+        dir
+    });
+    let [torch, onnx] = dirs;
+    (torch, onnx)
+}
+
+/// Both exports of a run checked against sebulba's outputs: PyTorch's
+/// module and onnxruntime's session.
+fn check_both((torch, onnx): &(PathBuf, PathBuf)) {
+    torch_check(torch);
+    onnx_check(onnx);
+}
+
+/// `python check_onnx.py DIR` in the tools venv (skipped, saying so,
+/// without onnxruntime outside CI).
+fn onnx_check(dir: &Path) {
+    let Some(python) = tools_python_or_skip("onnxruntime") else {
+        return;
+    };
+    let out = Command::new(python)
+        .arg(dir.join("check_onnx.py"))
+        .arg(dir)
         .output()
-        .expect("running sebulba export");
-    let text = String::from_utf8_lossy(&out.stdout);
+        .expect("running check_onnx.py");
+    let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
-        "export failed: {text}{}",
+        "onnxruntime's outputs are not sebulba's: {stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let dir = run.join("export-torch");
-    for f in [
-        "model.safetensors",
-        "network.json",
-        "sebulba_policy.py",
-        "check.safetensors",
-    ] {
-        assert!(dir.join(f).is_file(), "no {f} in {}: {text}", dir.display());
-    }
-    dir
+    eprintln!("{}: {}", dir.display(), stdout.trim());
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).expect("its JSON line");
+    assert!(
+        v["scale"].as_f64().expect("scale") > 1e-3,
+        "outputs near zero: {v}"
+    );
 }
 
 /// `python sebulba_policy.py DIR` in the tools venv: its differences from
@@ -92,8 +132,9 @@ fn torch_run(dir: &Path, code: &str) -> Option<String> {
 
 #[test]
 fn mlps_with_two_torsos_or_one_shared_and_normalised_load_into_torch() {
-    let dir = exported("export-mlp", "CartPole-v1", &[]);
-    torch_check(&dir);
+    let both = exported("export-mlp", "CartPole-v1", &[]);
+    check_both(&both);
+    let dir = both.0;
     // The module's state dict is exactly the exported file's (strict load),
     // and the mode of the distribution is an action of the space.
     let line = torch_run(
@@ -105,7 +146,7 @@ fn mlps_with_two_torsos_or_one_shared_and_normalised_load_into_torch() {
         let actions = act_of(&line);
         assert_eq!(line, format!("12 {actions} (4,) (4, 0)"));
     }
-    let dir = exported(
+    check_both(&exported(
         "export-shared",
         "CartPole-v1",
         &[
@@ -113,8 +154,7 @@ fn mlps_with_two_torsos_or_one_shared_and_normalised_load_into_torch() {
             "network.obs_norm=true",
             "network.activation=relu",
         ],
-    );
-    torch_check(&dir);
+    ));
 }
 
 /// The action list printed in `line` (whatever the policy chose), checked
@@ -134,8 +174,8 @@ fn act_of(line: &str) -> String {
 
 #[test]
 fn convolutions_and_the_impala_resnet_load_into_torch() {
-    torch_check(&exported("export-minatar", "MinAtar/Breakout-v1", &[]));
-    torch_check(&exported(
+    check_both(&exported("export-minatar", "MinAtar/Breakout-v1", &[]));
+    check_both(&exported(
         "export-impala",
         "MinAtar/Breakout-v1",
         &[
@@ -148,8 +188,8 @@ fn convolutions_and_the_impala_resnet_load_into_torch() {
 
 #[test]
 fn lstm_and_gru_cores_carry_their_state_in_torch() {
-    torch_check(&exported("export-lstm", "CartPoleNoVel-v1", &[]));
-    torch_check(&exported(
+    check_both(&exported("export-lstm", "CartPoleNoVel-v1", &[]));
+    check_both(&exported(
         "export-gru",
         "CartPoleNoVel-v1",
         &["network.core=gru", "network.core_size=32"],
@@ -158,8 +198,9 @@ fn lstm_and_gru_cores_carry_their_state_in_torch() {
 
 #[test]
 fn a_box_action_space_exports_its_means_and_stds() {
-    let dir = exported("export-box", "Pendulum-v1", &[]);
-    torch_check(&dir);
+    let both = exported("export-box", "Pendulum-v1", &[]);
+    check_both(&both);
+    let dir = both.0;
     // Pendulum's torque lies in [-2, 2]: the mode is squashed into it.
     if let Some(line) = torch_run(
         &dir,

@@ -53,8 +53,9 @@ pub struct ExportArgs {
     pub path: PathBuf,
     /// What to write: `torch`, a directory PyTorch loads without sebulba
     /// (`model.safetensors` in PyTorch's layouts, `network.json`,
-    /// `sebulba_policy.py`, and `check.safetensors` with sebulba's own
-    /// outputs for a few observations).
+    /// `sebulba_policy.py`); `onnx`, `policy.onnx` for onnxruntime and
+    /// other ONNX runtimes (`check_onnx.py` runs it). Each with
+    /// `check.safetensors`: sebulba's own outputs for a few observations.
     #[arg(long, value_enum, default_value = "torch")]
     pub format: ExportFormat,
     /// Which of a run directory's weights: `final` or `best`.
@@ -69,6 +70,7 @@ pub struct ExportArgs {
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExportFormat {
     Torch,
+    Onnx,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

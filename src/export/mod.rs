@@ -3,12 +3,24 @@
 //! its metadata), so a weights file alone is enough; each format writes a
 //! directory with a check of its outputs against the fused forward pass.
 
+mod check;
+mod onnx;
+mod tensors;
 mod torch;
 
 use crate::cli::{ExportArgs, ExportFormat, WhichWeights};
 use anyhow::{Context, bail};
 use sebulba_core::model::ModelSpec;
+use sebulba_fused::FusedPolicy;
 use std::path::{Path, PathBuf};
+
+/// One file of an export.
+pub struct Written {
+    pub name: &'static str,
+    pub bytes: Vec<u8>,
+    /// What it holds, for the summary.
+    pub what: String,
+}
 
 pub fn run(args: &ExportArgs) -> anyhow::Result<()> {
     let (weights, default_out) = weights_file(args)?;
@@ -23,21 +35,32 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<()> {
         );
     }
     let out = args.out.clone().unwrap_or(default_out);
-    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-    let written = match args.format {
-        ExportFormat::Torch => torch::write(&out, &spec, &bytes)?,
+    let arch = spec.arch();
+    let policy = FusedPolicy::from_safetensors(&arch, &bytes)
+        .map_err(|e| anyhow::anyhow!("the weights do not fit their network: {e}"))?;
+    let tensors = tensors::torch_layout(&bytes)?;
+    let files = match args.format {
+        ExportFormat::Torch => torch::files(&spec, &arch, &policy, &tensors)?,
+        ExportFormat::Onnx => onnx::files(&arch, &policy, &tensors)?,
     };
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     println!("exported {} to {}:", weights.display(), out.display());
-    for (name, what) in written {
-        println!("  {name:<20} {what}");
+    for f in &files {
+        let path = out.join(f.name);
+        std::fs::write(&path, &f.bytes).with_context(|| format!("writing {}", path.display()))?;
+        println!("  {:<20} {}", f.name, f.what);
     }
-    if args.format == ExportFormat::Torch {
-        println!(
-            "load it with `import sebulba_policy; policy = sebulba_policy.load({:?})`; \
-             check it with `python {}`",
-            out.display().to_string(),
+    let dir = out.display().to_string();
+    match args.format {
+        ExportFormat::Torch => println!(
+            "load it with `import sebulba_policy; policy = sebulba_policy.load({dir:?})`; \
+             check it with `python {} {dir}`",
             out.join("sebulba_policy.py").display()
-        );
+        ),
+        ExportFormat::Onnx => println!(
+            "run it with onnxruntime (`policy.onnx`); check it with `python {} {dir}`",
+            out.join("check_onnx.py").display()
+        ),
     }
     Ok(())
 }
@@ -46,6 +69,7 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<()> {
 fn weights_file(args: &ExportArgs) -> anyhow::Result<(PathBuf, PathBuf)> {
     let suffix = match args.format {
         ExportFormat::Torch => "torch",
+        ExportFormat::Onnx => "onnx",
     };
     let path = &args.path;
     if path.is_dir() {
