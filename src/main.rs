@@ -11,6 +11,7 @@ mod plot;
 mod progress;
 mod status;
 mod sweep;
+mod watch;
 
 use anyhow::Context;
 use clap::Parser;
@@ -194,6 +195,7 @@ async fn run_command(cli: Cli, shutdown: CancellationToken) -> anyhow::Result<()
         Command::Status(args) => status::run(args).await,
         Command::Plot(args) => plot::run(&args),
         Command::Export(args) => export::run(&args),
+        Command::Watch(args) => tokio::task::block_in_place(|| watch::run(&args)),
         Command::Sweep(args) => tokio::task::block_in_place(|| sweep::run(&args, &shutdown)),
     }
 }

@@ -18,7 +18,7 @@ mod versions;
 pub use cpu::{Pacing, THREAD_NAME};
 pub use episodes::{CutBy, EpisodeResults, Plan, play_episodes};
 pub use games::{MatchResult, Player, play_match, rule_players, wilson_interval};
-pub use line::EvalLine;
+pub use line::{EvalLine, acting_for};
 pub use schedule::{Overrides, Schedule};
 use sebulba_core::policy::{InferencePolicy, network_from_wire};
 use sebulba_proto::parameter_server_client::ParameterServerClient;

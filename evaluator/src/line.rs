@@ -136,7 +136,7 @@ pub(crate) fn scored_whole(episodes: u64, asked: u64) -> bool {
 
 /// How a schedule's policy acts on a run's head: a DQN's Q-values
 /// (`dqn_head`) are never sampled, they are acted on greedily.
-pub(crate) fn acting_for(schedule: &Schedule, dqn_head: bool) -> (EvalPolicy, f64) {
+pub fn acting_for(schedule: &Schedule, dqn_head: bool) -> (EvalPolicy, f64) {
     let policy = match schedule.policy {
         EvalPolicy::Sample if dqn_head => EvalPolicy::Greedy,
         p => p,

@@ -13,7 +13,7 @@ mod tools;
 pub use bench::{BenchAgreeArgs, BenchCommand, BenchKernelsArgs, BenchLearnerArgs, BenchLocalArgs};
 pub use security::SecurityArgs;
 pub use tools::{
-    CertsArgs, ExportArgs, ExportFormat, HealthArgs, PlotArgs, StatusArgs, SweepArgs, WhichWeights,
+    CertsArgs, ExportArgs, ExportFormat, HealthArgs, PlotArgs, StatusArgs, SweepArgs, WatchArgs,
 };
 
 #[derive(Parser, Debug)]
@@ -80,6 +80,10 @@ pub enum Command {
     /// PyTorch loads as an `nn.Module` without sebulba, with a check of its
     /// outputs against sebulba's.
     Export(ExportArgs),
+    /// A run's final (or best) policy playing the run's env as its final
+    /// evaluation does (the same start states and protocol), each
+    /// episode's return printed: how a trained agent does, from its files.
+    Watch(WatchArgs),
 }
 
 impl Command {
@@ -98,7 +102,8 @@ impl Command {
             | Command::Status(_)
             | Command::Plot(_)
             | Command::Sweep(_)
-            | Command::Export(_) => None,
+            | Command::Export(_)
+            | Command::Watch(_) => None,
         }
     }
 

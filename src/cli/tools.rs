@@ -67,6 +67,21 @@ pub struct ExportArgs {
     pub out: Option<PathBuf>,
 }
 
+#[derive(Args, Debug)]
+pub struct WatchArgs {
+    /// A run directory (its `config.toml` and weights).
+    pub run_dir: PathBuf,
+    /// Which weights play: `final` or `best`.
+    #[arg(long, value_enum, default_value = "final")]
+    pub weights: WhichWeights,
+    /// Episodes to play (default: the run's `eval.final_episodes`).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub episodes: Option<u64>,
+    /// Print one JSON line instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExportFormat {
     Torch,
@@ -77,6 +92,16 @@ pub enum ExportFormat {
 pub enum WhichWeights {
     Final,
     Best,
+}
+
+impl WhichWeights {
+    /// The file in a run directory.
+    pub fn file_name(self) -> &'static str {
+        match self {
+            WhichWeights::Final => "final.safetensors",
+            WhichWeights::Best => "best.safetensors",
+        }
+    }
 }
 
 #[derive(Args, Debug)]

@@ -8,7 +8,7 @@ mod onnx;
 mod tensors;
 mod torch;
 
-use crate::cli::{ExportArgs, ExportFormat, WhichWeights};
+use crate::cli::{ExportArgs, ExportFormat};
 use anyhow::{Context, bail};
 use sebulba_core::model::ModelSpec;
 use sebulba_fused::FusedPolicy;
@@ -73,10 +73,7 @@ fn weights_file(args: &ExportArgs) -> anyhow::Result<(PathBuf, PathBuf)> {
     };
     let path = &args.path;
     if path.is_dir() {
-        let name = match args.weights {
-            WhichWeights::Final => "final.safetensors",
-            WhichWeights::Best => "best.safetensors",
-        };
+        let name = args.weights.file_name();
         let file = path.join(name);
         if !file.is_file() {
             bail!(
