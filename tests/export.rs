@@ -54,25 +54,26 @@ fn exported(name: &str, env: &str, sets: &[&str]) -> (PathBuf, PathBuf) {
 /// Both exports of a run checked against sebulba's outputs: PyTorch's
 /// module and onnxruntime's session.
 fn check_both((torch, onnx): &(PathBuf, PathBuf)) {
-    torch_check(torch);
-    onnx_check(onnx);
+    self_check(torch, "torch", "sebulba_policy.py");
+    self_check(onnx, "onnxruntime", "check_onnx.py");
 }
 
-/// `python check_onnx.py DIR` in the tools venv (skipped, saying so,
-/// without onnxruntime outside CI).
-fn onnx_check(dir: &Path) {
-    let Some(python) = tools_python_or_skip("onnxruntime") else {
+/// `python SCRIPT DIR` in the tools venv (skipped, saying so, without
+/// `module` outside CI): the export's outputs against sebulba's, within
+/// the script's tolerance.
+fn self_check(dir: &Path, module: &str, script: &str) {
+    let Some(python) = tools_python_or_skip(module) else {
         return;
     };
     let out = Command::new(python)
-        .arg(dir.join("check_onnx.py"))
+        .arg(dir.join(script))
         .arg(dir)
         .output()
-        .expect("running check_onnx.py");
+        .expect("running the check");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
-        "onnxruntime's outputs are not sebulba's: {stdout}{}",
+        "{script}: the export's outputs are not sebulba's: {stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
     eprintln!("{}: {}", dir.display(), stdout.trim());
@@ -81,30 +82,6 @@ fn onnx_check(dir: &Path) {
         v["scale"].as_f64().expect("scale") > 1e-3,
         "outputs near zero: {v}"
     );
-}
-
-/// `python sebulba_policy.py DIR` in the tools venv: its differences from
-/// sebulba's outputs (None where torch is missing outside CI, said so).
-fn torch_check(dir: &Path) -> Option<serde_json::Value> {
-    let python = tools_python_or_skip("torch")?;
-    let out = Command::new(python)
-        .arg(dir.join("sebulba_policy.py"))
-        .arg(dir)
-        .output()
-        .expect("running sebulba_policy.py");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "the exported module's outputs are not sebulba's: {stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_str(stdout.trim()).expect("its JSON line");
-    eprintln!("{}: {v}", dir.display());
-    assert!(
-        v["scale"].as_f64().expect("scale") > 1e-3,
-        "outputs near zero: {v}"
-    );
-    Some(v)
 }
 
 /// Python with the exported directory importable: runs `code` and returns
@@ -131,7 +108,7 @@ fn torch_run(dir: &Path, code: &str) -> Option<String> {
 }
 
 #[test]
-fn mlps_with_two_torsos_or_one_shared_and_normalised_load_into_torch() {
+fn mlps_with_two_torsos_or_one_shared_and_normalised_run_in_torch_and_onnxruntime() {
     let both = exported("export-mlp", "CartPole-v1", &[]);
     check_both(&both);
     let dir = both.0;
@@ -173,7 +150,7 @@ fn act_of(line: &str) -> String {
 }
 
 #[test]
-fn convolutions_and_the_impala_resnet_load_into_torch() {
+fn convolutions_and_the_impala_resnet_run_in_torch_and_onnxruntime() {
     check_both(&exported("export-minatar", "MinAtar/Breakout-v1", &[]));
     check_both(&exported(
         "export-impala",
@@ -187,7 +164,7 @@ fn convolutions_and_the_impala_resnet_load_into_torch() {
 }
 
 #[test]
-fn lstm_and_gru_cores_carry_their_state_in_torch() {
+fn lstm_and_gru_cores_carry_their_state_in_torch_and_onnxruntime() {
     check_both(&exported("export-lstm", "CartPoleNoVel-v1", &[]));
     check_both(&exported(
         "export-gru",

@@ -69,11 +69,7 @@ impl FusedPolicy {
     /// # Panics
     /// On a state another network made (its width differs): a caller's bug.
     pub fn step(&self, obs: &[f32], state: &mut PolicyState, masks: Option<&[u8]>) -> Vec<f32> {
-        assert_eq!(
-            state.width(),
-            self.state_width,
-            "a state of another network"
-        );
+        self.assert_own(state);
         let n = state.envs();
         let mut b = self.buffers(obs, n);
         if self.state_width == 0 {
@@ -91,11 +87,7 @@ impl FusedPolicy {
     /// policy-head outputs `[envs * head_dim]` and the values `[envs]` (what
     /// an exported network is checked against).
     pub fn step_evaluated(&self, obs: &[f32], state: &mut PolicyState) -> (Vec<f32>, Vec<f32>) {
-        assert_eq!(
-            state.width(),
-            self.state_width,
-            "a state of another network"
-        );
+        self.assert_own(state);
         let n = state.envs();
         let mut b = self.buffers(obs, n);
         let work = &mut b.work;
@@ -107,6 +99,16 @@ impl FusedPolicy {
             net::final_state(&self.layout, work, state.values_mut());
         }
         (work.head.clone(), work.value[..n].to_vec())
+    }
+
+    /// # Panics
+    /// On a state another network made (its width differs): a caller's bug.
+    fn assert_own(&self, state: &PolicyState) {
+        assert_eq!(
+            state.width(),
+            self.state_width,
+            "a state of another network"
+        );
     }
 
     /// Policy-head outputs `[n * head_dim]` for `n` observations `[n *

@@ -3,6 +3,7 @@
 //! that an export checks itself where it is used (`sebulba_policy.py`,
 //! `check_onnx.py`).
 
+use super::Written;
 use super::tensors::{Tensor, safetensors_file};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -12,6 +13,15 @@ use sebulba_fused::{Arch, FusedPolicy};
 /// to matter, an episode starting in the middle of one env's.
 pub const STEPS: usize = 5;
 pub const ENVS: usize = 3;
+
+/// `check.safetensors` as every format writes it ([`file`]).
+pub fn written(arch: &Arch, policy: &FusedPolicy) -> anyhow::Result<Written> {
+    Ok(Written {
+        name: "check.safetensors",
+        bytes: file(arch, policy)?,
+        what: format!("sebulba's outputs for {STEPS} steps of {ENVS} envs"),
+    })
+}
 
 /// Observations for [`STEPS`] steps of [`ENVS`] envs (an env's bytes where
 /// the network scales its input, values around zero otherwise), where

@@ -42,15 +42,7 @@ pub fn files(
             bytes: MODULE.as_bytes().to_vec(),
             what: "the nn.Module (torch only)".into(),
         },
-        Written {
-            name: "check.safetensors",
-            bytes: check::file(arch, policy)?,
-            what: format!(
-                "sebulba's outputs for {} steps of {} envs",
-                check::STEPS,
-                check::ENVS
-            ),
-        },
+        check::written(arch, policy)?,
     ])
 }
 

@@ -35,15 +35,7 @@ pub fn files(
             bytes: CHECK.as_bytes().to_vec(),
             what: "runs policy.onnx on the check (onnxruntime, numpy)".into(),
         },
-        Written {
-            name: "check.safetensors",
-            bytes: check::file(arch, policy)?,
-            what: format!(
-                "sebulba's outputs for {} steps of {} envs",
-                check::STEPS,
-                check::ENVS
-            ),
-        },
+        check::written(arch, policy)?,
     ])
 }
 
