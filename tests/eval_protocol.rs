@@ -204,11 +204,16 @@ fn wait_for_final_evaluation(p: &Proc) {
     std::thread::sleep(Duration::from_secs(1));
 }
 
-/// Flags for a final evaluation that would play for hours: 10^9 steps of
-/// episodes capped at 27,000.
-const ENDLESS: [&str; 4] = [
+/// Flags for a final evaluation that would play for minutes on any
+/// machine: 10,000 episodes (the most `eval.final_episodes` takes) capped
+/// at 27,000 steps, 2.7 x 10^8 steps in a budget of 10^9. Its 100 default
+/// episodes, 2.7 x 10^6 steps, took a Zen 5 core 1.07 s: over before the
+/// signal came.
+const ENDLESS: [&str; 6] = [
     "--set",
     "eval.final_max_steps=1000000000",
+    "--set",
+    "eval.final_episodes=10000",
     "--set",
     "learner.final_eval_timeout_secs=3600",
 ];
@@ -272,7 +277,12 @@ fn sigterm_and_sigint_during_a_final_evaluation_end_the_evaluator_role_within_5_
         let learner_url = format!("http://127.0.0.1:{l_port}");
         let mut act = actor(&dir, "actor-0", &learner_url, &ps_url, |_| {});
         let mut ev = evaluator(&dir, &ps_url, &run, |c| {
-            c.args(["--final-max-steps", "1000000000"]);
+            c.args([
+                "--final-max-steps",
+                "1000000000",
+                "--final-episodes",
+                "10000",
+            ]);
         });
         exits_ok(&mut learner, Duration::from_secs(120));
         wait_for_final_evaluation(&ev);
@@ -284,10 +294,7 @@ fn sigterm_and_sigint_during_a_final_evaluation_end_the_evaluator_role_within_5_
             (Some(true), Some("shutdown")),
             "{last}"
         );
-        assert_eq!(
-            last["episodes_asked"], 100,
-            "the default final episodes: {last}"
-        );
+        assert_eq!(last["episodes_asked"], 10_000, "--final-episodes: {last}");
         let _ = act.terminate(Duration::from_secs(10));
         let _ = ps.terminate(Duration::from_secs(10));
     }
