@@ -112,11 +112,12 @@ pub fn read(arch: &Arch, bytes: &[u8]) -> Result<(Vec<f32>, Option<ObsNorm>), We
             list.len()
         )));
     }
-    let mut params = vec![0.0f32; layout.len];
-    let mut stats = arch
-        .obs_norm
-        .then(|| (vec![0.0f32; layout.obs_dim], vec![0.0f32; layout.obs_dim]));
-    for (name, shape, source) in &list {
+    // Every tensor's name, dtype and shape first: the file's own sizes then
+    // bound what is allocated, and a network description (a peer's, or a
+    // file's own metadata) naming a far larger network is refused before
+    // its parameters are.
+    let mut views = Vec::with_capacity(list.len());
+    for (name, shape, _) in &list {
         let t = file
             .tensor(name)
             .map_err(|_| WeightsError::Mismatch(format!("missing `{name}`")))?;
@@ -127,6 +128,13 @@ pub fn read(arch: &Arch, bytes: &[u8]) -> Result<(Vec<f32>, Option<ObsNorm>), We
                 t.shape()
             )));
         }
+        views.push(t);
+    }
+    let mut params = vec![0.0f32; layout.len];
+    let mut stats = arch
+        .obs_norm
+        .then(|| (vec![0.0f32; layout.obs_dim], vec![0.0f32; layout.obs_dim]));
+    for ((name, _, source), t) in list.iter().zip(&views) {
         let values: Vec<f32> = t
             .data()
             .chunks_exact(4)
@@ -194,5 +202,24 @@ mod tests {
         assert_eq!(m.get("producer").map(String::as_str), Some("burn"));
         let e = read(&arch(false), &bytes).unwrap_err();
         assert!(matches!(e, WeightsError::Mismatch(_)), "{e}");
+    }
+
+    /// A description naming a network of billions of parameters with the
+    /// file's tensor names is refused by the values the file holds, before
+    /// anything of that size is allocated.
+    #[test]
+    fn a_far_larger_network_is_refused_before_its_parameters_are_allocated() {
+        let a = arch(false);
+        let params = vec![0.5; Layout::new(&a).len];
+        let bytes = write(&a, &params, None, &[]).unwrap();
+        let huge = Arch {
+            torso: crate::torso_blocks(&[], &[], &[1 << 30], None),
+            ..a
+        };
+        let e = read(&huge, &bytes).unwrap_err();
+        assert!(
+            matches!(&e, WeightsError::Mismatch(m) if m.contains("the model has F32 [3, 1073741824]")),
+            "{e}"
+        );
     }
 }
