@@ -151,7 +151,9 @@ fn act_of(line: &str) -> String {
 
 #[test]
 fn convolutions_and_the_impala_resnet_run_in_torch_and_onnxruntime() {
-    check_both(&exported("export-minatar", "MinAtar/Breakout-v1", &[]));
+    let minatar = exported("export-minatar", "MinAtar/Breakout-v1", &[]);
+    check_both(&minatar);
+    check_both(&bytes_scaled(&minatar.0));
     check_both(&exported(
         "export-impala",
         "MinAtar/Breakout-v1",
@@ -219,4 +221,42 @@ fn what_is_not_a_runs_weights_is_refused_by_name() {
         err.contains("neither a run directory nor a weights file"),
         "{err}"
     );
+}
+
+/// The weights file of `torch_dir`'s run with an Atari frame's input scale
+/// (1/255: the network reads bytes) in its description, exported from the
+/// file itself as `torch` and `onnx`: the two directories, which must then
+/// scale their input as sebulba does.
+fn bytes_scaled(torch_dir: &Path) -> (PathBuf, PathBuf) {
+    let run = torch_dir.parent().expect("the run directory");
+    let bytes = std::fs::read(run.join("final.safetensors")).expect("final.safetensors");
+    let (_, header) = safetensors::SafeTensors::read_metadata(&bytes).expect("header");
+    let mut metadata = header.metadata().clone().expect("metadata");
+    let spec = metadata.get_mut("sebulba.model_spec").expect("model spec");
+    let mut json: serde_json::Value = serde_json::from_str(spec).expect("JSON");
+    json["input_scale"] = serde_json::json!(1.0f32 / 255.0);
+    *spec = json.to_string();
+    let file = safetensors::SafeTensors::deserialize(&bytes).expect("tensors");
+    let scaled = safetensors::serialize(file.tensors(), Some(metadata)).expect("serialize");
+    let path = run.join("scaled.safetensors");
+    std::fs::write(&path, scaled).expect("write");
+    let [torch, onnx] = ["torch", "onnx"].map(|format| {
+        let out = bin()
+            .args(["export", "--format", format])
+            .arg(&path)
+            .output()
+            .expect("export");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        run.join(format!("scaled-{format}"))
+    });
+    let network = read_json(&torch.join("network.json"));
+    assert_eq!(
+        network["input_scale"].as_f64(),
+        Some(f64::from(1.0f32 / 255.0))
+    );
+    (torch, onnx)
 }
