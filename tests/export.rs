@@ -30,17 +30,7 @@ fn exported(name: &str, env: &str, sets: &[&str]) -> (PathBuf, PathBuf) {
         ("onnx", &["policy.onnx", "check_onnx.py"][..]),
     ]
     .map(|(format, files)| {
-        let out = bin()
-            .args(["export", "--format", format])
-            .arg(&run)
-            .output()
-            .expect("running sebulba export");
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "export failed: {text}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let text = export(&run, format);
         let dir = run.join(format!("export-{format}"));
         for f in files.iter().chain(&["check.safetensors"]) {
             assert!(dir.join(f).is_file(), "no {f} in {}: {text}", dir.display());
@@ -49,6 +39,22 @@ fn exported(name: &str, env: &str, sets: &[&str]) -> (PathBuf, PathBuf) {
     });
     let [torch, onnx] = dirs;
     (torch, onnx)
+}
+
+/// `sebulba export --format FORMAT PATH`, which must succeed: what it printed.
+fn export(path: &Path, format: &str) -> String {
+    let out = bin()
+        .args(["export", "--format", format])
+        .arg(path)
+        .output()
+        .expect("running sebulba export");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "export failed: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
 }
 
 /// Both exports of a run checked against sebulba's outputs: PyTorch's
@@ -241,16 +247,7 @@ fn bytes_scaled(torch_dir: &Path) -> (PathBuf, PathBuf) {
     let path = run.join("scaled.safetensors");
     std::fs::write(&path, scaled).expect("write");
     let [torch, onnx] = ["torch", "onnx"].map(|format| {
-        let out = bin()
-            .args(["export", "--format", format])
-            .arg(&path)
-            .output()
-            .expect("export");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        export(&path, format);
         run.join(format!("scaled-{format}"))
     });
     let network = read_json(&torch.join("network.json"));

@@ -43,14 +43,9 @@ pub fn file(arch: &Arch, policy: &FusedPolicy) -> anyhow::Result<Vec<u8>> {
         .map(|i| f32::from(i < ENVS || i == 3 * ENVS + 1))
         .collect();
     let mut state = policy.state(ENVS);
-    let width = arch.state_width();
     let (mut heads, mut values) = (Vec::new(), Vec::new());
     for t in 0..STEPS {
-        for e in 0..ENVS {
-            if starts[t * ENVS + e] > 0.0 {
-                state.values_mut()[e * width..(e + 1) * width].fill(0.0);
-            }
-        }
+        state.reset_ended(starts[t * ENVS..(t + 1) * ENVS].iter().map(|&s| s > 0.0));
         let step = &obs[t * ENVS * d..(t + 1) * ENVS * d];
         let (head, value) = policy.step_evaluated(step, &mut state);
         heads.extend(head);
