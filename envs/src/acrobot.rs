@@ -154,6 +154,10 @@ impl Env for Acrobot {
     }
 
     /// `[cos t1, sin t1, cos t2, sin t2, dt1, dt2]` as float32.
+    fn render(&self) -> Option<crate::render::Frame> {
+        Some(crate::render::classic::acrobot(&self.state))
+    }
+
     fn observe(&self, obs: &mut [f32]) {
         let [t1, t2, dt1, dt2] = self.state;
         let o = [t1.cos(), t1.sin(), t2.cos(), t2.sin(), dt1, dt2];

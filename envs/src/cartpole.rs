@@ -137,6 +137,10 @@ impl Env for CartPole {
         Ok(())
     }
 
+    fn render(&self) -> Option<crate::render::Frame> {
+        Some(crate::render::classic::cartpole(&self.state))
+    }
+
     fn observe(&self, obs: &mut [f32]) {
         for (o, &i) in obs.iter_mut().zip(self.observed.shown()) {
             *o = self.state[i] as f32;

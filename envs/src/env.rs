@@ -4,6 +4,7 @@
 //! contract it implements.
 
 use crate::ids::known_ids;
+use crate::render::Frame;
 use crate::spec::EnvSpec;
 
 /// One action for a single environment. Continuous actions are in env units
@@ -90,6 +91,11 @@ pub trait Env: Send {
     fn action_mask(&self, mask: &mut [u8]) -> bool {
         let _ = mask;
         false
+    }
+    /// A picture of the current state for videos (`crate::render`); `None`
+    /// for an env that cannot draw itself.
+    fn render(&self) -> Option<Frame> {
+        None
     }
 }
 

@@ -25,6 +25,7 @@ mod mountain_car_continuous;
 mod observations;
 mod pendulum;
 mod registry;
+pub mod render;
 mod spec;
 pub mod stall;
 mod time_limit;

@@ -89,6 +89,13 @@ impl Env for MountainCar {
         Ok(())
     }
 
+    fn render(&self) -> Option<crate::render::Frame> {
+        Some(crate::render::classic::mountain_car(
+            &self.state,
+            GOAL_POSITION as f32,
+        ))
+    }
+
     fn observe(&self, obs: &mut [f32]) {
         for (o, s) in obs.iter_mut().zip(self.state) {
             *o = s as f32;

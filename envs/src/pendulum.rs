@@ -110,6 +110,10 @@ impl Env for Pendulum {
     }
 
     /// `[cos theta, sin theta, thetadot]` as float32.
+    fn render(&self) -> Option<crate::render::Frame> {
+        Some(crate::render::classic::pendulum(&self.state))
+    }
+
     fn observe(&self, obs: &mut [f32]) {
         let [th, thdot] = self.state;
         for (o, v) in obs.iter_mut().zip([th.cos(), th.sin(), thdot]) {

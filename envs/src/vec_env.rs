@@ -157,6 +157,11 @@ impl NativeVecEnv {
         any
     }
 
+    /// A picture of env `index`'s current state, where the env draws itself.
+    pub fn render(&self, index: usize) -> Option<crate::render::Frame> {
+        self.envs.get(index)?.env().render()
+    }
+
     /// Buffers sized for this vec env.
     pub fn new_step_out(&self) -> VecStepOut {
         VecStepOut::sized(self.num_envs(), self.spec.obs_dim)

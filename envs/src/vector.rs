@@ -7,6 +7,7 @@
 //! `python` feature installs one.
 
 use crate::env::EnvError;
+use crate::render::Frame;
 use crate::spec::EnvSpec;
 use crate::vec_env::{ActionBatch, NativeVecEnv, VecStepOut};
 use std::sync::OnceLock;
@@ -61,6 +62,12 @@ pub trait VectorEnv: Send {
     fn new_step_out(&self) -> VecStepOut {
         VecStepOut::sized(self.num_envs(), self.spec().obs_dim)
     }
+    /// A picture of env `index`'s current state (`crate::render`); `None`
+    /// for an env kind that cannot draw itself or an index out of range.
+    fn render(&self, index: usize) -> Option<Frame> {
+        let _ = index;
+        None
+    }
 }
 
 impl VectorEnv for NativeVecEnv {
@@ -79,6 +86,9 @@ impl VectorEnv for NativeVecEnv {
     }
     fn action_masks(&self, mask: &mut [u8]) -> bool {
         NativeVecEnv::action_masks(self, mask)
+    }
+    fn render(&self, index: usize) -> Option<Frame> {
+        NativeVecEnv::render(self, index)
     }
 }
 

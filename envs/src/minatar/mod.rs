@@ -272,6 +272,12 @@ impl Env for MinAtar {
             })
     }
 
+    fn render(&self) -> Option<crate::render::Frame> {
+        let mut obs = vec![0.0; self.spec.obs_dim];
+        self.observe(&mut obs);
+        Some(crate::render::grid::draw(&obs, SIZE, self.game.channels()))
+    }
+
     fn observe(&self, obs: &mut [f32]) {
         let obs = &mut obs[..self.spec.obs_dim];
         obs.fill(0.0);
