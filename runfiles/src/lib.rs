@@ -1,7 +1,8 @@
 //! What a run writes into its directory: files written atomically, append-only
-//! JSON lines, and TensorBoard event files that mirror the JSON lines. The
+//! JSON lines, TensorBoard event files that mirror the JSON lines, and videos. The
 //! learner and the evaluator write through it; which run a directory holds is
 //! the learner's concern (`learner/src/run_dir.rs`).
 
 pub mod files;
 pub mod tensorboard;
+pub mod video;

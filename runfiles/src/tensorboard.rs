@@ -59,6 +59,23 @@ struct SummaryValue {
     tag: String,
     #[prost(float, optional, tag = "2")]
     simple_value: Option<f32>,
+    /// `image`, another member of the oneof: a video as an animated GIF.
+    #[prost(message, optional, tag = "4")]
+    image: Option<Image>,
+}
+
+/// `tensorflow.Summary.Image`: an encoded picture (PNG or GIF) and its size.
+#[derive(Clone, PartialEq, Message)]
+struct Image {
+    #[prost(int32, tag = "1")]
+    height: i32,
+    #[prost(int32, tag = "2")]
+    width: i32,
+    /// 3 for RGB.
+    #[prost(int32, tag = "3")]
+    colorspace: i32,
+    #[prost(bytes = "vec", tag = "4")]
+    encoded_image_string: Vec<u8>,
 }
 
 /// TFRecord's CRC: CRC-32C, rotated and offset so that a CRC of data holding
@@ -179,6 +196,7 @@ impl MirroredLines {
             .map(|(tag, v)| SummaryValue {
                 tag,
                 simple_value: Some(v),
+                image: None,
             })
             .collect();
         let step = line["env_steps"].as_u64().unwrap_or(0);
@@ -187,6 +205,75 @@ impl MirroredLines {
             step: i64::try_from(step).unwrap_or(i64::MAX),
             file_version: None,
             summary: Some(Summary { value }),
+        };
+        self.events.write_all(&record(&event.encode_to_vec()))?;
+        self.events.flush()
+    }
+}
+
+/// An event file of pictures (the evaluator's videos, as animated GIFs),
+/// appended to across restarts rather than rebuilt: a video is megabytes,
+/// and one at a step a resumed run goes past again is still a true picture
+/// of that version.
+pub struct ImageEvents {
+    events: File,
+    path: PathBuf,
+}
+
+impl ImageEvents {
+    /// Appends to the event file in `events_dir`, or starts one.
+    pub fn open(events_dir: &Path, name: &str) -> std::io::Result<Self> {
+        std::fs::create_dir_all(events_dir)?;
+        let existing = std::fs::read_dir(events_dir)?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .find(|p| p.to_string_lossy().contains("tfevents"));
+        if let Some(path) = existing {
+            let events = std::fs::OpenOptions::new().append(true).open(&path)?;
+            return Ok(Self { events, path });
+        }
+        let now = unix_now();
+        let path = events_dir.join(format!("events.out.tfevents.{}.sebulba.{name}", now as u64));
+        let mut events = File::create(&path)?;
+        let version = Event {
+            wall_time: now,
+            step: 0,
+            file_version: Some("brain.Event:2".into()),
+            summary: None,
+        };
+        events.write_all(&record(&version.encode_to_vec()))?;
+        Ok(Self { events, path })
+    }
+
+    pub fn events_path(&self) -> &Path {
+        &self.path
+    }
+
+    /// One encoded picture (`gif` bytes) of `width` x `height` under `tag`
+    /// at `step`.
+    pub fn write(
+        &mut self,
+        tag: &str,
+        step: u64,
+        (width, height): (u32, u32),
+        gif: Vec<u8>,
+    ) -> std::io::Result<()> {
+        let side = |v: u32| i32::try_from(v).unwrap_or(i32::MAX);
+        let value = SummaryValue {
+            tag: tag.to_owned(),
+            simple_value: None,
+            image: Some(Image {
+                height: side(height),
+                width: side(width),
+                colorspace: 3,
+                encoded_image_string: gif,
+            }),
+        };
+        let event = Event {
+            wall_time: unix_now(),
+            step: i64::try_from(step).unwrap_or(i64::MAX),
+            file_version: None,
+            summary: Some(Summary { value: vec![value] }),
         };
         self.events.write_all(&record(&event.encode_to_vec()))?;
         self.events.flush()
