@@ -4,14 +4,16 @@
 //! `eval.final_episodes` episodes within `eval.final_max_steps` steps. So
 //! the mean it prints for `final.safetensors` is the run's
 //! `final_eval_return_mean`, replayed from the files alone (what other RL
-//! tools call `enjoy`).
+//! tools call `enjoy`). `--out` films the first episode.
 
 use crate::cli::WatchArgs;
 use anyhow::{Context, bail};
 use sebulba_core::config::{Algorithm, RunConfig, eval_seed};
 use sebulba_core::devices::DeviceKind;
 use sebulba_core::policy::InferencePolicy;
-use sebulba_evaluator::{EpisodeResults, Overrides, acting_for, play_episodes};
+use sebulba_evaluator::video::Recording;
+use sebulba_evaluator::{EpisodeResults, Overrides, acting_for, play_filmed};
+use sebulba_runfiles::video::{Format, ffmpeg_available};
 use tokio_util::sync::CancellationToken;
 
 pub fn run(args: &WatchArgs) -> anyhow::Result<()> {
@@ -43,9 +45,33 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<()> {
     if let Some(n) = args.episodes {
         plan.episodes = usize::try_from(n)?;
     }
-    let results = play_episodes(&policy, env_id, &kwargs, &plan, &CancellationToken::new())?;
+    let mut film = args.out.as_deref().map(recording).transpose()?;
+    let stop = CancellationToken::new();
+    let results = play_filmed(&policy, env_id, &kwargs, &plan, &stop, film.as_mut())?;
     report(args, env_id, &weights.display().to_string(), &results);
+    if let Some(f) = film {
+        let filmed = f.finish().map_err(anyhow::Error::msg).context("filming")?;
+        let v = &filmed.video;
+        eprintln!(
+            "wrote {}: {} frames of {} x {}",
+            v.path.display(),
+            v.frames,
+            v.width,
+            v.height
+        );
+    }
     Ok(())
+}
+
+/// A recording into `path`, refused up front where it cannot be written.
+fn recording(path: &std::path::Path) -> anyhow::Result<Recording> {
+    if Format::of(path)? == Format::Mp4 && !ffmpeg_available() {
+        bail!(
+            "{}: an MP4 is encoded by ffmpeg, which is not on the PATH (install it, or write a .gif)",
+            path.display()
+        );
+    }
+    Ok(Recording::new(path.to_path_buf(), false))
 }
 
 fn report(args: &WatchArgs, env_id: &str, weights: &str, r: &EpisodeResults) {

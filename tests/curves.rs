@@ -106,10 +106,16 @@ fn tensorboard_events_mirror_the_json_lines_and_plot_draws_the_runs() {
             let metrics = read_jsonl(&run.join("metrics.jsonl"));
             let evals = read_jsonl(&run.join("eval.jsonl"));
             assert!(!metrics.is_empty() && !evals.is_empty());
+            // The third run holds the videos: pictures, no scalars.
             assert_eq!(
                 tb.keys().collect::<Vec<_>>(),
-                ["tensorboard/evaluator", "tensorboard/learner"]
+                [
+                    "tensorboard/evaluator",
+                    "tensorboard/learner",
+                    "tensorboard/videos"
+                ]
             );
+            assert!(tb["tensorboard/videos"].is_empty());
             assert_mirrors(&metrics, &tb["tensorboard/learner"], "train");
             assert_mirrors(&evals, &tb["tensorboard/evaluator"], "eval");
         }

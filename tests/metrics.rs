@@ -54,6 +54,16 @@ fn a_local_runs_metrics_agree_with_its_summary() {
 
     check_learner(&m, &summary);
     check_other_roles(&m, &summary, &evals);
+    // The first and the final evaluation are filmed (`eval.video_every`'s
+    // default counts from the first): each video counted once.
+    let videos = read_jsonl(&run.join("videos/videos.jsonl"));
+    assert!(videos.len() >= 2, "{videos:?}");
+    assert_eq!(
+        m.value("sebulba_evaluator_videos_total", &[]),
+        videos.len() as f64
+    );
+    let failed = m.lookup("sebulba_evaluator_videos_failed_total", &[]);
+    assert_eq!(failed.unwrap_or(0.0), 0.0);
     dashboard_reads_what_the_roles_export(&m);
 
     // SIGTERM ends the hold at once.

@@ -8,10 +8,11 @@
 
 use crate::acting::Acting;
 use crate::cpu::Pacing;
+use crate::video::Recording;
 use sebulba_core::config::EvalPolicy;
 use sebulba_core::distribution::DistError;
 use sebulba_core::policy::{InferencePolicy, PolicyState};
-use sebulba_envs::{EnvError, Purpose, make_vector_env};
+use sebulba_envs::{EnvError, Purpose, VectorEnv, make_vector_env};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, thiserror::Error)]
@@ -121,12 +122,27 @@ pub fn play_episodes(
     plan: &Plan,
     stop: &CancellationToken,
 ) -> Result<EpisodeResults, PlayError> {
+    play_filmed(policy, env_id, env_kwargs, plan, stop, None)
+}
+
+/// [`play_episodes`], filming env 0's episode into `film` as it is played.
+pub fn play_filmed(
+    policy: &InferencePolicy,
+    env_id: &str,
+    env_kwargs: &str,
+    plan: &Plan,
+    stop: &CancellationToken,
+    mut film: Option<&mut Recording>,
+) -> Result<EpisodeResults, PlayError> {
     let mut pacing = Pacing::new(stop, plan.cpu_share);
     let (spec, episodes) = (policy.spec(), plan.episodes);
     let dist = spec.dist();
     let mut venv = make_vector_env(env_id, env_kwargs, episodes, plan.seed, Purpose::Evaluate)?;
     let mut obs = vec![0.0f32; episodes * spec.obs_dim];
     venv.reset(&mut obs)?;
+    if let Some(f) = film.as_deref_mut() {
+        f.frame(venv.render(0));
+    }
     let mut out = venv.new_step_out();
     let mut acting = Acting::new(&dist, episodes, plan.policy, plan.epsilon, plan.seed);
     let mut book = Book::new(episodes);
@@ -151,6 +167,9 @@ pub fn play_episodes(
             {
                 restarts += 1;
                 book.restart(index);
+                if let Some(f) = film.as_deref_mut().filter(|_| index == 0) {
+                    f.stop(Some("env 0 failed and was replaced mid-episode"));
+                }
                 // The failed step may have moved some envs on and not
                 // others: the states go back to before it, the failed
                 // env's to an episode's start.
@@ -162,12 +181,26 @@ pub fn play_episodes(
             Err(e) => return Err(e.into()),
         }
         book.step(&out);
+        if let Some(f) = film.as_deref_mut().filter(|f| f.filming()) {
+            film_step(f, &book, venv.as_ref());
+        }
         pacing.go_on();
     };
     // Before the envs go: their threads' CPU time is the evaluation's.
     let (cpu_seconds, throttled) = pacing.spent();
     drop(venv);
     Ok(book.results(cut_by, restarts as u64, cpu_seconds, throttled))
+}
+
+/// After a step: env 0's next frame, or the end of its filmed episode.
+fn film_step(film: &mut Recording, book: &Book, venv: &dyn VectorEnv) {
+    match book.finished[0] {
+        Some((ret, len, _)) => {
+            film.ended = Some((ret, len));
+            film.stop(None);
+        }
+        None => film.frame(venv.render(0)),
+    }
 }
 
 /// Buffers for the forward pass over the unfinished episodes' rows only,

@@ -5,6 +5,8 @@
 //! steps and a share of the cores. Results go to `eval.jsonl`; the best
 //! weights to `best.safetensors`; each score is filed with the parameter
 //! server too. Stopped mid-evaluation, it writes and files what it has.
+//! Every `eval.video_every` evaluations it films the first episode
+//! (`video`).
 
 mod acting;
 mod cpu;
@@ -12,13 +14,17 @@ mod episodes;
 mod games;
 mod line;
 mod metrics;
+mod run_dir;
 mod schedule;
 mod versions;
+pub mod video;
 
 pub use cpu::{Pacing, THREAD_NAME};
-pub use episodes::{CutBy, EpisodeResults, Plan, play_episodes};
+pub use episodes::{CutBy, EpisodeResults, Plan, play_episodes, play_filmed};
 pub use games::{MatchResult, Player, play_match, rule_players, wilson_interval};
 pub use line::{EvalLine, acting_for};
+pub use run_dir::Output;
+use run_dir::evaluated;
 pub use schedule::{Overrides, Schedule};
 use sebulba_core::policy::{InferencePolicy, network_from_wire};
 use sebulba_proto::parameter_server_client::ParameterServerClient;
@@ -59,51 +65,6 @@ pub struct EvaluatorOptions {
     pub device: sebulba_core::devices::DeviceKind,
     /// The read-only token is sent on every call; TLS when a CA is given.
     pub security: Security,
-}
-
-/// The newest version and the best return in an `eval.jsonl` (none, and
-/// minus infinity, for a missing or empty file). An evaluation that
-/// finished no episode is no candidate for the best. One its evaluator was
-/// stopped in counts as done: versions stay in order in `eval.jsonl`.
-fn evaluated(path: &std::path::Path) -> (Option<u64>, f64) {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    sebulba_runfiles::files::json_lines(&text).fold((None, f64::NEG_INFINITY), |(last, best), v| {
-        let version = v["version"].as_u64();
-        let asked = v["episodes_asked"].as_u64().unwrap_or(0);
-        let whole = line::scored_whole(v["episodes"].as_u64().unwrap_or(0), asked);
-        let ret = v["return_mean"].as_f64().filter(|_| whole);
-        (
-            last.max(version),
-            best.max(ret.unwrap_or(f64::NEG_INFINITY)),
-        )
-    })
-}
-
-/// Where an evaluator writes.
-#[derive(Debug, Clone)]
-pub enum Output {
-    /// One run directory (`--run-dir`).
-    Dir(PathBuf),
-    /// A runs root (`--runs-root`): each run's files go to `<root>/<run id>`,
-    /// the directory its learner uses under the same root.
-    PerRun(PathBuf),
-}
-
-impl Output {
-    /// The directory for run `run_id`, if its id is safe as a directory name.
-    fn dir_for(&self, run_id: &str) -> Option<PathBuf> {
-        match self {
-            Output::Dir(d) => Some(d.clone()),
-            Output::PerRun(root) => {
-                let safe = !run_id.is_empty()
-                    && !run_id.starts_with('.')
-                    && run_id
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-                safe.then(|| root.join(run_id))
-            }
-        }
-    }
 }
 
 /// Evaluates until the final version is done or `shutdown` fires; returns the
@@ -191,6 +152,9 @@ struct Evaluator<'a> {
     lines: Vec<EvalLine>,
     /// CPU seconds of the evaluations made.
     cpu_seconds: f64,
+    videos: Option<video::Videos>,
+    /// The run's evaluations so far (`eval.jsonl`'s lines): which are filmed.
+    evaluations: u64,
 }
 
 impl<'a> Evaluator<'a> {
@@ -212,6 +176,8 @@ impl<'a> Evaluator<'a> {
             best: f64::NEG_INFINITY,
             lines: Vec::new(),
             cpu_seconds: 0.0,
+            videos: None,
+            evaluations: 0,
         })
     }
 
@@ -229,7 +195,8 @@ impl<'a> Evaluator<'a> {
             .map_err(|e| EvaluatorError::Io(dir.display().to_string(), e))?;
         // Go on from what this directory already holds (an evaluator
         // restarted mid-run, or started after the run): no version twice.
-        let (last, best) = evaluated(&dir.join("eval.jsonl"));
+        let (last, best, evaluations) = evaluated(&dir.join("eval.jsonl"));
+        self.evaluations = evaluations;
         let out = MirroredLines::open(
             &dir.join("eval.jsonl"),
             &dir.join(tensorboard::EVALUATOR_DIR),
@@ -237,10 +204,16 @@ impl<'a> Evaluator<'a> {
         )
         .map_err(|e| EvaluatorError::Io("eval.jsonl".into(), e))?;
         info!(run = %run_id, dir = %dir.display(), ?last, "following run");
-        self.out = Some((out, dir));
         (self.run, self.last, self.best) = (run_id.to_string(), last, best);
         self.schedule = self.opts.schedule.over(&w.env_id, published_schedule(w));
         info!(run = %run_id, schedule = ?self.schedule, "evaluation schedule");
+        self.videos = (self.schedule.video_every > 0)
+            .then(|| video::Videos::open(&dir))
+            .and_then(|v| {
+                v.inspect_err(|e| warn!(run = %run_id, "no videos for this run: {e}"))
+                    .ok()
+            });
+        self.out = Some((out, dir));
         self.earlier = versions::Earlier::new(self.schedule.earlier_versions);
         Ok(true)
     }
@@ -294,20 +267,13 @@ impl<'a> Evaluator<'a> {
         } else {
             None
         };
-        let kind = if w.r#final { "final" } else { "periodic" };
-        info!(
-            version = w.version,
-            evaluation = %kind,
-            episodes = plan.episodes,
-            max_steps = plan.max_steps,
-            policy = %acted.0.name(),
-            "evaluating"
-        );
+        log_start(w, &plan);
         let t0 = Instant::now();
         let span = info_span!("evaluate", version = w.version, episodes = plan.episodes);
         sebulba_transport::trace::set_parent_from_map(&span, &w.trace_context);
         let (env_id, env_kwargs, stop) = (w.env_id.clone(), w.env_kwargs.clone(), stop.clone());
-        let (p, results) = on_eval_thread(move || {
+        let mut film = self.film_for(w, game);
+        let (p, results, film) = on_eval_thread(move || {
             let _e = span.enter();
             let r = if game {
                 let (seed, games) = (plan.seed, plan.episodes);
@@ -315,9 +281,10 @@ impl<'a> Evaluator<'a> {
                 let earlier = earlier.as_ref();
                 games::play_matches(&p, earlier, &env_id, &env_kwargs, games, seed, &mut pacing)
             } else {
-                play_episodes(&p, &env_id, &env_kwargs, &plan, &stop).map(|r| (r, Vec::new()))
+                play_filmed(&p, &env_id, &env_kwargs, &plan, &stop, film.as_mut())
+                    .map(|r| (r, Vec::new()))
             };
-            (p, r)
+            (p, r, film)
         })
         .await?;
         self.policy = Some(p);
@@ -335,6 +302,10 @@ impl<'a> Evaluator<'a> {
             self.earlier.keep(w.version, &w.safetensors);
         }
         self.last = Some(w.version);
+        self.evaluations += 1;
+        if let (Some(v), Some(f)) = (&mut self.videos, film) {
+            v.file(w.version, w.env_steps, f);
+        }
         // The learner's training clock when it published this version (what
         // curves against wall time want); this evaluator's own clock only for
         // weights that do not carry it.
@@ -354,6 +325,16 @@ impl<'a> Evaluator<'a> {
 
     /// Writes the line to `eval.jsonl`, keeps the best weights, and files the
     /// score with the parameter server.
+    /// A recording of this evaluation's first episode, where one is due:
+    /// every `eval.video_every` evaluations and the final one, never a
+    /// game's matches.
+    fn film_for(&self, w: &Weights, game: bool) -> Option<video::Recording> {
+        let every = self.schedule.video_every;
+        let due = every > 0 && (w.r#final || self.evaluations.is_multiple_of(every));
+        let videos = self.videos.as_ref().filter(|_| due && !game)?;
+        Some(videos.recording(w.version, w.r#final))
+    }
+
     async fn record(
         &mut self,
         w: &Weights,
@@ -395,6 +376,17 @@ impl<'a> Evaluator<'a> {
         self.lines.push(line);
         Ok(())
     }
+}
+
+fn log_start(w: &Weights, plan: &Plan) {
+    info!(
+        version = w.version,
+        evaluation = if w.r#final { "final" } else { "periodic" },
+        episodes = plan.episodes,
+        max_steps = plan.max_steps,
+        policy = %plan.policy.name(),
+        "evaluating"
+    );
 }
 
 /// Runs `work` on a new thread named [`THREAD_NAME`] (the threads it starts
@@ -447,28 +439,5 @@ async fn report_eval(
             _ = tokio::time::sleep(Duration::from_millis(250)) => {}
             _ = shutdown.cancelled() => return,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn an_evaluation_of_cut_episodes_alone_is_never_the_best() {
-        let dir = std::env::temp_dir().join(format!("sebulba-evaluated-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("dir");
-        let path = dir.join("eval.jsonl");
-        let lines = [
-            r#"{"version":10,"return_mean":5.0,"episodes":8,"episodes_asked":8}"#,
-            r#"{"version":20,"return_mean":900.0,"episodes":0,"episodes_asked":8,"cut_by":"max_steps"}"#,
-            r#"{"version":30,"return_mean":7.0,"episodes":3,"episodes_asked":8,"cut_by":"max_steps"}"#,
-            r#"{"version":40,"return_mean":50.0,"episodes":2,"episodes_asked":30,"cut_by":"shutdown"}"#,
-            // From an evaluator before the counts: whole episodes.
-            r#"{"version":5,"return_mean":6.0,"episodes":10}"#,
-        ];
-        std::fs::write(&path, lines.join("\n")).expect("write");
-        // Version 40's finished episodes count for the best; version 20's
-        // cut ones do not.
-        assert_eq!(super::evaluated(&path), (Some(40), 50.0));
-        std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -45,6 +45,14 @@ pub(crate) fn describe() {
         "sebulba_evaluator_cpu_share",
         "The evaluations' CPU time over this evaluator's wall time times the machine's cores"
     );
+    describe_counter!(
+        "sebulba_evaluator_videos_total",
+        "Evaluations filmed into the run's videos/"
+    );
+    describe_counter!(
+        "sebulba_evaluator_videos_failed_total",
+        "Evaluations due a video that has none (the env cannot draw itself, encoding or disk failed)"
+    );
     describe_histogram!(
         "sebulba_evaluator_eval_seconds",
         "Playing one evaluation's episodes"
@@ -71,4 +79,13 @@ pub(crate) fn evaluated(line: &EvalLine, cpu_seconds: f64, cpu_share: f64) {
 /// A run's published schedule refused.
 pub(crate) fn schedule_refused() {
     counter!("sebulba_evaluator_schedules_refused_total").increment(1);
+}
+
+/// An evaluation due a video: filmed, or not.
+pub(crate) fn filmed(ok: bool) {
+    if ok {
+        counter!("sebulba_evaluator_videos_total").increment(1);
+    } else {
+        counter!("sebulba_evaluator_videos_failed_total").increment(1);
+    }
 }

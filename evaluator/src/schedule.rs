@@ -27,6 +27,9 @@ pub struct Schedule {
     pub final_max_steps: u64,
     /// The share of the machine's cores a periodic evaluation may take.
     pub cpu_share: f64,
+    /// Film every this many evaluations' first episode, and the final
+    /// one's (0: never).
+    pub video_every: u64,
 }
 
 /// An evaluator's own settings, each winning over the run's where given.
@@ -41,6 +44,7 @@ pub struct Overrides {
     pub max_steps: Option<u64>,
     pub final_max_steps: Option<u64>,
     pub cpu_share: Option<f64>,
+    pub video_every: Option<u64>,
 }
 
 impl Overrides {
@@ -56,6 +60,7 @@ impl Overrides {
             max_steps: Some(e.max_steps),
             final_max_steps: Some(e.final_max_steps),
             cpu_share: Some(e.cpu_share),
+            video_every: Some(e.video_every),
         }
     }
 
@@ -73,6 +78,7 @@ impl Overrides {
             max_steps: self.max_steps.unwrap_or(d.max_steps),
             final_max_steps: self.final_max_steps.unwrap_or(d.final_max_steps),
             cpu_share: self.cpu_share.unwrap_or(d.cpu_share),
+            video_every: self.video_every.unwrap_or(d.video_every),
         }
     }
 }
@@ -103,7 +109,7 @@ impl Schedule {
     /// (narrow win-rate intervals); anything else 10 episodes every 10
     /// versions, 100 for the final one. The rest as the `eval` config's
     /// defaults (greedy, budgets of 100,000 and 1,000,000 steps, a quarter
-    /// of the cores).
+    /// of the cores, a video every 10 evaluations).
     pub fn default_for(env_id: &str) -> Self {
         let base = Self {
             interval: 10,
@@ -115,6 +121,7 @@ impl Schedule {
             max_steps: 100_000,
             final_max_steps: 1_000_000,
             cpu_share: 0.25,
+            video_every: 10,
         };
         if sebulba_envs::games::GAME_IDS.contains(&env_id) {
             Self {
@@ -164,6 +171,7 @@ impl Schedule {
             s.cpu_share
         };
         check_real("eval.cpu_share", cpu_share)?;
+        check_key("eval.video_every", s.video_every)?;
         let n = |v: u32| usize::try_from(v).unwrap_or(usize::MAX);
         Ok(Self {
             interval: s.interval,
@@ -175,6 +183,7 @@ impl Schedule {
             max_steps,
             final_max_steps,
             cpu_share,
+            video_every: s.video_every,
         })
     }
 }

@@ -85,6 +85,10 @@ class EnvPoolVecEnv:
         step_buffers(self, e, d, obs_space.shape)
         self.lives = np.zeros(e, np.int64)
 
+    def render_rgb(self, i):
+        """EnvPool's pools show no env's screen: no videos."""
+        return None
+
     def describe(self):
         return self.info
 

@@ -254,6 +254,23 @@ def make_vec(env_id, kwargs_json, seeds, purpose):
     return VecEnv(env_id, kwargs_json, seeds, purpose)
 
 
+def rgb_frame(env):
+    """An env's picture for videos as (height, width, RGB bytes): what
+    `render()` gives in `rgb_array` mode. None where the env draws nothing
+    (another render mode, no renderer, a render that raises, a picture
+    that is not an RGB(A) image of bytes): the video is then skipped, never
+    the evaluation."""
+    if getattr(env, "render_mode", None) != "rgb_array":
+        return None
+    try:
+        f = np.asarray(env.render())
+    except Exception:
+        return None
+    if f.dtype != np.uint8 or f.ndim != 3 or f.shape[2] not in (3, 4):
+        return None
+    return int(f.shape[0]), int(f.shape[1]), np.ascontiguousarray(f[:, :, :3]).tobytes()
+
+
 class Frames:
     """Writes observations into sebulba's float rows, channels last."""
 
@@ -304,6 +321,9 @@ class VecEnv:
         self.env_id = env_id
         self.kwargs, self.episodic_life, self.clip = atari_options(env_id, parse_kwargs(kwargs_json), purpose)
         self.seeds = [int(s) for s in seeds]
+        if purpose == "evaluate" and env_id.startswith("gym:"):
+            # Evaluation envs can be filmed; rgb_array draws only when asked.
+            self.kwargs.setdefault("render_mode", "rgb_array")
         self.envs = [make_one(env_id, self.kwargs) for _ in self.seeds]
         info = describe(self.envs[0])
         e, d = len(self.envs), info["obs_dim"]
@@ -316,6 +336,9 @@ class VecEnv:
             self.act_dtype = self.envs[0].action_space.dtype
         step_buffers(self, e, d, self.envs[0].observation_space.shape)
         self.lives = [None] * e
+
+    def render_rgb(self, i):
+        return rgb_frame(self.envs[i])
 
     def _reset_one(self, i, seed):
         try:
@@ -423,6 +446,11 @@ class AleVecEnv:
         self.actions = np.zeros(e, np.uint32)
         step_buffers(self, e, d, space.shape)
         self.lives = np.zeros(e, np.int64)
+
+    def render_rgb(self, i):
+        """ALE's vector env shows no emulator's screen: `gym:ALE/...` ids
+        are filmed instead."""
+        return None
 
     def describe(self):
         steps = self.max_frames // max(self.frameskip, 1)

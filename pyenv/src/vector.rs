@@ -8,6 +8,8 @@
 use crate::interp;
 use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use sebulba_envs::render::Frame;
 use sebulba_envs::{
     ActionBatch, EnvError, EnvSpec, EpisodeStats, Purpose, VecStepOut, VectorEnv, derive_env_seed,
     validate_actions,
@@ -272,6 +274,25 @@ impl VectorEnv for PyVecEnv {
 
     fn action_masks(&self, _mask: &mut [u8]) -> bool {
         false
+    }
+
+    /// helper.py's `render_rgb`: the env's `rgb_array` picture (evaluation
+    /// envs of `gym:` ids are made in that mode).
+    fn render(&self, index: usize) -> Option<Frame> {
+        Python::attach(|py| {
+            let r = self
+                .env
+                .bind(py)
+                .call_method1("render_rgb", (index,))
+                .ok()?;
+            let (height, width, rgb): (u32, u32, Bound<'_, PyBytes>) = r.extract().ok()?;
+            let rgb = rgb.as_bytes();
+            (rgb.len() == 3 * width as usize * height as usize).then(|| Frame {
+                width,
+                height,
+                rgb: rgb.to_vec(),
+            })
+        })
     }
 
     fn restarts(&self) -> u64 {

@@ -334,6 +334,11 @@ pub struct EvaluatorArgs {
     /// take. Default: the run's `eval.cpu_share`.
     #[arg(long, env = "SEBULBA_EVAL_CPU_SHARE", value_parser = within_real("eval.cpu_share"))]
     pub cpu_share: Option<f64>,
+    /// Film the first episode of every this many evaluations, and of the
+    /// final one, into the run's `videos/` (0: never). Default: the run's
+    /// `eval.video_every`.
+    #[arg(long, env = "SEBULBA_EVAL_VIDEO_EVERY", value_parser = within::<u64>("eval.video_every"))]
+    pub video_every: Option<u64>,
     /// The run seed (evaluation envs derive theirs from it).
     #[arg(long, env = "SEBULBA_SEED", default_value_t = 1)]
     pub seed: u64,
@@ -357,6 +362,7 @@ impl EvaluatorArgs {
             max_steps: self.max_steps,
             final_max_steps: self.final_max_steps,
             cpu_share: self.cpu_share,
+            video_every: self.video_every,
         }
     }
 }

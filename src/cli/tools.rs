@@ -80,6 +80,10 @@ pub struct WatchArgs {
     /// Print one JSON line instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Film the first episode into this file: `.mp4` (H.264, needs
+    /// `ffmpeg` on the PATH) or `.gif`.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

@@ -41,6 +41,11 @@ pub struct EvalConfig {
     /// The final evaluation, after training, is not held back.
     #[serde(default = "quarter")]
     pub cpu_share: f64,
+    /// Film the first episode of every this many evaluations, and of the
+    /// final one, into `videos/` and TensorBoard (default 10; 0: never).
+    /// Only envs that draw themselves are filmed.
+    #[serde(default = "ten")]
+    pub video_every: u64,
 }
 
 /// How an evaluation picks actions.
@@ -101,6 +106,10 @@ fn hundred_thousand() -> u64 {
 
 fn million() -> u64 {
     1_000_000
+}
+
+fn ten() -> u64 {
+    10
 }
 
 fn quarter() -> f64 {

@@ -76,6 +76,7 @@ impl RunConfig {
                 max_steps: 100_000,
                 final_max_steps: 1_000_000,
                 cpu_share: 0.25,
+                video_every: 10,
             },
             selfplay: SelfPlayConfig::default(),
             dqn: DqnConfig::default(),

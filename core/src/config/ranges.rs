@@ -107,6 +107,7 @@ pub const RANGES: &[Range] = &[
     int("eval.max_steps", 1.0, 1e9),
     int("eval.final_max_steps", 1.0, 1e9),
     above("eval.cpu_share", 0.0, 1.0),
+    int("eval.video_every", 0.0, 1e6),
     closed("selfplay.past_fraction", 0.0, 1.0),
     closed("selfplay.rule_fraction", 0.0, 1.0),
     int("selfplay.past_versions", 1.0, 32.0),
@@ -253,6 +254,7 @@ pub fn check(c: &RunConfig) -> Result<(), ConfigError> {
     int("eval.earlier_versions", c.eval.earlier_versions as u64)?;
     real("eval.epsilon", c.eval.epsilon)?;
     int("eval.max_steps", c.eval.max_steps)?;
+    int("eval.video_every", c.eval.video_every)?;
     int("eval.final_max_steps", c.eval.final_max_steps)?;
     real("eval.cpu_share", c.eval.cpu_share)?;
     real("selfplay.past_fraction", c.selfplay.past_fraction)?;

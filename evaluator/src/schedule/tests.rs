@@ -51,6 +51,7 @@ fn the_evaluators_own_options_win_over_the_runs_which_win_over_the_defaults() {
         max_steps: 80_000,
         final_max_steps: 300_000,
         cpu_share: 0.25,
+        video_every: 10,
         ..wire(250, 8, 30, 16)
     };
     let run = Schedule::published(&atari).expect("in range");
@@ -115,6 +116,7 @@ fn a_published_schedule_out_of_range_is_refused_naming_the_key() {
         (with(|s| s.cpu_share = 1.01), "eval.cpu_share"),
         (with(|s| s.cpu_share = -0.5), "eval.cpu_share"),
         (with(|s| s.cpu_share = f64::INFINITY), "eval.cpu_share"),
+        (with(|s| s.video_every = 1_000_001), "eval.video_every"),
     ];
     for (s, key) in cases {
         let e = Schedule::published(&s).expect_err(key).to_string();
@@ -129,7 +131,16 @@ fn a_published_schedule_out_of_range_is_refused_naming_the_key() {
         max_steps: 1,
         final_max_steps: 1_000_000_000,
         cpu_share: 1.0,
+        video_every: 1_000_000,
         ..wire(1, 1, 1, 2)
     };
     assert!(Schedule::published(&edges).is_ok());
+    // 0 on the wire is never filming, not the default: a run that turned
+    // videos off keeps them off.
+    assert_eq!(
+        Schedule::published(&wire(1, 1, 1, 2))
+            .map(|s| s.video_every)
+            .ok(),
+        Some(0)
+    );
 }

@@ -134,5 +134,6 @@ fn eval_schedule(e: &sebulba_core::config::EvalConfig) -> EvalSchedule {
         max_steps: e.max_steps,
         final_max_steps: e.final_max_steps,
         cpu_share: e.cpu_share,
+        video_every: e.video_every,
     }
 }
