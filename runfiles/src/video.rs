@@ -8,6 +8,8 @@ use std::fs::File;
 use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::thread::JoinHandle;
 
 /// Frames per second every video plays at.
 pub const FPS: u32 = 30;
@@ -108,7 +110,31 @@ pub struct VideoWriter {
 
 enum Sink {
     Gif(Box<Gif<BufWriter<File>>>),
-    Mp4 { child: Child, stdin: ChildStdin },
+    /// Frames go to a thread that writes them into ffmpeg's input, so that
+    /// the episode plays on while ffmpeg encodes (a frame is larger than a
+    /// pipe's buffer: written in place, each would wait for the encoder).
+    Mp4 {
+        child: Child,
+        frames: SyncSender<Vec<u8>>,
+        writer: JoinHandle<std::io::Result<()>>,
+    },
+}
+
+/// Frames queued for ffmpeg: enough to ride out its slower frames, few
+/// enough that a stalled ffmpeg holds little memory.
+const QUEUED_FRAMES: usize = 16;
+
+fn feed(
+    mut stdin: ChildStdin,
+    frames: Receiver<Vec<u8>>,
+    (width, height): (u32, u32),
+) -> std::io::Result<()> {
+    let mut planes = Vec::new();
+    for frame in frames {
+        yuv::convert(&frame, width, height, &mut planes);
+        stdin.write_all(&planes)?;
+    }
+    Ok(())
 }
 
 impl VideoWriter {
@@ -132,7 +158,16 @@ impl VideoWriter {
                         "ffmpeg's standard input is not a pipe",
                     ))
                 })?;
-                Sink::Mp4 { child, stdin }
+                let (frames, queued) = sync_channel(QUEUED_FRAMES);
+                let writer = std::thread::Builder::new()
+                    .name("sebulba-video".into())
+                    .spawn(move || feed(stdin, queued, (width, height)))
+                    .map_err(io)?;
+                Sink::Mp4 {
+                    child,
+                    frames,
+                    writer,
+                }
             }
         };
         Ok(Self {
@@ -150,10 +185,11 @@ impl VideoWriter {
         check_size(rgb, self.width, self.height, self.frames)?;
         match &mut self.sink {
             Sink::Gif(g) => g.push(rgb)?,
-            Sink::Mp4 { stdin, .. } => stdin.write_all(rgb).map_err(|source| VideoError::Io {
-                path: self.path.display().to_string(),
-                source,
-            })?,
+            Sink::Mp4 { frames, .. } => {
+                // A closed queue: the writer stopped on an error, which
+                // `finish` reports.
+                let _ = frames.send(rgb.to_vec());
+            }
         }
         self.frames += 1;
         Ok(())
@@ -170,8 +206,15 @@ impl VideoWriter {
                     source,
                 })?;
             }
-            Sink::Mp4 { mut child, stdin } => {
-                drop(stdin);
+            Sink::Mp4 {
+                mut child,
+                frames,
+                writer,
+            } => {
+                drop(frames);
+                let written = writer
+                    .join()
+                    .unwrap_or_else(|_| Err(std::io::Error::other("the frame writer panicked")));
                 let mut stderr = String::new();
                 if let Some(mut e) = child.stderr.take() {
                     let _ = e.read_to_string(&mut stderr);
@@ -180,10 +223,14 @@ impl VideoWriter {
                     path: shown.clone(),
                     source,
                 })?;
-                if !status.success() {
+                if !status.success() || written.is_err() {
+                    let status = match written {
+                        Err(e) if status.success() => format!("writing its input: {e}"),
+                        _ => status.to_string(),
+                    };
                     return Err(VideoError::Ffmpeg {
                         path: shown,
-                        status: status.to_string(),
+                        status,
                         stderr: stderr.trim().to_string(),
                     });
                 }
@@ -214,48 +261,40 @@ fn check_size(rgb: &[u8], width: u32, height: u32, index: u32) -> Result<(), Vid
     }
 }
 
-/// ffmpeg reading raw RGB frames on stdin and writing H.264 in MP4: padded
-/// to even sides (yuv420p's 2 x 2 chroma blocks), `faststart` so a browser
-/// plays it while it loads, on one thread so that it takes no more of the
-/// machine than the evaluation that feeds it.
+/// ffmpeg reading raw YUV 4:2:0 frames (`yuv`) on stdin and writing
+/// H.264 in MP4, `faststart` so that a browser plays it while it loads, on
+/// one thread so that it takes little of a machine that is training.
 fn ffmpeg(path: &Path, width: u32, height: u32) -> Command {
+    let (w, h) = yuv::padded(width, height);
     let mut c = Command::new("ffmpeg");
-    c.args([
-        "-loglevel",
-        "error",
-        "-y",
-        "-f",
-        "rawvideo",
-        "-pix_fmt",
-        "rgb24",
-    ])
-    .args(["-s", &format!("{width}x{height}"), "-r", &FPS.to_string()])
-    .args(["-i", "-", "-vf", "pad=ceil(iw/2)*2:ceil(ih/2)*2"])
-    .args(["-c:v", "libx264", "-preset", "veryfast", "-crf", "23"])
-    .args([
-        "-pix_fmt",
-        "yuv420p",
-        "-movflags",
-        "+faststart",
-        "-threads",
-        "1",
-    ])
-    .arg(path)
-    .stdin(Stdio::piped())
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped());
+    c.args(["-loglevel", "error", "-y", "-f", "rawvideo"])
+        .args(["-pix_fmt", "yuv420p", "-s", &format!("{w}x{h}")])
+        .args(["-r", &FPS.to_string(), "-i", "-"])
+        .args(["-c:v", "libx264", "-preset", "veryfast", "-crf", "23"])
+        .args(["-movflags", "+faststart", "-threads", "1"])
+        .arg(path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
     c
 }
 
-/// A GIF being encoded into `W`: each frame with its exact colours where it
-/// has at most 256 (the drawn scenes and grids), else quantised.
+/// A GIF being encoded into `W`: after the first frame, each frame is the
+/// rectangle that changed since the one before, drawn over it (most of a
+/// scene stands still, so this is most of the encoding time and size
+/// saved), with its exact colours where it has at most 256 (the drawn
+/// scenes, the grids, Atari's palette), else quantised by NeuQuant.
 pub struct Gif<W: Write> {
     encoder: gif::Encoder<W>,
     width: u16,
     height: u16,
     frames: u32,
+    previous: Vec<u8>,
     path: String,
 }
+
+/// A rectangle of a frame: left, top, width, height.
+type Rect = (u16, u16, u16, u16);
 
 impl<W: Write> Gif<W> {
     /// `path` only names the output in errors.
@@ -277,18 +316,27 @@ impl<W: Write> Gif<W> {
             width: w,
             height: h,
             frames: 0,
+            previous: Vec::new(),
             path,
         })
     }
 
     pub fn push(&mut self, rgb: &[u8]) -> Result<(), VideoError> {
         check_size(rgb, self.width.into(), self.height.into(), self.frames)?;
-        let mut frame = match indexed(rgb) {
-            Some((pixels, palette)) => {
-                gif::Frame::from_palette_pixels(self.width, self.height, pixels, palette, None)
-            }
-            None => gif::Frame::from_rgb_speed(self.width, self.height, rgb, 10),
+        let rect = if self.previous.is_empty() {
+            (0, 0, self.width, self.height)
+        } else {
+            // An unchanged frame still takes its time: one pixel redrawn.
+            changed(&self.previous, rgb, self.width, self.height).unwrap_or((0, 0, 1, 1))
         };
+        let part = crop(rgb, self.width, rect);
+        let (left, top, w, h) = rect;
+        let mut frame = match indexed(&part) {
+            Some((pixels, palette)) => gif::Frame::from_palette_pixels(w, h, pixels, palette, None),
+            None => gif::Frame::from_rgb_speed(w, h, &part, 10),
+        };
+        (frame.left, frame.top) = (left, top);
+        frame.dispose = gif::DisposalMethod::Keep;
         frame.delay = (100 / FPS) as u16;
         self.encoder
             .write_frame(&frame)
@@ -296,6 +344,8 @@ impl<W: Write> Gif<W> {
                 path: self.path.clone(),
                 reason: e.to_string(),
             })?;
+        self.previous.clear();
+        self.previous.extend_from_slice(rgb);
         self.frames += 1;
         Ok(())
     }
@@ -308,6 +358,42 @@ impl<W: Write> Gif<W> {
             reason: e.to_string(),
         })
     }
+}
+
+/// The smallest rectangle holding every pixel that differs between two
+/// frames; `None` when none does.
+fn changed(before: &[u8], after: &[u8], width: u16, height: u16) -> Option<Rect> {
+    let (w, row) = (usize::from(width), 3 * usize::from(width));
+    let differs = |y: usize| before[y * row..][..row] != after[y * row..][..row];
+    let top = (0..usize::from(height)).find(|&y| differs(y))?;
+    let bottom = (top..usize::from(height)).rev().find(|&y| differs(y))?;
+    let pixel_differs = |y: usize, x: usize| {
+        let i = y * row + 3 * x;
+        before[i..i + 3] != after[i..i + 3]
+    };
+    let (mut left, mut right) = (w, 0);
+    for y in top..=bottom {
+        if let Some(first) = (0..w).find(|&x| pixel_differs(y, x)) {
+            let last = (first..w)
+                .rev()
+                .find(|&x| pixel_differs(y, x))
+                .unwrap_or(first);
+            (left, right) = (left.min(first), right.max(last));
+        }
+    }
+    let n = |v: usize| u16::try_from(v).unwrap_or(u16::MAX);
+    Some((n(left), n(top), n(right - left + 1), n(bottom - top + 1)))
+}
+
+/// The pixels of `rect`, row after row.
+fn crop(rgb: &[u8], width: u16, (left, top, w, h): Rect) -> Vec<u8> {
+    let row = 3 * usize::from(width);
+    let mut out = Vec::with_capacity(3 * usize::from(w) * usize::from(h));
+    for y in usize::from(top)..usize::from(top) + usize::from(h) {
+        let start = y * row + 3 * usize::from(left);
+        out.extend_from_slice(&rgb[start..start + 3 * usize::from(w)]);
+    }
+    out
 }
 
 /// The frame as palette indices and the palette, where it has at most 256
@@ -341,3 +427,4 @@ fn indexed(rgb: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
 
 #[cfg(test)]
 mod tests;
+mod yuv;

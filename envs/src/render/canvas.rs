@@ -105,12 +105,11 @@ impl Canvas {
     /// The picture, top row first. Every pixel is opaque, so tiny-skia's
     /// premultiplied RGBA is the colour itself.
     pub fn frame(&self) -> Frame {
-        let rgb = self
-            .pixmap
-            .data()
-            .chunks_exact(4)
-            .flat_map(|p| [p[0], p[1], p[2]])
-            .collect();
+        let data = self.pixmap.data();
+        let mut rgb = Vec::with_capacity(data.len() / 4 * 3);
+        for p in data.chunks_exact(4) {
+            rgb.extend_from_slice(&p[..3]);
+        }
         Frame {
             width: self.pixmap.width(),
             height: self.pixmap.height(),

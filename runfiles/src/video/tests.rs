@@ -10,15 +10,28 @@ fn frame(k: usize) -> Vec<u8> {
     rgb
 }
 
-/// Each frame of a GIF, as RGBA, read by the `gif` crate's decoder.
+/// Each frame of a GIF as it is shown (RGBA): every frame drawn over the
+/// picture before it at its place, by the `gif` crate's decoder.
 fn decode(bytes: &[u8]) -> Vec<Vec<u8>> {
     let mut options = gif::DecodeOptions::new();
     options.set_color_output(gif::ColorOutput::RGBA);
     let mut d = options.read_info(bytes).expect("a GIF");
+    let (w, h) = (usize::from(d.width()), usize::from(d.height()));
+    assert_eq!((w, h), (5, 3));
+    let mut shown = vec![0u8; w * h * 4];
     let mut frames = Vec::new();
     while let Some(f) = d.read_next_frame().expect("a frame") {
-        assert_eq!((f.width, f.height), (5, 3));
-        frames.push(f.buffer.to_vec());
+        assert_eq!(f.dispose, gif::DisposalMethod::Keep);
+        let (left, top, fw) = (
+            usize::from(f.left),
+            usize::from(f.top),
+            usize::from(f.width),
+        );
+        for (k, row) in f.buffer.chunks_exact(4 * fw).enumerate() {
+            let start = ((top + k) * w + left) * 4;
+            shown[start..start + 4 * fw].copy_from_slice(row);
+        }
+        frames.push(shown.clone());
     }
     frames
 }
@@ -29,7 +42,8 @@ fn a_gif_holds_every_frame_with_its_exact_colours() {
     for k in 0..7 {
         g.push(&frame(k)).unwrap();
     }
-    let frames = decode(&g.finish().unwrap());
+    let bytes = g.finish().unwrap();
+    let frames = decode(&bytes);
     assert_eq!(frames.len(), 7);
     for (k, rgba) in frames.iter().enumerate() {
         let rgb: Vec<u8> = rgba
@@ -38,6 +52,22 @@ fn a_gif_holds_every_frame_with_its_exact_colours() {
             .collect();
         assert_eq!(rgb, frame(k), "frame {k}");
     }
+}
+
+#[test]
+fn a_frame_is_the_rectangle_that_changed() {
+    let mut before = vec![9u8; 6 * 4 * 3];
+    let after = {
+        let mut a = before.clone();
+        a[3 * (6 + 2)] = 1; // (x 2, y 1)
+        a[3 * (2 * 6 + 4) + 2] = 1; // (x 4, y 2)
+        a
+    };
+    assert_eq!(changed(&before, &after, 6, 4), Some((2, 1, 3, 2)));
+    assert_eq!(changed(&before, &before, 6, 4), None);
+    assert_eq!(crop(&after, 6, (2, 1, 3, 2)).len(), 3 * 2 * 3);
+    before[0] = 0;
+    assert_eq!(changed(&before, &after, 6, 4), Some((0, 0, 5, 3)));
 }
 
 #[test]
