@@ -381,7 +381,7 @@ impl<'a> Evaluator<'a> {
 fn log_start(w: &Weights, plan: &Plan) {
     info!(
         version = w.version,
-        evaluation = if w.r#final { "final" } else { "periodic" },
+        evaluation = %if w.r#final { "final" } else { "periodic" },
         episodes = plan.episodes,
         max_steps = plan.max_steps,
         policy = %plan.policy.name(),
