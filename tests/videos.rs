@@ -271,3 +271,49 @@ fn a_gymnasium_env_is_filmed_through_its_rgb_array_renderer() {
         "{index:?}"
     );
 }
+
+/// A MuJoCo env on a machine without an OpenGL context (CI's): its render
+/// raises once, and is never asked again, since a second attempt can hang
+/// the process; the run finishes, its evaluations unfilmed and counted.
+/// Where OpenGL works, the same run is filmed instead.
+#[test]
+fn an_env_that_cannot_draw_itself_leaves_its_evaluations_unfilmed() {
+    let Some(venv) = python_venv_with_or_skip("mujoco") else {
+        return;
+    };
+    let dir = run_dir("videos-mujoco");
+    let run = dir.join("run");
+    let mut cmd = bin();
+    cmd.env("VIRTUAL_ENV", venv)
+        .args([
+            "local",
+            "--env",
+            "gym:HalfCheetah-v5",
+            "--total-steps",
+            "4096",
+        ])
+        .args([
+            "--set",
+            "eval.video_every=1",
+            "--set",
+            "eval.final_episodes=2",
+        ])
+        .arg("--run-dir")
+        .arg(&run);
+    let mut p = Proc::spawn("local", cmd, &dir);
+    let status = p.wait(std::time::Duration::from_secs(180));
+    assert!(status.is_some_and(|s| s.success()), "{}", p.log_text());
+    let evals = read_jsonl(&run.join("eval.jsonl"));
+    let index = read_jsonl(&run.join("videos/videos.jsonl"));
+    if index.is_empty() {
+        let log = p.log_text();
+        assert!(log.contains("cannot draw itself"), "{log}");
+        assert_eq!(
+            log.matches("no video of this evaluation").count(),
+            evals.len(),
+            "{log}"
+        );
+    } else {
+        assert_eq!(index.len(), evals.len());
+    }
+}

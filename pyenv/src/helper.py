@@ -27,6 +27,7 @@ import importlib
 import json
 import math
 import re
+import sys
 import threading
 import traceback
 
@@ -254,17 +255,25 @@ def make_vec(env_id, kwargs_json, seeds, purpose):
     return VecEnv(env_id, kwargs_json, seeds, purpose)
 
 
-def rgb_frame(env):
+# Env ids whose render raised in this process: never asked again. A
+# MuJoCo env without an OpenGL context raises the first time and can hang
+# the process (a C++ static initialised twice) the second.
+RENDER_FAILED = {}
+
+
+def rgb_frame(env_id, env):
     """An env's picture for videos as (height, width, RGB bytes): what
     `render()` gives in `rgb_array` mode. None where the env draws nothing
-    (another render mode, no renderer, a render that raises, a picture
-    that is not an RGB(A) image of bytes): the video is then skipped, never
-    the evaluation."""
-    if getattr(env, "render_mode", None) != "rgb_array":
+    (another render mode, a render that raised once, with the reason said
+    once on stderr, a picture that is not an RGB(A) image of bytes): the
+    video is then skipped, never the evaluation."""
+    if getattr(env, "render_mode", None) != "rgb_array" or env_id in RENDER_FAILED:
         return None
     try:
         f = np.asarray(env.render())
-    except Exception:
+    except Exception as e:
+        RENDER_FAILED[env_id] = f"{type(e).__name__}: {e}"
+        print(f"sebulba: {env_id} cannot draw itself, no videos of it: {RENDER_FAILED[env_id]}", file=sys.stderr)
         return None
     if f.dtype != np.uint8 or f.ndim != 3 or f.shape[2] not in (3, 4):
         return None
@@ -338,7 +347,7 @@ class VecEnv:
         self.lives = [None] * e
 
     def render_rgb(self, i):
-        return rgb_frame(self.envs[i])
+        return rgb_frame(self.env_id, self.envs[i])
 
     def _reset_one(self, i, seed):
         try:
