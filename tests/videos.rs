@@ -28,6 +28,14 @@ fn ffmpeg_expected() -> bool {
     runs
 }
 
+/// What a reader prints as JSON, once it succeeded.
+fn json_of(cmd: &mut Command) -> serde_json::Value {
+    let out = cmd.output().expect("running the reader");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{cmd:?}: {err}");
+    serde_json::from_slice(&out.stdout).expect("the reader's JSON")
+}
+
 /// (frames, width, height) of a video file, read by ffprobe (MP4) or the
 /// `gif` crate's decoder.
 fn probe(path: &Path) -> (u64, u64, u64) {
@@ -41,22 +49,16 @@ fn probe(path: &Path) -> (u64, u64, u64) {
         }
         return (frames, w, h);
     }
-    let out = Command::new("ffprobe")
-        .args(["-v", "error", "-count_frames", "-select_streams", "v:0"])
-        .args([
-            "-show_entries",
-            "stream=nb_read_frames,width,height,codec_name",
-        ])
-        .args(["-of", "json"])
-        .arg(path)
-        .output()
-        .expect("ffprobe");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let v = json_of(
+        Command::new("ffprobe")
+            .args(["-v", "error", "-count_frames", "-select_streams", "v:0"])
+            .args([
+                "-show_entries",
+                "stream=nb_read_frames,width,height,codec_name",
+            ])
+            .args(["-of", "json"])
+            .arg(path),
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("ffprobe's JSON");
     let s = &v["streams"][0];
     assert_eq!(s["codec_name"], "h264", "{v}");
     let n = s["nb_read_frames"]
@@ -116,17 +118,7 @@ fn assert_in_tensorboard(run: &Path, index: &[serde_json::Value]) {
         return;
     };
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/tensorboard_images.py");
-    let out = Command::new(python)
-        .arg(script)
-        .arg(run)
-        .output()
-        .expect("reader");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("reader's JSON");
+    let v = json_of(Command::new(python).arg(script).arg(run));
     let images = v["tensorboard/videos"]["eval/video"]
         .as_array()
         .expect("eval/video images");
@@ -191,33 +183,22 @@ fn cartpole_and_minatar_runs_film_their_evaluations() {
 
     // `watch --out`: the replayed first episode, a frame per step.
     let gif = cartpole.parent().expect("dir").join("agent.gif");
-    let out = bin()
-        .args(["watch", "--json", "--episodes", "2", "--out"])
-        .arg(&gif)
-        .arg(&cartpole)
-        .output()
-        .expect("watch");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let watched = json_of(
+        bin()
+            .args(["watch", "--json", "--episodes", "2", "--out"])
+            .arg(&gif)
+            .arg(&cartpole),
     );
-    let watched: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     let first = watched["lengths"][0].as_u64().expect("a finished episode");
     assert_eq!(probe(&gif), (first, 600, 400));
     if mp4 {
         let mp4 = gif.with_extension("mp4");
-        let out = bin()
-            .args(["watch", "--episodes", "1", "--out"])
+        let mut again = bin();
+        again
+            .args(["watch", "--json", "--episodes", "1", "--out"])
             .arg(&mp4)
-            .arg(&cartpole)
-            .output()
-            .expect("watch");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+            .arg(&cartpole);
+        assert_eq!(json_of(&mut again)["lengths"][0].as_u64(), Some(first));
         assert_eq!(probe(&mp4), (first, 600, 400));
     }
 }

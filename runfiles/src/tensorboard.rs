@@ -153,19 +153,7 @@ impl MirroredLines {
                 std::fs::remove_file(entry.path())?;
             }
         }
-        let now = unix_now();
-        let path = events_dir.join(format!(
-            "events.out.tfevents.{}.sebulba.{prefix}",
-            now as u64
-        ));
-        let mut events = File::create(&path)?;
-        let version = Event {
-            wall_time: now,
-            step: 0,
-            file_version: Some("brain.Event:2".into()),
-            summary: None,
-        };
-        events.write_all(&record(&version.encode_to_vec()))?;
+        let (events, path, now) = new_event_file(events_dir, prefix)?;
         let mut me = Self {
             lines,
             events,
@@ -232,16 +220,7 @@ impl ImageEvents {
             let events = std::fs::OpenOptions::new().append(true).open(&path)?;
             return Ok(Self { events, path });
         }
-        let now = unix_now();
-        let path = events_dir.join(format!("events.out.tfevents.{}.sebulba.{name}", now as u64));
-        let mut events = File::create(&path)?;
-        let version = Event {
-            wall_time: now,
-            step: 0,
-            file_version: Some("brain.Event:2".into()),
-            summary: None,
-        };
-        events.write_all(&record(&version.encode_to_vec()))?;
+        let (events, path, _) = new_event_file(events_dir, name)?;
         Ok(Self { events, path })
     }
 
@@ -278,6 +257,22 @@ impl ImageEvents {
         self.events.write_all(&record(&event.encode_to_vec()))?;
         self.events.flush()
     }
+}
+
+/// A new event file in `events_dir` named after `name`, its version
+/// record written; the file, its path and its creation time.
+fn new_event_file(events_dir: &Path, name: &str) -> std::io::Result<(File, PathBuf, f64)> {
+    let now = unix_now();
+    let path = events_dir.join(format!("events.out.tfevents.{}.sebulba.{name}", now as u64));
+    let mut events = File::create(&path)?;
+    let version = Event {
+        wall_time: now,
+        step: 0,
+        file_version: Some("brain.Event:2".into()),
+        summary: None,
+    };
+    events.write_all(&record(&version.encode_to_vec()))?;
+    Ok((events, path, now))
 }
 
 fn wall_seconds(line: &Value) -> Option<f64> {

@@ -30,8 +30,8 @@ impl Canvas {
         self.pixmap.height() as f32 - y
     }
 
-    /// A filled polygon through `points` (y up).
-    pub fn polygon(&mut self, points: &[(f32, f32)], rgb: [u8; 3]) {
+    /// A path through `points` (y up), closed or not.
+    fn path(&self, points: &[(f32, f32)], closed: bool) -> Option<tiny_skia::Path> {
         let mut pb = PathBuilder::new();
         for (i, &(x, y)) in points.iter().enumerate() {
             let y = self.flip(y);
@@ -41,49 +41,41 @@ impl Canvas {
                 pb.line_to(x, y)
             }
         }
-        pb.close();
-        if let Some(path) = pb.finish() {
-            self.pixmap.fill_path(
-                &path,
-                &paint(rgb),
-                FillRule::Winding,
-                Transform::identity(),
-                None,
-            );
+        if closed {
+            pb.close();
         }
+        pb.finish()
+    }
+
+    fn fill(&mut self, path: Option<tiny_skia::Path>, rgb: [u8; 3]) {
+        if let Some(path) = path {
+            let (rule, at) = (FillRule::Winding, Transform::identity());
+            self.pixmap.fill_path(&path, &paint(rgb), rule, at, None);
+        }
+    }
+
+    /// A filled polygon through `points` (y up).
+    pub fn polygon(&mut self, points: &[(f32, f32)], rgb: [u8; 3]) {
+        let path = self.path(points, true);
+        self.fill(path, rgb);
     }
 
     /// A filled disc.
     pub fn circle(&mut self, centre: (f32, f32), radius: f32, rgb: [u8; 3]) {
-        if let Some(path) = PathBuilder::from_circle(centre.0, self.flip(centre.1), radius) {
-            self.pixmap.fill_path(
-                &path,
-                &paint(rgb),
-                FillRule::Winding,
-                Transform::identity(),
-                None,
-            );
-        }
+        let path = PathBuilder::from_circle(centre.0, self.flip(centre.1), radius);
+        self.fill(path, rgb);
     }
 
     /// A polyline `width` pixels wide.
     pub fn line(&mut self, points: &[(f32, f32)], width: f32, rgb: [u8; 3]) {
-        let mut pb = PathBuilder::new();
-        for (i, &(x, y)) in points.iter().enumerate() {
-            let y = self.flip(y);
-            if i == 0 {
-                pb.move_to(x, y)
-            } else {
-                pb.line_to(x, y)
-            }
-        }
         let stroke = Stroke {
             width,
             ..Stroke::default()
         };
-        if let Some(path) = pb.finish() {
+        if let Some(path) = self.path(points, false) {
+            let at = Transform::identity();
             self.pixmap
-                .stroke_path(&path, &paint(rgb), &stroke, Transform::identity(), None);
+                .stroke_path(&path, &paint(rgb), &stroke, at, None);
         }
     }
 
