@@ -4,17 +4,20 @@
 //! `eval.final_episodes` episodes within `eval.final_max_steps` steps. So
 //! the mean it prints for `final.safetensors` is the run's
 //! `final_eval_return_mean`, replayed from the files alone (what other RL
-//! tools call `enjoy`). `--out` films the first episode.
+//! tools call `enjoy`). `--out` films the first episode; `--live` draws
+//! it in the terminal (`live`).
 
 use crate::cli::WatchArgs;
 use anyhow::{Context, bail};
 use sebulba_core::config::{Algorithm, RunConfig, eval_seed};
 use sebulba_core::devices::DeviceKind;
 use sebulba_core::policy::InferencePolicy;
-use sebulba_evaluator::video::Recording;
+use sebulba_evaluator::video::{Film, Recording};
 use sebulba_evaluator::{EpisodeResults, Overrides, acting_for, play_filmed};
 use sebulba_runfiles::video::{Format, ffmpeg_available};
 use tokio_util::sync::CancellationToken;
+
+mod live;
 
 pub fn run(args: &WatchArgs) -> anyhow::Result<()> {
     let dir = &args.run_dir;
@@ -46,8 +49,25 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<()> {
         plan.episodes = usize::try_from(n)?;
     }
     let mut film = args.out.as_deref().map(recording).transpose()?;
+    let mut live = args
+        .live
+        .then(|| live::Live::new(std::io::stdout(), args.fps));
+    let watching = match (&mut film, &mut live) {
+        (Some(f), _) => Some(f as &mut dyn Film),
+        (None, l) => l.as_mut().map(|l| l as &mut dyn Film),
+    };
     let stop = CancellationToken::new();
-    let results = play_filmed(&policy, env_id, &kwargs, &plan, &stop, film.as_mut())?;
+    let results = play_filmed(&policy, env_id, &kwargs, &plan, &stop, watching)?;
+    if let Some(l) = &live {
+        let (frames, ended) = l.summary();
+        match ended {
+            Some((ret, len)) => {
+                println!("\x1b[0mepisode 1: return {ret:.3}, {len} steps, {frames} frames shown")
+            }
+            None if frames == 0 => println!("{env_id} cannot draw itself: nothing to show live"),
+            None => println!("\x1b[0mepisode 1 cut after {frames} frames"),
+        }
+    }
     report(args, env_id, &weights.display().to_string(), &results);
     if let Some(f) = film {
         let filmed = f.finish().map_err(anyhow::Error::msg).context("filming")?;

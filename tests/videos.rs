@@ -130,6 +130,28 @@ fn assert_in_tensorboard(run: &Path, index: &[serde_json::Value]) {
     }
 }
 
+/// `watch --live`: the first episode drawn in the terminal, a picture per
+/// step, each a screenful of half blocks in 24-bit colour.
+fn assert_drawn_live(run: &Path) {
+    let replayed = json_of(bin().args(["watch", "--json", "--episodes", "1"]).arg(run));
+    let length = replayed["lengths"][0].as_u64().expect("a finished episode");
+    let out = bin()
+        .args(["watch", "--episodes", "1", "--live", "--fps", "1000"])
+        .arg(run)
+        .output()
+        .expect("watch --live");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(text.matches("\x1b[H").count() as u64, length);
+    assert!(text.contains("\x1b[48;2;0;0;0m▀"), "black cells drawn");
+    let shown = format!("{length} steps, {length} frames shown");
+    assert!(text.contains(&shown), "{shown}");
+}
+
 #[test]
 fn cartpole_and_minatar_runs_film_their_evaluations() {
     let mp4 = ffmpeg_expected();
@@ -180,6 +202,7 @@ fn cartpole_and_minatar_runs_film_their_evaluations() {
         assert_eq!(Some(frames), video["frames"].as_u64());
     }
     assert_in_tensorboard(&minatar, &index);
+    assert_drawn_live(&minatar);
 
     // `watch --out`: the replayed first episode, a frame per step.
     let gif = cartpole.parent().expect("dir").join("agent.gif");

@@ -8,7 +8,7 @@
 
 use crate::acting::Acting;
 use crate::cpu::Pacing;
-use crate::video::Recording;
+use crate::video::Film;
 use sebulba_core::config::EvalPolicy;
 use sebulba_core::distribution::DistError;
 use sebulba_core::policy::{InferencePolicy, PolicyState};
@@ -132,7 +132,7 @@ pub fn play_filmed(
     env_kwargs: &str,
     plan: &Plan,
     stop: &CancellationToken,
-    mut film: Option<&mut Recording>,
+    mut film: Option<&mut dyn Film>,
 ) -> Result<EpisodeResults, PlayError> {
     let mut pacing = Pacing::new(stop, plan.cpu_share);
     let (spec, episodes) = (policy.spec(), plan.episodes);
@@ -193,10 +193,10 @@ pub fn play_filmed(
 }
 
 /// After a step: env 0's next frame, or the end of its filmed episode.
-fn film_step(film: &mut Recording, book: &Book, venv: &dyn VectorEnv) {
+fn film_step(film: &mut dyn Film, book: &Book, venv: &dyn VectorEnv) {
     match book.finished[0] {
         Some((ret, len, _)) => {
-            film.ended = Some((ret, len));
+            film.ended(ret, len);
             film.stop(None);
         }
         None => film.frame(venv.render(0)),

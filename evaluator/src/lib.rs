@@ -281,8 +281,8 @@ impl<'a> Evaluator<'a> {
                 let earlier = earlier.as_ref();
                 games::play_matches(&p, earlier, &env_id, &env_kwargs, games, seed, &mut pacing)
             } else {
-                play_filmed(&p, &env_id, &env_kwargs, &plan, &stop, film.as_mut())
-                    .map(|r| (r, Vec::new()))
+                let film = film.as_mut().map(|f| f as &mut dyn video::Film);
+                play_filmed(&p, &env_id, &env_kwargs, &plan, &stop, film).map(|r| (r, Vec::new()))
             };
             (p, r, film)
         })

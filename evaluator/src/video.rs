@@ -21,6 +21,21 @@ pub const DIR: &str = "videos";
 /// TensorBoard's copy, beside the evaluator's scalars.
 pub const EVENTS_DIR: &str = "tensorboard/videos";
 
+/// What watches env 0's episode as it is played (`play_filmed`): a
+/// [`Recording`] into a file, or `sebulba watch --live` drawing it in a
+/// terminal.
+pub trait Film {
+    /// Whether frames are still wanted.
+    fn filming(&self) -> bool;
+    /// The env's picture now (`None`: the env cannot draw itself).
+    fn frame(&mut self, frame: Option<Frame>);
+    /// The filmed episode finished with this return and length.
+    fn ended(&mut self, episode_return: f64, length: u32);
+    /// Stops filming: the episode ended or was cut, or (`broken`) its env
+    /// was replaced mid-episode.
+    fn stop(&mut self, broken: Option<&str>);
+}
+
 /// One episode being filmed: the env's frames, each the state the policy
 /// acted on (the first after the reset, the last before the step that ended
 /// it), so a finished episode has as many frames as steps.
@@ -63,21 +78,6 @@ impl Recording {
         }
     }
 
-    /// Whether frames are still wanted.
-    pub fn filming(&self) -> bool {
-        !matches!(self.state, Filming::Done(_))
-    }
-
-    /// Adds the env's picture now (`None`: the env cannot draw itself, which
-    /// ends the recording).
-    pub fn frame(&mut self, frame: Option<Frame>) {
-        let t0 = Instant::now();
-        if let Err(e) = self.add(frame) {
-            self.state = Filming::Done(Err(e));
-        }
-        self.seconds += t0.elapsed().as_secs_f64();
-    }
-
     fn add(&mut self, frame: Option<Frame>) -> Result<(), String> {
         let Some(f) = frame else {
             return Err("this environment cannot draw itself".into());
@@ -100,20 +100,6 @@ impl Recording {
         Ok(())
     }
 
-    /// Stops filming: the episode ended (`ended`), was cut, or its env was
-    /// replaced (`broken`, which discards it).
-    pub fn stop(&mut self, broken: Option<&str>) {
-        let t0 = Instant::now();
-        let state = std::mem::replace(&mut self.state, Filming::Done(Err(String::new())));
-        self.state = match (state, broken) {
-            (Filming::Done(r), _) => Filming::Done(r),
-            (_, Some(why)) => Filming::Done(Err(why.to_string())),
-            (Filming::Waiting, None) => Filming::Done(Err("no frame was drawn".into())),
-            (Filming::On(writer, gif), None) => Filming::Done(close(writer, gif)),
-        };
-        self.seconds += t0.elapsed().as_secs_f64();
-    }
-
     /// The video, or why there is none.
     pub fn finish(mut self) -> Result<Filmed, String> {
         self.stop(None);
@@ -127,6 +113,36 @@ impl Recording {
             ended: self.ended,
             seconds: self.seconds,
         })
+    }
+}
+
+impl Film for Recording {
+    fn filming(&self) -> bool {
+        !matches!(self.state, Filming::Done(_))
+    }
+
+    fn frame(&mut self, frame: Option<Frame>) {
+        let t0 = Instant::now();
+        if let Err(e) = self.add(frame) {
+            self.state = Filming::Done(Err(e));
+        }
+        self.seconds += t0.elapsed().as_secs_f64();
+    }
+
+    fn stop(&mut self, broken: Option<&str>) {
+        let t0 = Instant::now();
+        let state = std::mem::replace(&mut self.state, Filming::Done(Err(String::new())));
+        self.state = match (state, broken) {
+            (Filming::Done(r), _) => Filming::Done(r),
+            (_, Some(why)) => Filming::Done(Err(why.to_string())),
+            (Filming::Waiting, None) => Filming::Done(Err("no frame was drawn".into())),
+            (Filming::On(writer, gif), None) => Filming::Done(close(writer, gif)),
+        };
+        self.seconds += t0.elapsed().as_secs_f64();
+    }
+
+    fn ended(&mut self, episode_return: f64, length: u32) {
+        self.ended = Some((episode_return, length));
     }
 }
 

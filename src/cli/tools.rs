@@ -82,8 +82,15 @@ pub struct WatchArgs {
     pub json: bool,
     /// Film the first episode into this file: `.mp4` (H.264, needs
     /// `ffmpeg` on the PATH) or `.gif`.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "live")]
     pub out: Option<PathBuf>,
+    /// Draw the first episode in the terminal as it plays (24-bit colour).
+    #[arg(long, conflicts_with = "json")]
+    pub live: bool,
+    /// Frames a second `--live` shows.
+    #[arg(long, default_value_t = 10, requires = "live",
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub fps: u32,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
