@@ -330,10 +330,18 @@ class VecEnv:
         self.env_id = env_id
         self.kwargs, self.episodic_life, self.clip = atari_options(env_id, parse_kwargs(kwargs_json), purpose)
         self.seeds = [int(s) for s in seeds]
-        if purpose == "evaluate" and env_id.startswith("gym:"):
-            # Evaluation envs can be filmed; rgb_array draws only when asked.
-            self.kwargs.setdefault("render_mode", "rgb_array")
-        self.envs = [make_one(env_id, self.kwargs) for _ in self.seeds]
+        self.envs = []
+        if purpose == "evaluate" and env_id.startswith("gym:") and "render_mode" not in self.kwargs:
+            # Evaluation envs can be filmed: rgb_array draws only when asked.
+            # An env whose constructor takes no render mode is made without.
+            filmed = {**self.kwargs, "render_mode": "rgb_array"}
+            try:
+                self.envs.append(make_one(env_id, filmed))
+                self.kwargs = filmed
+            except TypeError as e:
+                if "render_mode" not in str(e):
+                    raise
+        self.envs += [make_one(env_id, self.kwargs) for _ in self.seeds[len(self.envs):]]
         info = describe(self.envs[0])
         e, d = len(self.envs), info["obs_dim"]
         if "discrete" in info:
