@@ -33,6 +33,8 @@ fn a_run_directory_holds_one_run_unless_told_otherwise() {
     let (code, log) = local(&dir, "first", &run, &["--run-name", "first-run"]);
     assert_eq!(code, Some(0), "{log}");
     let first = read_json(&run.join("summary.json"));
+    let videos = read_jsonl(&run.join("videos/videos.jsonl")).len();
+    assert!(videos >= 2, "the first and the final evaluation filmed");
     assert!(
         log.contains("run_id=first-run"),
         "the name is the run id:\n{log}"
@@ -60,6 +62,8 @@ fn a_run_directory_holds_one_run_unless_told_otherwise() {
         .collect();
     assert_eq!(updates, (1..=updates.len() as u64).collect::<Vec<_>>());
     assert_ne!(read_json(&run.join("summary.json")), first);
+    let again = read_jsonl(&run.join("videos/videos.jsonl")).len();
+    assert_eq!(again, videos, "the first run's videos went with it");
 
     // Without a checkpoint, another run's files are refused.
     let other = dir.join("other");

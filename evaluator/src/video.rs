@@ -16,8 +16,7 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// Where a run's videos go, under its directory.
-pub const DIR: &str = "videos";
+pub use sebulba_runfiles::video::DIR;
 /// TensorBoard's copy, beside the evaluator's scalars.
 pub const EVENTS_DIR: &str = "tensorboard/videos";
 

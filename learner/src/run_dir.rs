@@ -37,7 +37,7 @@ const RUN_FILES: &[&str] = &[
 /// Creates the run directory and decides how the run starts there (see
 /// [`RunStart`]): reads (and checks) the checkpoint to resume from before
 /// anything is served or written, and trims `metrics.jsonl` back to it; or
-/// clears a previous run's files (and TensorBoard events) for `--fresh`. Writes `config.toml`.
+/// clears a previous run's files (and TensorBoard events and videos) for `--fresh`. Writes `config.toml`.
 pub fn open(
     run_dir: &Path,
     cfg: &RunConfig,
@@ -52,10 +52,15 @@ pub fn open(
                 std::fs::remove_file(run_dir.join(f))
                     .map_err(|e| LearnerError::Io((*f).into(), e))?;
             }
-            let events = run_dir.join(sebulba_runfiles::tensorboard::DIR);
-            if events.exists() {
-                std::fs::remove_dir_all(&events)
-                    .map_err(|e| LearnerError::Io(events.display().to_string(), e))?;
+            for dir in [
+                sebulba_runfiles::tensorboard::DIR,
+                sebulba_runfiles::video::DIR,
+            ] {
+                let dir = run_dir.join(dir);
+                if dir.exists() {
+                    std::fs::remove_dir_all(&dir)
+                        .map_err(|e| LearnerError::Io(dir.display().to_string(), e))?;
+                }
             }
             None
         }

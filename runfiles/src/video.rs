@@ -11,6 +11,9 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::JoinHandle;
 
+/// Where a run's videos go, under its directory.
+pub const DIR: &str = "videos";
+
 /// Frames per second every video plays at.
 pub const FPS: u32 = 30;
 
