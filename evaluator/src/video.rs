@@ -45,7 +45,8 @@ pub struct Recording {
     state: Filming,
     /// How the filmed episode came out: `(return, length)`, once finished.
     pub ended: Option<(f64, u32)>,
-    /// Time spent drawing and encoding frames.
+    /// Time spent encoding and writing frames (not drawing them: the env
+    /// draws before a frame is handed over).
     pub seconds: f64,
 }
 
@@ -182,7 +183,7 @@ struct IndexLine<'a> {
     /// The filmed episode's return and length, where it finished.
     episode_return: Option<f64>,
     episode_length: Option<u32>,
-    /// Drawing and encoding its frames, seconds.
+    /// Encoding and writing its frames (not drawing them), seconds.
     encode_seconds: f64,
 }
 
