@@ -15,12 +15,14 @@ use common::{Proc, assert_accounted, bin, read_json, run_dir, updates_done};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// The pids whose parent is `parent` (from /proc/*/stat; zombies left out:
+/// The pids whose parent is `parent` and that run its binary (from
+/// /proc/*/stat and exe; zombies left out:
 /// they have exited).
 fn children_of(parent: u32) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
+    let exe = std::fs::read_link(format!("/proc/{parent}/exe")).ok();
     entries
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| {
@@ -34,6 +36,9 @@ fn children_of(parent: u32) -> Vec<u32> {
             let ppid = fields.next().and_then(|p| p.parse::<u32>().ok());
             state != "Z" && ppid == Some(parent)
         })
+        // The same binary only: the actors, not the evaluator's ffmpeg
+        // filming a video.
+        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/exe")).ok() == exe)
         .collect()
 }
 
