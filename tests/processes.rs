@@ -270,16 +270,21 @@ fn every_role_shuts_down_cleanly_on_sigterm_mid_run() {
         Proc::spawn("evaluator", c, &dir)
     };
 
-    // Let it train for a few updates.
+    // Let it train for a few updates, and the evaluator score one version:
+    // the summary below must carry a score. The first evaluation is filmed
+    // (ffmpeg starts), so it can come after the fifth update; the report to
+    // the param-server follows its `eval.jsonl` line by milliseconds.
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    while read_lines(&run.join("metrics.jsonl")) < 5 {
+    while read_lines(&run.join("metrics.jsonl")) < 5 || read_lines(&run.join("eval.jsonl")) < 1 {
         assert!(
             std::time::Instant::now() < deadline,
-            "no 5 updates in 120 s; learner log:\n{}",
-            learner.log_text()
+            "no 5 updates and one evaluation in 120 s; learner log:\n{}\nevaluator log:\n{}",
+            learner.log_text(),
+            evaluator.log_text()
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+    std::thread::sleep(Duration::from_secs(1));
 
     let s = learner
         .terminate(Duration::from_secs(30))
