@@ -37,7 +37,8 @@ const RUN_FILES: &[&str] = &[
 /// Creates the run directory and decides how the run starts there (see
 /// [`RunStart`]): reads (and checks) the checkpoint to resume from before
 /// anything is served or written, and trims `metrics.jsonl` back to it; or
-/// clears a previous run's files (and TensorBoard events and videos) for `--fresh`. Writes `config.toml`.
+/// clears a previous run's files (and TensorBoard events, videos and
+/// what trackers delivered of it) for `--fresh`. Writes `config.toml`.
 pub fn open(
     run_dir: &Path,
     cfg: &RunConfig,
@@ -55,6 +56,7 @@ pub fn open(
             for dir in [
                 sebulba_runfiles::tensorboard::DIR,
                 sebulba_runfiles::video::DIR,
+                sebulba_runfiles::TRACKING_DIR,
             ] {
                 let dir = run_dir.join(dir);
                 if dir.exists() {

@@ -6,3 +6,7 @@
 pub mod files;
 pub mod tensorboard;
 pub mod video;
+
+/// Where experiment trackers keep what they have delivered of the run
+/// (`sebulba-tracking`); `--fresh` removes it with the rest.
+pub const TRACKING_DIR: &str = "tracking";

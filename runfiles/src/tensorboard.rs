@@ -99,13 +99,13 @@ fn record(data: &[u8]) -> Vec<u8> {
 /// Every finite number in a JSON object as `(prefix/path, value)`: nested
 /// objects join their keys with `/`, booleans count as 0 and 1; strings,
 /// nulls and arrays are not scalars and are left out.
-pub fn scalars(prefix: &str, value: &Value) -> Vec<(String, f32)> {
+pub fn scalars(prefix: &str, value: &Value) -> Vec<(String, f64)> {
     let mut out = Vec::new();
     collect(prefix, value, &mut out);
     out
 }
 
-fn collect(path: &str, value: &Value, out: &mut Vec<(String, f32)>) {
+fn collect(path: &str, value: &Value, out: &mut Vec<(String, f64)>) {
     match value {
         Value::Object(map) => {
             for (k, v) in map {
@@ -114,10 +114,10 @@ fn collect(path: &str, value: &Value, out: &mut Vec<(String, f32)>) {
         }
         Value::Number(n) => {
             if let Some(x) = n.as_f64().filter(|x| x.is_finite()) {
-                out.push((path.to_owned(), x as f32));
+                out.push((path.to_owned(), x));
             }
         }
-        Value::Bool(b) => out.push((path.to_owned(), f32::from(u8::from(*b)))),
+        Value::Bool(b) => out.push((path.to_owned(), f64::from(u8::from(*b)))),
         Value::Null | Value::String(_) | Value::Array(_) => {}
     }
 }
@@ -183,7 +183,7 @@ impl MirroredLines {
             .into_iter()
             .map(|(tag, v)| SummaryValue {
                 tag,
-                simple_value: Some(v),
+                simple_value: Some(v as f32),
                 image: None,
             })
             .collect();
