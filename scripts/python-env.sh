@@ -2,7 +2,8 @@
 # Creates (or updates) the venvs:
 #   .venv        Python environments run in (scripts/python-requirements.txt)
 #   .venv-tools  what tests check sebulba's outputs with: TensorBoard's event
-#                reader, kubernetes-validate (scripts/tool-requirements.txt)
+#                reader, kubernetes-validate, an MLflow server
+#                (scripts/tool-requirements.txt)
 #   scripts/python-env.sh            then   export VIRTUAL_ENV=$PWD/.venv
 # Env: SEBULBA_VENV (default .venv), SEBULBA_TOOLS_VENV (default .venv-tools),
 # PYTHON (default python3; must be the Python the binary was built against,

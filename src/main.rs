@@ -11,6 +11,7 @@ mod plot;
 mod progress;
 mod status;
 mod sweep;
+mod track;
 mod watch;
 
 use anyhow::Context;
@@ -96,6 +97,7 @@ async fn run_learner(args: cli::LearnerArgs, shutdown: CancellationToken) -> any
     let security = args.security.load()?;
     let config = args.config.resolve()?;
     let (run_dir, run_name) = args.config.run_dir(&config, args.fresh);
+    let tracking = track::start_for_run(&run_dir, &args.track)?;
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;
@@ -112,7 +114,9 @@ async fn run_learner(args: cli::LearnerArgs, shutdown: CancellationToken) -> any
         evaluator_in_process: false,
         actor_processes: None,
     };
-    let summary = sebulba_learner::run(listener, opts, shutdown).await?;
+    let summary = sebulba_learner::run(listener, opts, shutdown).await;
+    track::end_of_run(tracking, &args.track, summary.is_ok());
+    let summary = summary?;
     info!(run_dir = %run_dir.display(), env_steps = summary.env_steps, final_eval = sebulba_learner::summary::shown(summary.final_eval_return_mean), "summary written");
     Ok(())
 }
@@ -196,6 +200,7 @@ async fn run_command(cli: Cli, shutdown: CancellationToken) -> anyhow::Result<()
         Command::Plot(args) => plot::run(&args),
         Command::Export(args) => export::run(&args),
         Command::Watch(args) => tokio::task::block_in_place(|| watch::run(&args)),
+        Command::Track(args) => tokio::task::block_in_place(|| track::run(&args, &shutdown)),
         Command::Sweep(args) => tokio::task::block_in_place(|| sweep::run(&args, &shutdown)),
     }
 }

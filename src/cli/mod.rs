@@ -13,7 +13,8 @@ mod tools;
 pub use bench::{BenchAgreeArgs, BenchCommand, BenchKernelsArgs, BenchLearnerArgs, BenchLocalArgs};
 pub use security::SecurityArgs;
 pub use tools::{
-    CertsArgs, ExportArgs, ExportFormat, HealthArgs, PlotArgs, StatusArgs, SweepArgs, WatchArgs,
+    CertsArgs, ExportArgs, ExportFormat, HealthArgs, PlotArgs, StatusArgs, SweepArgs, TrackArgs,
+    WatchArgs,
 };
 
 #[derive(Parser, Debug)]
@@ -80,6 +81,11 @@ pub enum Command {
     /// PyTorch loads as an `nn.Module` without sebulba, with a check of its
     /// outputs against sebulba's.
     Export(ExportArgs),
+    /// Sends a run directory to experiment trackers (`--track`): what the
+    /// run has written, then what it writes, until it ends (its
+    /// `summary.json`), or until stopped; a later `track` goes on from
+    /// there. For a cluster's runs, or a run whose tracker was down.
+    Track(TrackArgs),
     /// A run's final (or best) policy playing the run's env as its final
     /// evaluation does (the same start states and protocol), each
     /// episode's return printed: how a trained agent does, from its files.
@@ -103,6 +109,7 @@ impl Command {
             | Command::Plot(_)
             | Command::Sweep(_)
             | Command::Export(_)
+            | Command::Track(_)
             | Command::Watch(_) => None,
         }
     }
@@ -235,6 +242,8 @@ pub struct LocalArgs {
     #[arg(long, env = "SEBULBA_FRESH")]
     pub fresh: bool,
     #[command(flatten)]
+    pub track: TrackFlag,
+    #[command(flatten)]
     pub security: SecurityArgs,
 }
 
@@ -262,6 +271,8 @@ pub struct LearnerArgs {
     /// Start over in `--run-dir`, removing the previous run's files.
     #[arg(long, env = "SEBULBA_FRESH")]
     pub fresh: bool,
+    #[command(flatten)]
+    pub track: TrackFlag,
     #[command(flatten)]
     pub security: SecurityArgs,
 }
@@ -410,6 +421,27 @@ where
 }
 
 /// A run name: safe as a directory name and a wire id.
+/// `--track`: experiment trackers the run is sent to as it goes.
+#[derive(Args, Debug, Clone, Default)]
+pub struct TrackFlag {
+    /// Send the run to an experiment tracker as it goes (repeatable, or
+    /// comma-separated): `mlflow=http://HOST:5000` (MLflow's REST API) or
+    /// `wandb[=PROJECT]` (Weights & Biases, offline without credentials). A
+    /// tracker that fails never stops or slows training; see
+    /// docs/operations.md, Experiment trackers.
+    #[arg(long, env = "SEBULBA_TRACK", value_delimiter = ',', value_parser = parse_track)]
+    pub track: Vec<sebulba_tracking::Track>,
+    /// At the run's end, how long a failing tracker is waited for before
+    /// the rest is left in the run directory for `sebulba track`.
+    #[arg(long, env = "SEBULBA_TRACK_WAIT_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    pub track_wait_secs: u64,
+}
+
+fn parse_track(text: &str) -> Result<sebulba_tracking::Track, String> {
+    text.parse()
+        .map_err(|e: sebulba_tracking::TrackError| e.to_string())
+}
+
 fn parse_run_name(text: &str) -> Result<String, String> {
     let ok = !text.is_empty()
         && text.len() <= 64

@@ -165,3 +165,11 @@ fn parse_sample_secs(text: &str) -> Result<f64, String> {
         _ => Err(format!("expected seconds from 0 to 600, got `{text}`")),
     }
 }
+
+#[derive(Args, Debug)]
+pub struct TrackArgs {
+    /// The run directory (with its `config.toml` and `metrics.jsonl`).
+    pub run_dir: PathBuf,
+    #[command(flatten)]
+    pub track: super::TrackFlag,
+}

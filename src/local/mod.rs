@@ -24,6 +24,8 @@ pub async fn run(
     let actors = args.actors.unwrap_or(config.run.local_actors);
     anyhow::ensure!(actors >= 1, "--actors: need at least one actor");
     let security = args.security.load()?;
+    // Before anything starts: a tracker that cannot be had fails the command.
+    let tracking = crate::track::start_for_run(&run_dir, &args.track)?;
     // With a CA given, roles dial each other over https (the certificate must
     // name 127.0.0.1, or --tls-domain the name it has).
     let scheme = if security.tls.ca.is_some() {
@@ -95,6 +97,7 @@ pub async fn run(
     ps_stop.cancel();
     let _ = progress.await;
     drain(&mut tasks).await;
+    crate::track::end_of_run(tracking, &args.track, result.is_ok());
     let summary = result.context("learner")?;
     finished(summary, run_dir, actor_processes.as_deref())
 }
