@@ -270,7 +270,14 @@ impl Worker {
                             self.marks.push_back(m);
                         }
                     }
-                    Err(e) => self.failed(&e),
+                    // Not drained: a file that cannot be read now may hold
+                    // lines, so the end must not be recorded yet.
+                    Err(e) => {
+                        self.failed(&e);
+                        if self.pending.is_empty() {
+                            return false;
+                        }
+                    }
                 }
             }
             gauge!("sebulba_tracker_behind", "tracker" => self.name.clone())

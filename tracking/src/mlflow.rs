@@ -63,11 +63,9 @@ impl Mlflow {
         })
     }
 
-    fn request(&self, method: &str, path: &str) -> ureq::Request {
-        let r = self
-            .agent
-            .request(method, &format!("{}{path}", self.uri))
-            .set("User-Agent", "sebulba");
+    /// A request to `url` with our agent and credentials.
+    fn request(&self, method: &str, url: &str) -> ureq::Request {
+        let r = self.agent.request(method, url).set("User-Agent", "sebulba");
         match &self.auth {
             Some(a) => r.set("Authorization", a),
             None => r,
@@ -77,13 +75,13 @@ impl Mlflow {
     fn post(&self, api: &str, body: &Value) -> Result<Value, TrackError> {
         answer(
             api,
-            self.request("POST", &format!("/api/2.0/mlflow/{api}"))
+            self.request("POST", &format!("{}/api/2.0/mlflow/{api}", self.uri))
                 .send_json(body),
         )
     }
 
     fn get(&self, api: &str, query: &[(&str, &str)]) -> Result<Value, TrackError> {
-        let mut r = self.request("GET", &format!("/api/2.0/mlflow/{api}"));
+        let mut r = self.request("GET", &format!("{}/api/2.0/mlflow/{api}", self.uri));
         for (k, v) in query {
             r = r.query(k, v);
         }
@@ -193,14 +191,9 @@ impl Mlflow {
         let file = std::fs::File::open(&path)
             .map_err(|e| TrackError::Refused(format!("{}: {e}", path.display())))?;
         let name = rel.to_string_lossy().replace('\\', "/");
-        let url = format!("{base}/{name}");
-        let mut r = self
-            .agent
-            .put(&url)
+        let r = self
+            .request("PUT", &format!("{base}/{name}"))
             .set("Content-Type", "application/octet-stream");
-        if let Some(a) = &self.auth {
-            r = r.set("Authorization", a);
-        }
         answer(&format!("artifact {name}"), r.send(file)).map(|_| ())
     }
 }
